@@ -1,0 +1,181 @@
+"""Training checkpoints without pickles: safetensors for tensors, JSON for everything else, renamed into place.
+
+A checkpoint is a directory `checkpoints/step-XXXXXXX/`. It is written under a temporary name and renamed only
+when complete, and `checkpoints/latest` (a one-line file, replaced atomically) names the newest, so a kill at any
+moment leaves the previous checkpoint intact and findable. Loading never unpickles, so a checkpoint from
+elsewhere cannot run code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, load_model, save_file, save_model
+
+from electra.errors import UserError
+
+LATEST = "latest"
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:08d}"
+
+
+def latest_checkpoint(checkpoints_dir: Path) -> Path | None:
+    pointer = checkpoints_dir / LATEST
+    if not pointer.is_file():
+        return None
+    path = checkpoints_dir / pointer.read_text().strip()
+    return path if (path / "trainer_state.json").is_file() else None
+
+
+def save_checkpoint(
+    checkpoints_dir: Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler,
+    trainer_state: dict[str, Any],
+    rank: int = 0,
+    is_main: bool = True,
+    barrier=lambda: None,
+    keep: int = 2,
+) -> Path:
+    """Every process writes its RNG state; the main process writes the rest and publishes the directory."""
+    checkpoints_dir.mkdir(parents=True, exist_ok=True)
+    final = checkpoints_dir / checkpoint_name(step)
+    staging = checkpoints_dir / f".{checkpoint_name(step)}.partial"
+    if is_main:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    barrier()
+    _save_rng(staging, rank)
+    if is_main:
+        save_model(model, str(staging / "model.safetensors"))
+        _save_optimizer(optimizer, staging)
+        state = dict(trainer_state, step=step, scheduler=_jsonable(scheduler.state_dict()))
+        (staging / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n")
+    barrier()
+    if is_main:
+        for file in staging.iterdir():
+            _fsync(file)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(staging, final)
+        _write_atomically(checkpoints_dir / LATEST, final.name + "\n")
+        _prune(checkpoints_dir, keep)
+    barrier()
+    return final
+
+
+def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler, rank: int = 0) -> dict[str, Any]:
+    state = json.loads((path / "trainer_state.json").read_text())
+    missing, unexpected = load_model(model, str(path / "model.safetensors"), strict=False)
+    if unexpected or [m for m in missing if not _is_alias(model, m)]:
+        raise UserError(f"checkpoint {path} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+    _load_optimizer(optimizer, path)
+    scheduler.load_state_dict(state["scheduler"])
+    _load_rng(path, rank)
+    return state
+
+
+def _is_alias(model: torch.nn.Module, name: str) -> bool:
+    """save_model drops the second name of a shared tensor; such names are fine to be 'missing'."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    tensor = params.get(name)
+    if tensor is None:
+        return False
+    return sum(1 for other in params.values() if other is tensor) > 1
+
+
+def _save_optimizer(optimizer: torch.optim.Optimizer, directory: Path) -> None:
+    state = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, Any] = {}
+    for index, values in state["state"].items():
+        for key, value in values.items():
+            if torch.is_tensor(value):
+                tensors[f"{index}.{key}"] = value.detach().cpu().contiguous()
+            else:
+                scalars[f"{index}.{key}"] = value
+    save_file(tensors, str(directory / "optimizer.safetensors"))
+    meta = {"param_groups": state["param_groups"], "scalars": scalars}
+    (directory / "optimizer.json").write_text(json.dumps(_jsonable(meta)) + "\n")
+
+
+def _load_optimizer(optimizer: torch.optim.Optimizer, directory: Path) -> None:
+    tensors = load_file(str(directory / "optimizer.safetensors"))
+    meta = json.loads((directory / "optimizer.json").read_text())
+    state: dict[int, dict[str, Any]] = {}
+    for name, value in list(tensors.items()) + list(meta["scalars"].items()):
+        index, key = name.split(".", 1)
+        state.setdefault(int(index), {})[key] = value
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+def _save_rng(directory: Path, rank: int) -> None:
+    tensors = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for i, cuda_state in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"cuda{i}"] = cuda_state
+    save_file(tensors, str(directory / f"rng-rank{rank}.safetensors"))
+    py_version, py_state, py_gauss = random.getstate()
+    meta = {"python": [py_version, list(py_state), py_gauss], "numpy": np.random.get_state(legacy=False)}
+    (directory / f"rng-rank{rank}.json").write_text(json.dumps(_jsonable(meta)) + "\n")
+
+
+def _load_rng(directory: Path, rank: int) -> None:
+    file = directory / f"rng-rank{rank}.safetensors"
+    if not file.is_file():
+        raise UserError(f"checkpoint {directory} has no RNG state for process {rank}; resume with the same number of processes.")
+    tensors = load_file(str(file))
+    torch.set_rng_state(tensors["torch"])
+    if torch.cuda.is_available():
+        cuda_states = [tensors[k] for k in sorted(tensors) if k.startswith("cuda")]
+        if cuda_states:
+            torch.cuda.set_rng_state_all(cuda_states)
+    meta = json.loads((directory / f"rng-rank{rank}.json").read_text())
+    version, py_state, gauss = meta["python"]
+    random.setstate((version, tuple(py_state), gauss))
+    np.random.set_state(meta["numpy"])
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if torch.is_tensor(value):
+        return value.item() if value.numel() == 1 else value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if callable(value):
+        return None
+    return value
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text)
+    _fsync(temporary)
+    os.replace(temporary, path)
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _prune(checkpoints_dir: Path, keep: int) -> None:
+    steps = sorted(p for p in checkpoints_dir.glob("step-*") if p.is_dir())
+    for old in steps[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,274 @@
+"""One flat pretraining configuration, the paper's model sizes, and strict overrides.
+
+A single flat dataclass (as the reference `configure_pretraining.py` does) keeps every knob greppable and makes a
+run reproducible from its saved `config.json`. Unknown keys are errors: a typo must not silently train the default.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from electra.errors import UserError
+
+OBJECTIVES = ("electra", "mlm", "electric", "electra-tt")
+GENERATORS = ("mlm", "unigram", "two-tower")
+EMBEDDING_SHARING = ("none", "embeddings", "all")
+MIXED_PRECISION = ("no", "bf16", "fp16")
+
+
+@dataclass
+class PretrainConfig:
+    # ---- model: discriminator (the model that is kept) ----
+    vocab_size: int = 30522  # replaced by the tokenizer's size when a vocabulary is trained or loaded
+    hidden_size: int = 256
+    num_hidden_layers: int = 12
+    intermediate_size: int = 1024
+    num_attention_heads: int = 4
+    embedding_size: int = 128  # ELECTRA factorises embeddings: Small uses 128 < hidden 256
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+    # ---- model: generator ----
+    generator: str = "mlm"  # mlm | unigram | two-tower
+    generator_hidden_multiplier: float = 0.25  # of hidden size, FFN size and heads (paper: 1/4 Small, 1/3 Base)
+    generator_num_layers: int | None = None  # None: same depth as the discriminator (the paper's choice)
+    embedding_sharing: str = "embeddings"  # none | embeddings | all ('all' needs a same-size generator)
+    # ---- objective ----
+    objective: str = "electra"  # electra | mlm | electric | electra-tt
+    mask_prob: float = 0.15  # 0.25 for Large
+    mask_token_prob: float = 0.85  # of the picked positions: [MASK]; the rest keep their token (no random tokens)
+    random_token_prob: float = 0.0  # BERT's 10% random replacement; used by the MLM baseline
+    generator_loss_weight: float = 1.0
+    discriminator_loss_weight: float = 50.0
+    sampling_temperature: float = 1.0
+    # ---- data ----
+    max_seq_length: int = 128
+    tokenizer_vocab_size: int = 30522  # size of a WordPiece vocabulary trained on the corpus
+    lowercase: bool = True
+    single_segment_prob: float = 0.1  # ELECTRA's data builder: ~10% single-segment examples
+    short_seq_prob: float = 0.05  # ~5% of examples get a random shorter target length
+    # ---- optimisation ----
+    learning_rate: float = 5e-4
+    warmup_steps: int = 10000
+    max_steps: int = 1_000_000
+    train_batch_size: int = 128  # global batch: per-device batch x processes x accumulation
+    gradient_accumulation_steps: int = 1
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    lr_schedule: str = "linear"  # linear warmup, then linear decay to 0 at max_steps
+    # ---- run ----
+    seed: int = 42
+    mixed_precision: str = "no"
+    attn_implementation: str = "sdpa"  # sdpa | eager
+    compile: bool = False  # torch.compile the models (slow first step; opt in)
+    log_every: int = 50
+    save_every: int = 1000
+    keep_checkpoints: int = 2
+    flops_budget: float | None = None  # stop once this many training FLOPs are spent
+    dataloader_workers: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)  # free-form notes (never read by code)
+
+    # ------------------------------------------------------------------
+    def validate(self) -> PretrainConfig:
+        """Reject inconsistent settings early, with the field name in the message."""
+        _choice("objective", self.objective, OBJECTIVES)
+        _choice("generator", self.generator, GENERATORS)
+        _choice("embedding_sharing", self.embedding_sharing, EMBEDDING_SHARING)
+        _choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
+        _choice("attn_implementation", self.attn_implementation, ("sdpa", "eager"))
+        if self.hidden_size % self.num_attention_heads:
+            raise UserError(
+                f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads "
+                f"{self.num_attention_heads}; pick sizes whose ratio is the head size (64 in the paper)."
+            )
+        if not 0.0 < self.mask_prob < 1.0:
+            raise UserError(f"config: mask_prob must be in (0, 1), got {self.mask_prob}.")
+        if self.mask_token_prob + self.random_token_prob > 1.0 + 1e-9:
+            raise UserError("config: mask_token_prob + random_token_prob must not exceed 1.")
+        if self.max_seq_length > self.max_position_embeddings:
+            raise UserError(
+                f"config: max_seq_length {self.max_seq_length} exceeds max_position_embeddings "
+                f"{self.max_position_embeddings}."
+            )
+        if self.embedding_sharing == "all" and self.generator_hidden_multiplier != 1.0:
+            raise UserError(
+                "config: embedding_sharing=all ties every weight, so it needs generator_hidden_multiplier=1.0."
+            )
+        if self.objective == "electric" and self.generator != "two-tower":
+            raise UserError("config: objective=electric needs generator=two-tower (Electric's noise distribution).")
+        if self.train_batch_size < 1 or self.gradient_accumulation_steps < 1:
+            raise UserError("config: train_batch_size and gradient_accumulation_steps must be at least 1.")
+        return self
+
+    # ---- derived generator shape ----
+    @property
+    def generator_hidden_size(self) -> int:
+        return self._generator_heads() * self.head_size
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def _generator_heads(self) -> int:
+        return max(1, round(self.num_attention_heads * self.generator_hidden_multiplier))
+
+    @property
+    def generator_num_attention_heads(self) -> int:
+        return self._generator_heads()
+
+    @property
+    def generator_intermediate_size(self) -> int:
+        return max(1, round(self.intermediate_size * self.generator_hidden_size / self.hidden_size))
+
+    @property
+    def generator_layers(self) -> int:
+        return self.generator_num_layers or self.num_hidden_layers
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise UserError(f"config: {name}={value!r} is not one of {', '.join(allowed)}.")
+
+
+# The paper's Table 5.1 (ELECTRA dissertation; Table 6 of the ELECTRA paper), plus two CPU sizes.
+# tiny/mini are ours: chosen so tiny learns visibly in a few CPU minutes and mini in under an hour.
+SIZES: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        hidden_size=128, num_hidden_layers=4, intermediate_size=512, num_attention_heads=2, embedding_size=128,
+        generator_hidden_multiplier=0.5, max_position_embeddings=128, max_seq_length=128, tokenizer_vocab_size=8192,
+        learning_rate=1e-3, warmup_steps=100, max_steps=1200, train_batch_size=32, save_every=400, log_every=20,
+    ),
+    "mini": dict(
+        hidden_size=256, num_hidden_layers=4, intermediate_size=1024, num_attention_heads=4, embedding_size=128,
+        generator_hidden_multiplier=0.25, max_position_embeddings=128, max_seq_length=128,
+        tokenizer_vocab_size=16384, learning_rate=1e-3, warmup_steps=500, max_steps=10000, train_batch_size=64,
+        save_every=1000, log_every=50,
+    ),
+    "small": dict(
+        hidden_size=256, num_hidden_layers=12, intermediate_size=1024, num_attention_heads=4, embedding_size=128,
+        generator_hidden_multiplier=0.25, max_seq_length=128, mask_prob=0.15, learning_rate=5e-4,
+        warmup_steps=10000, train_batch_size=128, max_steps=1_000_000,
+    ),
+    "base": dict(
+        hidden_size=768, num_hidden_layers=12, intermediate_size=3072, num_attention_heads=12, embedding_size=768,
+        generator_hidden_multiplier=1 / 3, max_seq_length=512, mask_prob=0.15, learning_rate=2e-4,
+        warmup_steps=10000, train_batch_size=256, max_steps=766_000,
+    ),
+    "large": dict(
+        hidden_size=1024, num_hidden_layers=24, intermediate_size=4096, num_attention_heads=16, embedding_size=1024,
+        generator_hidden_multiplier=0.25, max_seq_length=512, mask_prob=0.25, learning_rate=2e-4,
+        warmup_steps=10000, train_batch_size=2048, max_steps=400_000,
+    ),
+}
+
+# Objective-specific defaults applied before user overrides (BERT's baseline masks 80/10/10).
+OBJECTIVE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mlm": dict(mask_token_prob=0.8, random_token_prob=0.1),
+    "electric": dict(generator="two-tower"),
+    "electra-tt": dict(generator="two-tower"),
+}
+
+
+def field_names() -> set[str]:
+    return {f.name for f in fields(PretrainConfig)}
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    """Turn a CLI string (or JSON value) into the field's type; errors name the field."""
+    f = {f.name: f for f in fields(PretrainConfig)}[name]
+    kind = str(f.type)
+    if not isinstance(raw, str):
+        return raw
+    try:
+        if raw.lower() in ("none", "null") and "None" in kind:
+            return None
+        if kind.startswith("bool"):
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if kind.startswith("int"):
+            return int(float(raw)) if "e" in raw.lower() else int(raw)
+        if kind.startswith("float"):
+            return float(raw)
+    except ValueError:
+        raise UserError(f"config: {name}={raw!r} is not a valid {kind}.") from None
+    return raw
+
+
+def build_config(
+    size: str = "tiny",
+    config_file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> PretrainConfig:
+    """Size preset < objective defaults < config file < explicit overrides (later wins)."""
+    if size not in SIZES:
+        raise UserError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}.")
+    values: dict[str, Any] = dict(SIZES[size])
+    layered: dict[str, Any] = {}
+    if config_file is not None:
+        layered.update(load_config_file(config_file))
+    layered.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    unknown = sorted(set(layered) - field_names())
+    if unknown:
+        where = f" in {config_file}" if config_file else ""
+        raise UserError(
+            f"unknown config key(s){where}: {', '.join(unknown)}. Run `electra pretrain --help-config` for the list."
+        )
+    objective = layered.get("objective", values.get("objective", "electra"))
+    values.update(OBJECTIVE_DEFAULTS.get(objective, {}))
+    values.update({k: _coerce(k, v) for k, v in layered.items()})
+    return PretrainConfig(**values).validate()
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file {path} does not exist.")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"config file {path} is not valid JSON ({exc}); write it as a JSON object.") from None
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path} must hold a JSON object of field: value.")
+    return data
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`key=value` strings from `--set` into a dict (types are coerced later, per field)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"override {item!r} must look like key=value (for example hidden_size=128).")
+        key, value = item.split("=", 1)
+        out[key.strip().replace("-", "_")] = value.strip()
+    return out
+
+
+def load_saved_config(path: str | Path) -> PretrainConfig:
+    """Read a run's config.json back; unknown keys mean the file came from another version or tool."""
+    data = load_config_file(path)
+    unknown = sorted(set(data) - field_names())
+    if unknown:
+        raise UserError(f"{path}: unknown config key(s) {', '.join(unknown)}; was it written by this library?")
+    return PretrainConfig(**data).validate()
+
+
+def differing_fields(a: PretrainConfig, b: PretrainConfig, ignore: set[str]) -> list[str]:
+    return [f.name for f in fields(a) if f.name not in ignore and getattr(a, f.name) != getattr(b, f.name)]

@@ -1,0 +1,179 @@
+"""Read raw text corpora as a stream of documents, whatever their packaging.
+
+Accepted: a text file, a directory of text files (recursively, in sorted order), JSONL with a `text` field, a
+`datasets` dataset saved with `save_to_disk`, and `.gz` / `.zip` / `.tar.gz` archives of any of the text forms.
+A document is a file when reading a directory of several files, and a blank-line-separated block when reading one
+text file (`doc_boundary` overrides). POS-tagged text such as the Brown corpus (`word/tag`) is detected and
+stripped, so users can point the trainer at classic corpora without preprocessing them.
+Everything streams: nothing holds the whole corpus in memory.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from electra.errors import UserError
+
+TEXT_SUFFIXES = {"", ".txt", ".text", ".md", ".raw", ".tokens"}
+JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
+SKIPPED_SUFFIXES = {".pdf", ".png", ".jpg", ".jpeg", ".gif", ".wav", ".mp3", ".pyc", ".so", ".bin", ".pt", ".arrow"}
+DOC_BOUNDARIES = ("auto", "file", "blank")
+
+_TAGGED_TOKEN = re.compile(r"^\S+/[a-z0-9\-+$*.,:;()`'!?]+$")
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def read_documents(path: str | Path, doc_boundary: str = "auto") -> Iterator[str]:
+    """Yield documents as text, one paragraph per line; raise UserError naming the file on unreadable input."""
+    if doc_boundary not in DOC_BOUNDARIES:
+        raise UserError(f"doc_boundary={doc_boundary!r} is not one of {', '.join(DOC_BOUNDARIES)}.")
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"corpus {path} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset.")
+    if is_saved_dataset(path):
+        yield from _read_saved_dataset(path)
+        return
+    files = corpus_files(path)
+    if not files:
+        raise UserError(f"corpus {path} holds no readable text files (.txt, .jsonl, archives).")
+    boundary = doc_boundary
+    if boundary == "auto":
+        boundary = "file" if path.is_dir() and len(files) > 1 else "blank"
+    for file in files:
+        for name, text in _file_texts(file):
+            yield from _documents_of(name, text, boundary)
+
+
+def corpus_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    files = [p for p in sorted(path.rglob("*")) if p.is_file() and not p.name.startswith(".")]
+    return [p for p in files if p.suffix.lower() not in SKIPPED_SUFFIXES]
+
+
+def is_saved_dataset(path: Path) -> bool:
+    return path.is_dir() and (path / "dataset_info.json").is_file() and (path / "state.json").is_file()
+
+
+def _read_saved_dataset(path: Path) -> Iterator[str]:
+    from datasets import load_from_disk
+
+    dataset = load_from_disk(str(path))
+    if hasattr(dataset, "keys"):  # a DatasetDict: use its train split, or its only split
+        split = "train" if "train" in dataset else next(iter(dataset))
+        dataset = dataset[split]
+    if "text" not in dataset.column_names:
+        raise UserError(f"dataset {path} has no 'text' column (columns: {', '.join(dataset.column_names)}).")
+    for batch in dataset.select_columns(["text"]).iter(batch_size=1000):
+        for text in batch["text"]:
+            if text and text.strip():
+                yield text
+
+
+def _file_texts(file: Path) -> Iterator[tuple[str, str]]:
+    """(display name, decoded text) for a file or each text member of an archive."""
+    name = file.name.lower()
+    if name.endswith((".tar.gz", ".tgz", ".tar")):
+        try:
+            with tarfile.open(file) as archive:
+                for member in sorted(archive.getmembers(), key=lambda m: m.name):
+                    if member.isfile() and _is_text_name(member.name):
+                        handle = archive.extractfile(member)
+                        if handle is not None:
+                            yield f"{file}:{member.name}", _decode(handle.read(), f"{file}:{member.name}")
+        except tarfile.TarError as exc:
+            raise UserError(f"{file}: not a readable tar archive ({exc}).") from None
+    elif name.endswith(".zip"):
+        try:
+            with zipfile.ZipFile(file) as archive:
+                for member in sorted(archive.namelist()):
+                    if not member.endswith("/") and _is_text_name(member):
+                        yield f"{file}:{member}", _decode(archive.read(member), f"{file}:{member}")
+        except zipfile.BadZipFile as exc:
+            raise UserError(f"{file}: not a readable zip archive ({exc}).") from None
+    elif name.endswith(".gz"):
+        try:
+            data = gzip.decompress(file.read_bytes())
+        except OSError as exc:
+            raise UserError(f"{file}: not a readable gzip file ({exc}).") from None
+        yield str(file.with_suffix("")), _decode(data, str(file))
+    else:
+        yield str(file), _decode(file.read_bytes(), str(file))
+
+
+def _is_text_name(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    if base.startswith(".") or base.startswith("__MACOSX"):
+        return False
+    suffix = "." + base.rsplit(".", 1)[-1].lower() if "." in base else ""
+    return suffix in TEXT_SUFFIXES or suffix in JSON_SUFFIXES
+
+
+def _decode(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{name}: undecodable bytes at offset {exc.start} (not UTF-8); convert it with "
+            f"`iconv -f latin1 -t utf-8` or remove it from the corpus."
+        ) from None
+
+
+def _documents_of(name: str, text: str, boundary: str) -> Iterator[str]:
+    suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name.rsplit("/", 1)[-1] else ""
+    if suffix in JSON_SUFFIXES:
+        yield from _jsonl_documents(name, text)
+        return
+    text = text.replace("\r\n", "\n")
+    if looks_pos_tagged(text):
+        text = strip_pos_tags(text)
+    blocks = [" ".join(block.split()) for block in re.split(r"\n\s*\n", text)]
+    blocks = [block for block in blocks if block]
+    if boundary == "file":
+        if blocks:
+            yield "\n".join(blocks)
+    else:
+        yield from blocks
+
+
+def _jsonl_documents(name: str, text: str) -> Iterator[str]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{name}:{number}: not valid JSON ({exc.msg}); each line must be one JSON object.") from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise UserError(f'{name}:{number}: expected an object with a string "text" field.')
+        if record["text"].strip():
+            yield record["text"]
+
+
+def looks_pos_tagged(text: str, sample_tokens: int = 400) -> bool:
+    """True when nearly every whitespace token is `word/tag` (Brown-style); plain prose never passes 90%."""
+    tokens = text[:20000].split()[:sample_tokens]
+    if len(tokens) < 20:
+        return False
+    tagged = sum(1 for token in tokens if _TAGGED_TOKEN.match(token))
+    return tagged >= 0.9 * len(tokens)
+
+
+def strip_pos_tags(text: str) -> str:
+    lines = []
+    for line in text.split("\n"):
+        words = [token.rsplit("/", 1)[0] if "/" in token else token for token in line.split()]
+        words = ['"' if word in ("``", "''") else word for word in words]
+        lines.append(" ".join(words))
+    return "\n".join(lines)
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Cheap rule-based splitting: the data builder only needs plausible boundaries to choose segment cuts."""
+    return [sentence for sentence in _SENTENCE_END.split(paragraph) if sentence.strip()]

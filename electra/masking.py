@@ -1,0 +1,53 @@
+"""Dynamic masking: fresh positions every step, drawn on the device inside the model's forward pass."""
+
+from __future__ import annotations
+
+import torch
+
+
+def special_token_mask(input_ids: torch.Tensor, special_ids: torch.Tensor) -> torch.Tensor:
+    return torch.isin(input_ids, special_ids)
+
+
+def choose_positions(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ids: torch.Tensor, mask_prob: float
+) -> torch.Tensor:
+    """Exactly round(mask_prob * n) positions per row (at least one) among the row's n non-special tokens.
+
+    A fixed count per row (rather than an independent coin per token) is what the reference implementation does;
+    it keeps the number of generator predictions, and so the step's cost, steady.
+    """
+    candidates = attention_mask.bool() & ~special_token_mask(input_ids, special_ids)
+    n_candidates = candidates.sum(dim=1)
+    k = torch.round(n_candidates.float() * mask_prob).long().clamp(min=1)
+    k = torch.minimum(k, n_candidates)
+    scores = torch.rand(input_ids.shape, device=input_ids.device)
+    scores = scores.masked_fill(~candidates, -1.0)
+    ranks = scores.argsort(dim=1, descending=True).argsort(dim=1)
+    return ranks < k.unsqueeze(1)
+
+
+def apply_mask_tokens(
+    input_ids: torch.Tensor,
+    positions: torch.Tensor,
+    mask_token_id: int,
+    vocab_size: int,
+    mask_token_prob: float,
+    random_token_prob: float,
+) -> torch.Tensor:
+    """The generator's input: picked positions become [MASK] (or, for BERT's recipe, a random token) or stay."""
+    draw = torch.rand(input_ids.shape, device=input_ids.device)
+    masked = input_ids.masked_fill(positions & (draw < mask_token_prob), mask_token_id)
+    if random_token_prob > 0:
+        use_random = positions & (draw >= mask_token_prob) & (draw < mask_token_prob + random_token_prob)
+        random_tokens = torch.randint_like(input_ids, vocab_size)
+        masked = torch.where(use_random, random_tokens, masked)
+    return masked
+
+
+def sample_tokens(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Gumbel-max sampling in fp32, without gradient (ELECTRA trains the generator by MLE, not through samples)."""
+    with torch.no_grad():
+        scaled = logits.detach().float() / temperature
+        uniform = torch.rand_like(scaled).clamp_(1e-9, 1.0 - 1e-9)
+        return (scaled - torch.log(-torch.log(uniform))).argmax(dim=-1)

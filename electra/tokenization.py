@@ -1,0 +1,123 @@
+"""WordPiece tokenizers: load a BERT-style `vocab.txt`, or train one on the pretraining corpus.
+
+Either way the result is a `transformers` fast tokenizer, so it is saved next to every export and downstream
+code (`AutoTokenizer.from_pretrained(run/discriminator)`) needs nothing from this library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from transformers import ElectraTokenizerFast, PreTrainedTokenizerFast
+
+from electra.errors import UserError
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def load_vocab_tokenizer(vocab: str | Path, lowercase: bool = True) -> PreTrainedTokenizerFast:
+    """A fast WordPiece tokenizer over an existing vocabulary; refuses vocabularies without BERT's specials."""
+    path = Path(vocab)
+    if path.is_dir():
+        return load_saved_tokenizer(path)
+    if not path.is_file():
+        raise UserError(f"vocabulary {path} does not exist; pass a BERT-style vocab.txt or omit --vocab to train one.")
+    try:
+        tokens = {line.rstrip("\n") for line in path.read_text(encoding="utf-8").splitlines()}
+    except UnicodeDecodeError:
+        raise UserError(f"vocabulary {path} is not UTF-8 text; it must list one WordPiece token per line.") from None
+    missing = [tok for tok in SPECIAL_TOKENS if tok not in tokens]
+    if missing:
+        raise UserError(
+            f"vocabulary {path} lacks {', '.join(missing)}; add these tokens (one per line) or train a vocabulary."
+        )
+    return ElectraTokenizerFast(vocab=str(path), do_lower_case=lowercase)
+
+
+def load_saved_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
+    directory = Path(directory)
+    if not (directory / "tokenizer.json").is_file() and not (directory / "vocab.txt").is_file():
+        raise UserError(f"{directory} holds no tokenizer (tokenizer.json or vocab.txt).")
+    return ElectraTokenizerFast.from_pretrained(str(directory))
+
+
+def train_wordpiece_tokenizer(
+    texts: Iterable[str], vocab_size: int, lowercase: bool = True, min_frequency: int = 2
+) -> PreTrainedTokenizerFast:
+    """Train BERT-style WordPiece (`tokenizers`, in Rust) and wrap it as an ElectraTokenizerFast."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=lowercase)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS), show_progress=False
+    )
+    tokenizer.train_from_iterator(_nonempty(texts), trainer=trainer)
+    if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS):
+        raise UserError("the corpus is too small to train a vocabulary; give more text or pass --vocab vocab.txt.")
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0",
+        pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return ElectraTokenizerFast(
+        tokenizer_object=tokenizer,
+        do_lower_case=lowercase,
+        unk_token="[UNK]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        mask_token="[MASK]",
+    )
+
+
+def _nonempty(texts: Iterable[str]) -> Iterator[str]:
+    for text in texts:
+        if text.strip():
+            yield text
+
+
+def check_special_tokens(tokenizer: PreTrainedTokenizerFast, source: str) -> None:
+    for name in ("pad_token_id", "cls_token_id", "sep_token_id", "mask_token_id"):
+        if getattr(tokenizer, name) is None:
+            raise UserError(f"tokenizer from {source} has no {name.removesuffix('_id')}; use a BERT-style vocabulary.")
+
+
+def load_or_train_tokenizer(
+    vocab: str | Path | None,
+    corpus: str | Path | None,
+    vocab_size: int,
+    lowercase: bool = True,
+    cache_dir: str | Path | None = None,
+) -> PreTrainedTokenizerFast:
+    """`--vocab` wins; otherwise train WordPiece on the corpus once and reuse it while the corpus is unchanged."""
+    if vocab is not None:
+        tokenizer = load_vocab_tokenizer(vocab, lowercase=lowercase)
+        check_special_tokens(tokenizer, str(vocab))
+        return tokenizer
+    if corpus is None:
+        raise UserError("give --vocab vocab.txt or a --corpus to train a vocabulary on.")
+    import hashlib
+    import json
+    import os
+
+    from electra.corpus import read_documents
+    from electra.data import corpus_fingerprint, default_cache_root
+
+    key = hashlib.sha256(
+        json.dumps([corpus_fingerprint(corpus), vocab_size, lowercase], sort_keys=True).encode()
+    ).hexdigest()[:20]
+    root = Path(cache_dir) if cache_dir else default_cache_root() / "tokenizers"
+    final = root / key
+    if (final / "tokenizer.json").is_file():
+        return load_saved_tokenizer(final)
+    tokenizer = train_wordpiece_tokenizer(read_documents(corpus), vocab_size=vocab_size, lowercase=lowercase)
+    root.mkdir(parents=True, exist_ok=True)
+    staging = root / f".{key}-{os.getpid()}"
+    tokenizer.save_pretrained(str(staging))
+    os.replace(staging, final) if not final.exists() else None
+    return tokenizer

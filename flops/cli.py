@@ -1,0 +1,104 @@
+"""`electra flops`: count parameters and FLOPs of a configuration, or print the paper's figures beside ours."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from electra.errors import UserError
+
+OUTPUT_RULES_HELP = (
+    "positions per sequence charged for the masked-LM output head: ceil (ceil(mask_prob*len), default), paper "
+    "(fixed 20/128 of the sequence, as the paper's script), reference (int((mask_prob+0.005)*len), the reference "
+    "pretraining code), all, or a number"
+)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "flops",
+        help="count parameters and pretraining/inference FLOPs (ELECTRA paper conventions)",
+        description="Parameters, inference FLOPs per sequence and training FLOPs per step/run, by component, in "
+        "the ELECTRA paper's conventions (multiply-add = 2 FLOPs, backward = forward, one-hot embeddings).",
+    )
+    parser.add_argument(
+        "--size", default="tiny", help="size preset: tiny, mini, small, base, large (default tiny)"
+    )
+    parser.add_argument("--config", default=None, help="JSON config file layered over the size preset")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config field (repeatable), e.g. --set generator_hidden_multiplier=0.5",
+    )
+    parser.add_argument(
+        "--seq-len", type=int, default=None, help="training sequence length (default max_seq_length)"
+    )
+    parser.add_argument("--output-positions", default="ceil", help=OUTPUT_RULES_HELP)
+    parser.add_argument(
+        "--paper", action="store_true", help="print the paper's published figures beside ours"
+    )
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help="also measure the transformers modules under FlopCounterMode (meta device: shapes only, seconds even for large)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=run)
+
+
+def _output_positions(raw: str) -> str | float:
+    from flops.shapes import OUTPUT_POSITION_RULES
+
+    if raw in OUTPUT_POSITION_RULES:
+        return raw
+    try:
+        return float(raw)
+    except ValueError:
+        raise UserError(
+            f"--output-positions {raw!r} is not one of {', '.join(OUTPUT_POSITION_RULES)} or a number."
+        ) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.paper:
+        from flops.paper import reproduce_all
+        from flops.report import format_paper
+
+        rows = reproduce_all()
+        print(json.dumps(rows, indent=2) if args.json else format_paper(rows))
+        return 0
+
+    from electra.config import build_config, parse_overrides
+    from flops.analytic import count_flops
+    from flops.report import format_report
+
+    config = build_config(args.size, args.config, parse_overrides(args.overrides))
+    if args.seq_len is not None and args.seq_len > config.max_position_embeddings:
+        raise UserError(
+            f"--seq-len {args.seq_len} exceeds max_position_embeddings {config.max_position_embeddings}; "
+            "raise it with --set max_position_embeddings=N."
+        )
+    positions = _output_positions(args.output_positions)
+    report = count_flops(config, seq_len=args.seq_len, output_positions=positions)
+    measured = None
+    if args.measure:
+        from flops.measured import matmul_flops_of_config
+
+        measured = matmul_flops_of_config(
+            config,
+            seq_len=args.seq_len,
+            backward=True,
+            output_positions=positions,
+            attn_implementation=config.attn_implementation,
+        )
+    if args.json:
+        payload = report.to_dict()
+        if measured is not None:
+            payload["measured"] = measured
+        print(json.dumps(payload, indent=2))
+    else:
+        print(format_report(report, config, measured))
+    return 0

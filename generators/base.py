@@ -1,0 +1,29 @@
+"""The seam every generator plugs into: propose token distributions at chosen positions."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Generator(nn.Module):
+    """A noise distribution over tokens at selected positions.
+
+    `needs_masked_input` says whether the generator reads the masked sequence (a masked LM) or the original one (a
+    two-tower cloze model, whose prediction at t never sees x_t). `trainable` is False for fixed distributions
+    (unigram), which then contribute no loss. Logits are computed only at the selected positions: the vocabulary
+    projection is most of a small generator's cost, so full-sequence logits would waste it.
+    """
+
+    needs_masked_input: bool = True
+    trainable: bool = True
+
+    def logits_at(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """Logits [N, vocab] for the N True entries of the boolean `positions` [B, L], in row-major order."""
+        raise NotImplementedError

@@ -1,0 +1,35 @@
+"""ELECTRA's generator: a small masked LM whose embeddings (and output projection) are the discriminator's."""
+
+from __future__ import annotations
+
+import torch
+from transformers import ElectraForMaskedLM
+from transformers.models.electra.modeling_electra import ElectraEmbeddings, ElectraModel
+
+from generators.base import Generator
+
+
+class MaskedLMGenerator(Generator):
+    """Wraps `transformers.ElectraForMaskedLM` so the export is that class's layout, but projects only masked rows."""
+
+    needs_masked_input = True
+
+    def __init__(self, hf_config, shared_embeddings: ElectraEmbeddings | None = None, shared_encoder: ElectraModel | None = None):
+        super().__init__()
+        self.model = ElectraForMaskedLM(hf_config)
+        if shared_encoder is not None:  # embedding_sharing=all: one encoder for both models
+            self.model.electra = shared_encoder
+        elif shared_embeddings is not None:
+            self.model.electra.embeddings = shared_embeddings
+        # The output projection is the (possibly shared) input embedding matrix, transposed.
+        self.model.generator_lm_head.weight = self.model.electra.embeddings.word_embeddings.weight
+
+    def logits_at(self, input_ids, attention_mask, token_type_ids, positions):
+        hidden = self.model.electra(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
+        selected = hidden[positions]
+        return self.model.generator_lm_head(self.model.generator_predictions(selected))
+
+    def hf_model(self) -> ElectraForMaskedLM:
+        return self.model

@@ -1,0 +1,72 @@
+"""Shared fixtures: the real public data beside the checkout, and small local models."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _shared_data_dir() -> Path | None:
+    candidates = [os.environ.get("ELECTRA_SHARED_DATA"), REPO.parent / "shared" / "data", REPO / "shared" / "data"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data (or $ELECTRA_SHARED_DATA); tests that need real data skip with a reason when it is absent."""
+    path = _shared_data_dir()
+    if path is None:
+        pytest.skip("real data not found: put it at ../shared/data or set ELECTRA_SHARED_DATA")
+    return path
+
+
+MICRO = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    intermediate_size=64,
+    num_attention_heads=2,
+    embedding_size=24,
+    generator_hidden_multiplier=0.5,
+    max_position_embeddings=64,
+    max_seq_length=48,
+    tokenizer_vocab_size=600,
+    train_batch_size=8,
+    warmup_steps=2,
+    max_steps=6,
+    log_every=2,
+    save_every=3,
+    learning_rate=1e-3,
+)
+
+
+@pytest.fixture
+def micro_overrides() -> dict:
+    """A model small enough that a few optimizer steps take well under a second."""
+    return dict(MICRO)
+
+
+SAMPLE_TEXT = (
+    "The committee met on Tuesday to review the annual budget. Members asked about the rising cost of repairs. "
+    "The chairman said the report would be ready next month. Several residents attended the meeting.\n\n"
+    "A storm crossed the coast during the night. Power lines fell in three towns. Crews worked until dawn to "
+    "restore service. Schools opened late the following morning.\n\n"
+    "The library added new books to its collection. Children gathered for the reading hour on Saturday. "
+    "Volunteers sorted donations in the back room. The librarian thanked everyone for their help.\n\n"
+)
+
+
+@pytest.fixture
+def small_corpus(tmp_path) -> Path:
+    """A few hundred short documents of plain English, written to a directory of text files."""
+    directory = tmp_path / "corpus"
+    directory.mkdir()
+    for i in range(12):
+        (directory / f"doc{i:02d}.txt").write_text(SAMPLE_TEXT * 6)
+    return directory

@@ -1,0 +1,74 @@
+import json
+
+import pytest
+
+from electra.config import SIZES, build_config, parse_overrides
+from electra.errors import UserError
+
+# The ELECTRA paper's Table 6 / dissertation Table 5.1: layers, hidden, FFN, heads, embedding, generator
+# multiplier, mask percent, learning rate, batch size, train steps.
+PAPER = {
+    "small": (12, 256, 1024, 4, 128, 1 / 4, 0.15, 5e-4, 128, 1_000_000),
+    "base": (12, 768, 3072, 12, 768, 1 / 3, 0.15, 2e-4, 256, 766_000),
+    "large": (24, 1024, 4096, 16, 1024, 1 / 4, 0.25, 2e-4, 2048, 400_000),
+}
+
+
+@pytest.mark.parametrize("size", list(PAPER))
+def test_paper_sizes(size):
+    c = build_config(size)
+    got = (
+        c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.num_attention_heads, c.embedding_size,
+        c.generator_hidden_multiplier, c.mask_prob, c.learning_rate, c.train_batch_size, c.max_steps,
+    )
+    assert got == pytest.approx(PAPER[size])
+    assert c.warmup_steps == 10_000
+    assert c.hidden_size // c.num_attention_heads == 64
+
+
+def test_generator_shape_follows_multiplier():
+    small = build_config("small")
+    assert (small.generator_hidden_size, small.generator_intermediate_size, small.generator_num_attention_heads) == (64, 256, 1)
+    base = build_config("base")
+    assert (base.generator_hidden_size, base.generator_intermediate_size, base.generator_num_attention_heads) == (256, 1024, 4)
+    assert small.generator_layers == small.num_hidden_layers
+
+
+def test_overrides_are_typed_and_layered(tmp_path):
+    config_file = tmp_path / "c.json"
+    config_file.write_text(json.dumps({"hidden_size": 128, "num_attention_heads": 2, "learning_rate": 3e-4}))
+    c = build_config("small", config_file, parse_overrides(["learning_rate=1e-3", "max_steps=2e3", "compile=true"]))
+    assert c.hidden_size == 128 and c.learning_rate == 1e-3 and c.max_steps == 2000 and c.compile is True
+
+
+def test_mlm_objective_uses_bert_masking():
+    c = build_config("tiny", overrides={"objective": "mlm"})
+    assert (c.mask_token_prob, c.random_token_prob) == (0.8, 0.1)
+    assert build_config("tiny").random_token_prob == 0.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"size": "huge"}, "unknown size"),
+        ({"overrides": {"hiden_size": 3}}, "hiden_size"),
+        ({"overrides": {"objective": "xlnet"}}, "objective"),
+        ({"overrides": {"hidden_size": "abc"}}, "hidden_size"),
+        ({"overrides": {"embedding_sharing": "all"}}, "generator_hidden_multiplier=1.0"),
+    ],
+)
+def test_bad_configs_raise_one_clear_error(kwargs, fragment):
+    with pytest.raises(UserError, match=fragment):
+        build_config(**{"size": "tiny", **kwargs})
+
+
+def test_unknown_key_in_file_names_the_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hidden": 3}')
+    with pytest.raises(UserError, match="bad.json"):
+        build_config("tiny", bad)
+
+
+def test_every_size_validates():
+    for size in SIZES:
+        build_config(size)

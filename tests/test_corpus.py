@@ -1,0 +1,81 @@
+import gzip
+import json
+import tarfile
+import zipfile
+
+import pytest
+
+from electra.corpus import looks_pos_tagged, read_documents, split_sentences, strip_pos_tags
+from electra.errors import UserError
+
+
+def test_single_text_file_splits_documents_on_blank_lines(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_text("First doc line one.\nline two.\n\n\nSecond doc.\n")
+    assert list(read_documents(f)) == ["First doc line one. line two.", "Second doc."]
+
+
+def test_directory_gives_one_document_per_file(tmp_path):
+    (tmp_path / "b.txt").write_text("Para one.\n\nPara two.")
+    (tmp_path / "a.txt").write_text("Alpha.")
+    assert list(read_documents(tmp_path)) == ["Alpha.", "Para one.\nPara two."]
+    assert len(list(read_documents(tmp_path, doc_boundary="blank"))) == 3
+
+
+def test_jsonl_and_archives(tmp_path):
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text(json.dumps({"text": "One."}) + "\n\n" + json.dumps({"text": "Two."}) + "\n")
+    assert list(read_documents(jsonl)) == ["One.", "Two."]
+    gz = tmp_path / "d.txt.gz"
+    gz.write_bytes(gzip.compress(b"Zipped text.\n"))
+    assert list(read_documents(gz)) == ["Zipped text."]
+    zpath = tmp_path / "e.zip"
+    with zipfile.ZipFile(zpath, "w") as z:
+        z.writestr("x/a.txt", "From zip.")
+        z.writestr("x/image.png", b"\x89PNG")
+    assert list(read_documents(zpath)) == ["From zip."]
+    tpath = tmp_path / "f.tar.gz"
+    member = tmp_path / "m.txt"
+    member.write_text("From tar.")
+    with tarfile.open(tpath, "w:gz") as t:
+        t.add(member, arcname="dir/m.txt")
+    assert list(read_documents(tpath)) == ["From tar."]
+
+
+def test_saved_dataset(tmp_path):
+    from datasets import Dataset
+
+    Dataset.from_dict({"text": ["Saved one.", "", "Saved two."]}).save_to_disk(str(tmp_path / "ds"))
+    assert list(read_documents(tmp_path / "ds")) == ["Saved one.", "Saved two."]
+
+
+def test_bad_inputs_name_the_file(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        list(read_documents(tmp_path / "missing"))
+    bad = tmp_path / "latin.txt"
+    bad.write_bytes("caf\xe9 au lait".encode("latin-1"))
+    with pytest.raises(UserError, match="latin.txt.*not UTF-8"):
+        list(read_documents(bad))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"text": "ok"}\n{not json}\n')
+    with pytest.raises(UserError, match="broken.jsonl:2"):
+        list(read_documents(broken))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no readable text"):
+        list(read_documents(tmp_path / "empty"))
+
+
+def test_pos_tags_are_detected_and_stripped_on_real_brown(shared_data):
+    text = (shared_data / "corpus" / "brown" / "ca01").read_text()
+    assert looks_pos_tagged(text)
+    assert not looks_pos_tagged("The jury said on Friday that the election was fair, and/or honest. " * 10)
+    docs = list(read_documents(shared_data / "corpus" / "brown" / "ca01"))
+    assert docs[0].startswith("The Fulton County Grand Jury said Friday an investigation of Atlanta's")
+    assert "/at" not in " ".join(docs)
+    assert strip_pos_tags("``/`` no/at ''/''") == '" no "'
+
+
+def test_sentence_splitter():
+    assert split_sentences('He left. "Why?" she asked. It was 3 p.m. Then rain.') == [
+        "He left.", '"Why?" she asked.', "It was 3 p.m.", "Then rain.",
+    ]

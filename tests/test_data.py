@@ -1,0 +1,156 @@
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from electra.data import (
+    ExampleBuilder,
+    ExampleSettings,
+    PretrainingCollator,
+    ResumableBatchOrder,
+    build_pretraining_dataset,
+)
+from electra.errors import UserError
+from electra.tokenization import load_or_train_tokenizer, load_vocab_tokenizer
+
+CLS, SEP = 101, 102
+
+
+def _build(settings, documents, seed=0):
+    builder = ExampleBuilder(settings, CLS, SEP, random.Random(seed))
+    out = []
+    for doc in documents:
+        for sentence in doc:
+            out += builder.add_sentence(sentence)
+        out += builder.end_document()
+    return out
+
+
+def _sentences(rng, n):
+    return [[rng.randint(1000, 2000) for _ in range(rng.randint(3, 30))] for _ in range(n)]
+
+
+def test_examples_are_well_formed_and_packed():
+    rng = random.Random(1)
+    settings = ExampleSettings(max_seq_length=64)
+    docs = [_sentences(rng, 40) for _ in range(30)]
+    examples = _build(settings, docs)
+    total_in = sum(len(s) for d in docs for s in d)
+    kept = 0
+    for ids, types in examples:
+        assert len(ids) <= 64 and len(ids) == len(types)
+        assert ids[0] == CLS and ids[-1] == SEP
+        seps = [i for i, t in enumerate(ids) if t == SEP]
+        assert len(seps) in (1, 2)
+        # segment ids: 0 up to and including the first [SEP], 1 after it
+        assert types == [0] * (seps[0] + 1) + [1] * (len(ids) - seps[0] - 1)
+        kept += len(ids) - 1 - len(seps)
+    # Packing wastes little: most tokens survive truncation, and most examples are near full length.
+    assert kept / total_in > 0.8  # the reference builder drops what overflows a full example
+    assert np.mean([len(ids) for ids, _ in examples]) > 0.8 * 64
+
+
+def test_single_segment_and_short_fractions_match_the_builder():
+    rng = random.Random(2)
+    settings = ExampleSettings(max_seq_length=128)
+    docs = [_sentences(rng, 400) for _ in range(20)]
+    examples = _build(settings, docs, seed=3)
+    n = len(examples)
+    single = sum(1 for ids, _ in examples if ids.count(SEP) == 1) / n
+    assert 0.06 < single < 0.16  # ~10% asked for single segments
+    short = sum(1 for ids, _ in examples if len(ids) < 100) / n
+    assert 0.02 < short < 0.10  # ~5% aim at a random shorter length
+
+
+def test_long_sentences_are_split_not_dropped():
+    settings = ExampleSettings(max_seq_length=16, single_segment_prob=0.0, short_seq_prob=0.0)
+    examples = _build(settings, [[[7, 8], list(range(1000, 1050)), [9]]])
+    body = [t for ids, _ in examples for t in ids if t not in (CLS, SEP)]
+    assert body == [7, 8, *range(1000, 1050), 9]
+    assert all(len(ids) <= 16 for ids, _ in examples)
+
+
+@pytest.fixture
+def tokenizer(small_corpus, tmp_path):
+    return load_or_train_tokenizer(None, small_corpus, 600, cache_dir=tmp_path / "tok")
+
+
+def test_dataset_is_cached_and_rebuilt_when_inputs_change(small_corpus, tokenizer, tmp_path):
+    settings = ExampleSettings(max_seq_length=48)
+    cache = tmp_path / "cache"
+    first = build_pretraining_dataset(small_corpus, tokenizer, settings=settings, cache_dir=cache, num_proc=1)
+    assert len(first) > 50 and set(first.column_names) == {"input_ids", "token_type_ids"}
+    assert max(len(x) for x in first["input_ids"]) <= 48
+    entries = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    again = build_pretraining_dataset(small_corpus, tokenizer, settings=settings, cache_dir=cache, num_proc=1)
+    assert again["input_ids"] == first["input_ids"]
+    assert [p for p in cache.iterdir() if not p.name.startswith(".")] == entries
+    # A different length, or an edited corpus, gives a new cache entry.
+    build_pretraining_dataset(small_corpus, tokenizer, settings=ExampleSettings(max_seq_length=32), cache_dir=cache, num_proc=1)
+    (small_corpus / "extra.txt").write_text("A brand new document appears here. It has two sentences.")
+    build_pretraining_dataset(small_corpus, tokenizer, settings=settings, cache_dir=cache, num_proc=1)
+    assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 3
+
+
+def test_parallel_build_equals_serial(small_corpus, tokenizer, tmp_path):
+    settings = ExampleSettings(max_seq_length=48)
+    serial = build_pretraining_dataset(small_corpus, tokenizer, settings=settings, cache_dir=tmp_path / "a", num_proc=1)
+    # Many documents so that two workers really split the work.
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(140):
+        (many / f"{i:03d}.txt").write_text((small_corpus / "doc00.txt").read_text()[: 300 + i])
+    one = build_pretraining_dataset(many, tokenizer, settings=settings, cache_dir=tmp_path / "b", num_proc=1)
+    two = build_pretraining_dataset(many, tokenizer, settings=settings, cache_dir=tmp_path / "c", num_proc=2)
+    assert len(serial) > 0 and one["input_ids"] == two["input_ids"]
+
+
+def test_empty_corpus_fails_without_leaving_a_cache(tmp_path, tokenizer):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n   \n")
+    cache = tmp_path / "cache"
+    with pytest.raises(UserError, match="empty"):
+        build_pretraining_dataset(empty, tokenizer, settings=ExampleSettings(), cache_dir=cache)
+    assert [p for p in cache.iterdir()] == []
+
+
+def test_vocab_without_specials_is_rejected(tmp_path, shared_data):
+    bad = tmp_path / "vocab.txt"
+    bad.write_text("[PAD]\n[UNK]\nhello\n")
+    with pytest.raises(UserError, match=r"lacks \[CLS\], \[SEP\], \[MASK\]"):
+        load_vocab_tokenizer(bad)
+    bert = load_vocab_tokenizer(shared_data / "bert_vocab" / "vocab.txt")
+    assert len(bert) == 30522 and bert.mask_token_id == 103
+
+
+def test_collator_pads_and_masks():
+    batch = PretrainingCollator(pad_token_id=0)([{"input_ids": [5, 6, 7], "token_type_ids": [0, 0, 1]}, {"input_ids": [5], "token_type_ids": [0]}])
+    assert batch["input_ids"].shape == (2, 8)
+    assert batch["attention_mask"].sum(1).tolist() == [3, 1]
+    assert batch["token_type_ids"][0, :3].tolist() == [0, 0, 1]
+
+
+def test_batch_order_covers_each_epoch_once_and_resumes():
+    order = ResumableBatchOrder(num_examples=103, batch_size=5, seed=7)
+    it = order.batches()
+    epoch = [next(it) for _ in range(order.batches_per_epoch)]
+    flat = [i for b in epoch for i in b]
+    assert len(flat) == len(set(flat)) == 100
+    next_epoch = next(it)
+    assert next_epoch != epoch[0]
+    resumed = order.batches(start_step=order.batches_per_epoch)
+    assert next(resumed) == next_epoch
+    # Two processes see disjoint halves of every global batch.
+    r0, r1 = (ResumableBatchOrder(100, 5, 7, rank, 2).batches() for rank in (0, 1))
+    first0, first1 = next(r0), next(r1)
+    assert not set(first0) & set(first1)
+
+
+def test_shared_corpus_builds(shared_data, tmp_path):
+    corpus = shared_data / "corpus" / "brown"
+    tok = load_or_train_tokenizer(None, corpus, 2000, cache_dir=tmp_path / "tok")
+    ds = build_pretraining_dataset(corpus, tok, settings=ExampleSettings(max_seq_length=128), cache_dir=tmp_path / "c")
+    lengths = np.array([len(x) for x in ds["input_ids"]])
+    assert len(ds) > 5000 and lengths.max() == 128 and (lengths == 128).mean() > 0.8
+    assert Path(ds.cache_files[0]["filename"]).exists()

@@ -1,0 +1,402 @@
+"""FLOP accounting: hand-worked toy counts, the paper's published figures, and analytic vs measured agreement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from electra.config import build_config
+from electra.errors import UserError
+from flops.analytic import count_flops, finetune_flops
+from flops.measured import (
+    build_reference_model,
+    flop_counter,
+    fvcore_forward_flops,
+    matmul_flops_of_config,
+    measure_training_step,
+    random_batch,
+)
+from flops.paper import PAPER_MODELS, TOLERANCE, reproduce, reproduce_all
+from flops.shapes import predicted_positions
+
+
+# ------------------------------------------------------------------------------------------ hand-worked toy
+def toy_config(**extra):
+    """One layer, widths small enough to count by hand. s=4, vocab 10, embedding 4, hidden 8, FFN 16, 2 heads;
+    generator 1/2: hidden 4, FFN 8, 1 head (embedding 4 = generator width, so no generator projection)."""
+    values = dict(
+        hidden_size=8,
+        num_hidden_layers=1,
+        intermediate_size=16,
+        num_attention_heads=2,
+        embedding_size=4,
+        vocab_size=10,
+        max_position_embeddings=8,
+        max_seq_length=4,
+        generator_hidden_multiplier=0.5,
+        mask_prob=0.25,  # ceil(0.25 * 4) = 1 predicted position
+        train_batch_size=3,
+        max_steps=5,
+    )
+    values.update(extra)
+    return build_config("tiny", overrides=values)
+
+
+# Per-token costs worked out by hand (FLOPs for one token, then x 4 tokens):
+# discriminator embeddings: word one-hot 2*4*10=80, position+type one-hot 2*4*(4+2)=48, add 8, LayerNorm 20,
+#   dropout 16, projection 4->8 2*4*8=64, its bias 8                                      = 244 -> 976
+# discriminator attention: qkv 3*2*8*8=384, qkv bias 24, scores 2*8*4=64, scale 4*2=8, softmax 5*4*2=40,
+#   probs dropout 4*4*2=32, weighted values 64, output 128, bias 8, dropout 32, residual 8, LN flat 5
+#                                                                                         = 797 -> 3188
+# discriminator FFN: 2*8*16=256, bias 16, GELU 8*16=128, 256, bias 8, dropout 32, residual 8, LN 40 = 744 -> 2976
+# discriminator head: dense 2*8*8=128, bias 8, GELU 64, logit 2*8=16                      = 216 -> 864
+# generator embeddings: the same lookups, no projection: 80+48+8+20+16                     = 172 -> 688
+# generator attention (width 4, 1 head): 96+12+32+4+20+16+32+32+4+16+4+5                  = 273 -> 1092
+# generator FFN (4 -> 8): 64+8+64+64+4+16+4+20                                             = 244 -> 976
+# generator head, at the 1 predicted position: dense 2*4*4=32, bias 4, GELU 32, LN 20, output 2*4*10=80,
+#   softmax 5*10=50, target 2*10=20                                                        = 238 -> 238
+HAND_FORWARD = {
+    "discriminator.embeddings": 976,
+    "discriminator.attention": 3188,
+    "discriminator.feed_forward": 2976,
+    "discriminator.head": 864,
+    "generator.embeddings": 688,
+    "generator.attention": 1092,
+    "generator.feed_forward": 976,
+    "generator.head": 238,
+}
+# Real matmuls only: discriminator 4 tokens x (64 + 384 + 64 + 64 + 128 + 256 + 256 + 128 + 16) = 5440,
+# generator 4 x (96 + 32 + 32 + 32 + 64 + 64) + 1 x (32 + 80) = 1392.
+HAND_MATMUL = 5440 + 1392
+# Parameters: discriminator embeddings (10+8+2)*4 + 8 = 88, projection 4*8+8 = 40, attention 3*(64+8)+(64+8)+16
+# = 304, FFN (128+16)+(128+8)+16 = 296, head 64+8+8+1 = 81 -> 809. Generator (shares embeddings): attention
+# 3*(16+4)+(16+4)+8 = 88, FFN (32+8)+(32+4)+8 = 84, head 16+4+8+10 = 38 -> 210.
+HAND_PARAMS = {"discriminator": 809, "generator": 210, "total": 1019}
+
+
+def test_toy_components_match_hand_count():
+    report = count_flops(toy_config())
+    assert report.predicted_positions == 1
+    assert report.breakdown == {key: 2 * value for key, value in HAND_FORWARD.items()}  # backward = forward
+    assert report.train_flops_per_sequence == 2 * 10998
+    assert report.train_flops_per_step == 3 * 2 * 10998
+    assert report.train_flops_total == 5 * 3 * 2 * 10998
+    assert report.inference_flops == 976 + 3188 + 2976 + 864  # kept encoder + per-token head, no generator
+    assert report.matmul_flops("train") == HAND_MATMUL
+    assert report.params == HAND_PARAMS
+
+
+def test_toy_measured_matches_hand_count():
+    """FlopCounterMode on the transformers modules sees exactly the hand-counted matmuls; backward is 2x."""
+    config = toy_config()
+    model = build_reference_model(config)
+    measured = measure_training_step(model, random_batch(config, 4), backward=True)
+    assert measured["forward"] == HAND_MATMUL
+    assert measured["backward"] == 2 * HAND_MATMUL
+    assert measured["paper_convention_train"] == 2 * HAND_MATMUL
+    assert sum(p.numel() for p in model.parameters()) == HAND_PARAMS["total"]
+
+
+def test_exact_layernorm_option_adds_the_quirk_back():
+    quirky = count_flops(toy_config())
+    exact = count_flops(toy_config(), paper_quirks=False)
+    # LayerNorm after attention: 5 flat -> 5*8 (discriminator) and 5*4 (generator) per token, 4 tokens, x2 train
+    assert exact.train_flops_per_sequence - quirky.train_flops_per_sequence == 2 * 4 * ((40 - 5) + (20 - 5))
+
+
+def test_objectives_charge_what_they_run():
+    electra = count_flops(toy_config())
+    mlm = count_flops(toy_config(objective="mlm"))
+    # MLM baseline: discriminator-size encoder with a masked-LM head (dense 8->4) at the 1 predicted position
+    assert mlm.breakdown["discriminator.head"] == 2 * (2 * 8 * 4 + 4 + 32 + 20 + 80 + 50 + 20)
+    assert "generator.head" not in mlm.breakdown
+    assert mlm.inference_flops == electra.inference_flops
+    unigram = count_flops(toy_config(generator="unigram"))
+    assert unigram.train_flops_per_sequence == 2 * (976 + 3188 + 2976 + 864)
+    electric = count_flops(toy_config(objective="electric"))
+    # energy head = ELECTRA's head + one add per token; two towers; cloze head on 2x4 states at all 4 positions
+    assert electric.breakdown["discriminator.head"] == 2 * (864 + 4)
+    assert (
+        electric.breakdown["generator_ltr.attention"]
+        == electric.breakdown["generator_rtl.attention"]
+        == 2 * 1092
+    )
+    assert electric.breakdown["generator.head"] == 2 * 4 * (2 * 8 * 4 + 4 + 32 + 20 + 80 + 50 + 20)
+
+
+def test_predicted_position_rules():
+    assert predicted_positions(0.15, 128) == 20  # the paper's 20 of 128
+    assert predicted_positions(0.15, 128, "reference") == 19  # int((0.15 + 0.005) * 128)
+    assert predicted_positions(0.15, 512, "paper") == 80
+    assert predicted_positions(0.25, 512, "paper") == 80  # the script ignores mask_prob
+    assert predicted_positions(0.15, 512) == 77
+    assert predicted_positions(0.15, 120) == 18  # exact products are not rounded up
+    assert predicted_positions(0.15, 128, 7) == 7
+    with pytest.raises(UserError):
+        predicted_positions(0.15, 128, "most")
+
+
+def test_budget_helpers():
+    report = count_flops(toy_config())
+    per_step = 3 * 2 * 10998
+    assert report.flops_for_steps(7) == 7 * per_step
+    assert report.steps_within_budget(7 * per_step) == 7
+    assert report.steps_within_budget(7 * per_step - 1) == 6
+
+
+# ------------------------------------------------------------------------------------------ paper figures
+def _row(name: str) -> dict:
+    return reproduce(next(model for model in PAPER_MODELS if model.name == name))
+
+
+@pytest.mark.parametrize(
+    "name, train, infer",
+    [
+        ("ELECTRA-Small (1/2 generator)", 1.4e18, 3.7e9),
+        ("BERT-Small", 1.4e18, 3.7e9),
+        ("ELECTRA-Base", 6.4e19, 2.9e10),
+        ("BERT-Base", 6.4e19, 2.9e10),
+        ("ELECTRA-400K", 7.1e20, None),
+        ("ELECTRA-1.75M", 3.1e21, None),
+        ("BERT-Large", 1.9e20, None),
+    ],
+)
+def test_paper_figures_within_tolerance(name, train, infer):
+    row = _row(name)
+    assert row["ours_train_flops"] == pytest.approx(train, rel=TOLERANCE)
+    if infer is not None:
+        assert row["ours_infer_flops"] == pytest.approx(infer, rel=TOLERANCE)
+
+
+def test_electra_small_published_figure_needs_the_half_width_generator():
+    released = count_flops(build_config("small"))  # 1/4 generator: hidden 64
+    half = count_flops(build_config("small", overrides={"generator_hidden_multiplier": 0.5}))
+    assert released.train_flops_total == pytest.approx(1.29e18, rel=0.01)
+    assert half.train_flops_total == pytest.approx(1.42e18, rel=0.01)
+    assert released.inference_flops == pytest.approx(3.7e9, rel=TOLERANCE)
+    assert released.params["discriminator"] == pytest.approx(14e6, rel=0.05)
+
+
+def test_every_reproducible_row_is_ok_and_others_are_listed():
+    rows = reproduce_all()
+    for row, model in zip(rows, PAPER_MODELS):
+        if model.size is None:
+            assert row["status"] == "not reproduced" and "other architecture" in row["note"]
+        elif model.expect_match:
+            assert row["status"] == "ok", row
+        else:
+            assert row["status"] == "differs (see note)", row
+    assert {"ELMo", "XLNet"} <= {row["name"] for row in rows if row["status"] == "not reproduced"}
+
+
+# -------------------------------------------------------------------------------- analytic vs measured
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"objective": "mlm"},
+        {"objective": "electric"},
+        {"objective": "electra-tt"},
+        {"generator": "unigram"},
+        {"embedding_sharing": "none"},
+        {"embedding_sharing": "all", "generator_hidden_multiplier": 1.0},
+    ],
+)
+def test_tiny_measured_matches_analytic_on_cpu(overrides):
+    """Real kernels on CPU, SDPA attention (the CPU flash kernel FlopCounterMode misses without our mapping)."""
+    config = build_config("tiny", overrides=overrides)
+    result = matmul_flops_of_config(
+        config, seq_len=32, backward=True, attn_implementation="sdpa", device="cpu"
+    )
+    assert result["ratio"] == pytest.approx(1.0, abs=0.02)
+    assert result["ratio"] == pytest.approx(1.0, abs=1e-9)  # the same integer positions: exact, in fact
+    assert result["backward_to_forward"] == pytest.approx(
+        2.0, abs=0.05
+    )  # autograd: ~2x; the paper charges 1x
+    assert result["params_measured"] == result["params_analytic"]
+
+
+@pytest.mark.parametrize("size", ["tiny", "small", "base"])
+def test_measured_matches_analytic_at_training_length(size):
+    """Full-size modules on the meta device (shapes only, no compute), forward and backward, eager attention."""
+    config = build_config(size)
+    result = matmul_flops_of_config(config, backward=True)
+    assert result["seq_len"] == config.max_seq_length
+    assert result["ratio"] == pytest.approx(1.0, abs=0.02)
+    assert result["backward_to_forward"] == pytest.approx(2.0, abs=0.01)
+    assert result["params_measured"] == result["params_analytic"]
+
+
+def test_flop_counter_sees_cpu_sdpa():
+    q, k, v = (torch.randn(2, 3, 16, 8) for _ in range(3))
+    with flop_counter() as counter:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert counter.get_total_flops() == 2 * (2 * 2 * 3 * 16 * 16 * 8)  # scores + weighted values
+
+
+def test_fvcore_agrees_with_flop_counter_mode():
+    """fvcore counts a multiply-add as 1; doubled, its matmul count equals FlopCounterMode's (eager attention)."""
+    config = build_config("tiny")
+    model = build_reference_model(config, seq_len=32).eval()
+    batch = random_batch(config, 32)
+    with torch.no_grad():
+        doubled = fvcore_forward_flops(
+            model, (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        )
+    assert doubled == count_flops(config, seq_len=32).matmul_flops("train")
+
+
+# ------------------------------------------------------------------------------------------- fine-tuning
+def test_finetune_counts_match_transformers_heads():
+    from transformers import (
+        BertConfig,
+        ElectraConfig,
+        ElectraForQuestionAnswering,
+        ElectraForSequenceClassification,
+    )
+
+    shape = dict(
+        vocab_size=100, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64,
+    )  # fmt: skip
+    electra = ElectraConfig(**shape)
+    ids = torch.randint(0, 100, (2, 24))
+    for model_cls, head, labels in (
+        (ElectraForSequenceClassification, "sequence", 3),
+        (ElectraForQuestionAnswering, "token", 2),  # start and end logits
+    ):
+        model = model_cls(ElectraConfig(**shape, num_labels=labels)).eval()
+        with flop_counter() as counter, torch.no_grad():
+            model(input_ids=ids)
+        report = finetune_flops(electra, seq_len=24, num_sequences=10, num_labels=labels, head=head)
+        assert counter.get_total_flops() / 2 == report.matmul_forward_flops_per_sequence
+        assert report.train_flops == 2 * 10 * report.forward_flops_per_sequence
+    bert = BertConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    )
+    same = finetune_flops(bert, seq_len=24, num_sequences=1)
+    unfactorised = finetune_flops(
+        ElectraConfig(**{**shape, "embedding_size": 32}), seq_len=24, num_sequences=1
+    )
+    assert same.forward_flops_per_sequence == unfactorised.forward_flops_per_sequence
+    assert finetune_flops(build_config("small"), 128, 1).forward_flops_per_sequence > 0
+    with pytest.raises(UserError):
+        finetune_flops({"hidden_size": 8}, 16, 1)
+
+
+# ----------------------------------------------------------------------------------------------------- CLI
+def test_cli_json_matches_counter(capsys):
+    from electra.cli import main
+
+    assert main(["flops", "--size", "small", "--set", "generator_hidden_multiplier=0.5", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    expected = count_flops(build_config("small", overrides={"generator_hidden_multiplier": 0.5}))
+    assert payload["train_flops_total"] == pytest.approx(expected.train_flops_total)
+    assert payload["inference_flops"] == pytest.approx(expected.inference_flops)
+    assert sum(payload["breakdown"].values()) == pytest.approx(payload["train_flops_per_sequence"])
+
+
+def test_cli_table_config_file_and_seq_len(tmp_path, capsys):
+    from electra.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024}))
+    assert main(["flops", "--size", "tiny", "--config", str(path), "--seq-len", "64", "--measure"]) == 0
+    out = capsys.readouterr().out
+    assert "discriminator.attention" in out and "sequence length 64" in out and "ratio 1.0000" in out
+
+
+def test_cli_paper_table_prints_both_small_figures(capsys):
+    from electra.cli import main
+
+    assert main(["flops", "--paper"]) == 0
+    out = capsys.readouterr().out
+    assert "1.29e+18" in out and "1.42e+18" in out
+    assert "not reproduced" in out and "ELECTRA-400K" in out
+
+
+def test_cli_bad_input_is_a_user_error(capsys):
+    from electra.cli import main
+
+    assert main(["flops", "--set", "hiden_size=3"]) == 2
+    assert main(["flops", "--output-positions", "most"]) == 2
+    assert main(["flops", "--seq-len", "4096"]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------- the library's own modules, measured
+def _tokenizer(size: int = 200):
+    from transformers import ElectraTokenizerFast
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(size - 5)]
+    tokenizer = ElectraTokenizerFast(vocab={token: i for i, token in enumerate(tokens)})
+    assert len(tokenizer) == size
+    return tokenizer
+
+
+def _full_batch(tokenizer, seq_len: int, batch_size: int = 2) -> dict[str, torch.Tensor]:
+    """[CLS] A [SEP] B [SEP], no padding: n = seq_len - 3 candidates per row."""
+    ids = torch.randint(5, len(tokenizer), (batch_size, seq_len))
+    ids[:, 0], ids[:, seq_len // 2], ids[:, -1] = (
+        tokenizer.cls_token_id,
+        tokenizer.sep_token_id,
+        tokenizer.sep_token_id,
+    )
+    types = torch.zeros_like(ids)
+    types[:, seq_len // 2 + 1 :] = 1
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": types}
+
+
+@pytest.mark.parametrize("objective", ["electra", "mlm"])
+def test_library_pretraining_model_matches_analytic(objective):
+    """`electra.modeling.build_pretraining_model` under FlopCounterMode vs the analytic matmul count.
+
+    Its masking picks round(mask_prob * n) of the n = seq_len - 3 non-special tokens per row; the analytic count
+    is asked for that many predicted positions.
+    """
+    from electra.modeling import build_pretraining_model
+
+    tokenizer = _tokenizer()
+    config = build_config("tiny", overrides={"objective": objective, "max_seq_length": 64})
+    model = build_pretraining_model(config, tokenizer)
+    seq_len, batch_size = 64, 2
+    measured = measure_training_step(model, _full_batch(tokenizer, seq_len, batch_size), backward=True)
+    k = round(config.mask_prob * (seq_len - 3))
+    report = count_flops(config, seq_len=seq_len, output_positions=k)
+    assert measured["forward"] / batch_size == pytest.approx(report.matmul_flops("train"), rel=0.02)
+    assert measured["backward_to_forward"] == pytest.approx(2.0, abs=0.05)
+    trainable = sum(p.numel() for p in model.parameters())
+    assert trainable == report.params["total"]
+
+
+def test_library_two_tower_generator_matches_analytic():
+    from generators.two_tower import TwoTowerGenerator
+
+    config = build_config("tiny", overrides={"objective": "electric", "max_seq_length": 64})
+    generator = TwoTowerGenerator(config).eval()
+    ids = torch.randint(5, config.vocab_size, (1, 64))
+    with flop_counter() as counter, torch.no_grad():
+        generator(ids)  # logits at every position, as Electric's noise probabilities need
+    report = count_flops(config, seq_len=64)
+    assert counter.get_total_flops() == pytest.approx(
+        report.matmul_flops("train", network="generator"), rel=0.02
+    )
+
+
+def test_startup_check_on_a_padded_batch():
+    from electra.modeling import build_pretraining_model
+    from flops.measured import startup_check
+
+    tokenizer = _tokenizer()
+    config = build_config("tiny", overrides={"max_seq_length": 48})
+    model = build_pretraining_model(config, tokenizer)
+    batch = _full_batch(tokenizer, 48, batch_size=3)
+    batch["attention_mask"][1, 30:] = 0  # a shorter row: fewer masked positions, same padded matmuls
+    batch["input_ids"][1, 30:] = tokenizer.pad_token_id
+    result = startup_check(model, batch, config)
+    assert result["ok"], result
+    assert result["predicted_positions"] == pytest.approx(
+        (7 + 4 + 7) / 3
+    )  # round(0.15 * 45), round(0.15 * 28)

@@ -1,0 +1,122 @@
+import numpy as np
+import pytest
+import torch
+from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
+from electra.config import build_config
+from electra.modeling import build_pretraining_model, finetune_dir
+from electra.tokenization import train_wordpiece_tokenizer
+
+from .conftest import SAMPLE_TEXT
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_wordpiece_tokenizer([SAMPLE_TEXT] * 5, vocab_size=400)
+
+
+def _config(micro_overrides, **extra):
+    return build_config("tiny", overrides={**micro_overrides, **extra})
+
+
+def _batch(tokenizer):
+    enc = tokenizer(
+        ["The committee met on Tuesday to review the annual budget.", "Crews worked until dawn."],
+        ["Members asked about the rising cost.", "Schools opened late."],
+        padding=True,
+        return_tensors="pt",
+    )
+    return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+def test_discriminator_export_loads_in_transformers_with_identical_logits(micro_overrides, tokenizer, tmp_path):
+    torch.manual_seed(0)
+    model = build_pretraining_model(_config(micro_overrides), tokenizer).eval()
+    batch = _batch(tokenizer)
+    ours = model.discriminator(**batch)
+    written = model.export(tmp_path, tokenizer)
+    loaded = ElectraForPreTraining.from_pretrained(written["discriminator"]).eval()
+    theirs = loaded(**batch).logits
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    assert finetune_dir(tmp_path) == tmp_path / "discriminator"
+    # The tokenizer travels with the export.
+    from transformers import AutoTokenizer
+
+    assert AutoTokenizer.from_pretrained(written["discriminator"])("budget")["input_ids"] == tokenizer("budget")["input_ids"]
+
+
+def test_generator_export_matches_masked_position_logits(micro_overrides, tokenizer, tmp_path):
+    torch.manual_seed(1)
+    model = build_pretraining_model(_config(micro_overrides), tokenizer).eval()
+    batch = _batch(tokenizer)
+    positions = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
+    positions[:, 2] = True
+    ours = model.generator.logits_at(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], positions)
+    loaded = ElectraForMaskedLM.from_pretrained(model.export(tmp_path, tokenizer)["generator"]).eval()
+    theirs = loaded(**batch).logits[positions]
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_embedding_sharing_modes(micro_overrides, tokenizer):
+    shared = build_pretraining_model(_config(micro_overrides), tokenizer)
+    d_emb = shared.discriminator.encoder.embeddings
+    g = shared.generator.model
+    assert g.electra.embeddings is d_emb
+    for name in ("word_embeddings", "position_embeddings", "token_type_embeddings", "LayerNorm"):
+        assert getattr(g.electra.embeddings, name).weight.data_ptr() == getattr(d_emb, name).weight.data_ptr()
+    assert g.generator_lm_head.weight is d_emb.word_embeddings.weight
+    assert hasattr(g.electra, "embeddings_project")  # generator (16) narrower than embeddings (24)
+    # Both losses reach the shared table.
+    out = shared(**_batch(tokenizer))
+    out.loss.backward()
+    assert d_emb.word_embeddings.weight.grad is not None and d_emb.word_embeddings.weight.grad.abs().sum() > 0
+
+    separate = build_pretraining_model(_config(micro_overrides, embedding_sharing="none"), tokenizer)
+    assert separate.generator.model.electra.embeddings is not separate.discriminator.encoder.embeddings
+
+    tied = build_pretraining_model(
+        _config(micro_overrides, embedding_sharing="all", generator_hidden_multiplier=1.0), tokenizer
+    )
+    assert tied.generator.model.electra is tied.discriminator.encoder
+
+
+def test_training_step_metrics_and_labels(micro_overrides, tokenizer):
+    torch.manual_seed(2)
+    model = build_pretraining_model(_config(micro_overrides), tokenizer)
+    out = model(**_batch(tokenizer))
+    m = out.metrics
+    assert torch.isfinite(out.loss)
+    expected = 50 * m["discriminator_loss"] + m["generator_loss"]
+    torch.testing.assert_close(out.loss.detach(), expected)
+    assert 0 <= m["replaced_fraction"] <= 0.2
+
+
+def test_sample_equal_to_original_is_labelled_original(micro_overrides, tokenizer, monkeypatch):
+    """Force the generator to reproduce the input exactly: nothing may be labelled replaced."""
+    model = build_pretraining_model(_config(micro_overrides), tokenizer)
+    batch = _batch(tokenizer)
+
+    def perfect(input_ids, attention_mask, token_type_ids, positions):
+        logits = torch.full((int(positions.sum()), len(tokenizer)), -1e4)
+        logits[torch.arange(logits.shape[0]), batch["input_ids"][positions]] = 1e4
+        return logits
+
+    monkeypatch.setattr(model.generator, "logits_at", perfect)
+    assert model(**batch).metrics["replaced_fraction"] == 0
+
+
+def test_unigram_generator_and_mlm_objective(micro_overrides, tokenizer, tmp_path):
+    counts = np.ones(len(tokenizer), dtype=np.int64)
+    uni = build_pretraining_model(_config(micro_overrides, generator="unigram"), tokenizer, token_counts=counts)
+    out = uni(**_batch(tokenizer))
+    assert "generator_loss" not in out.metrics and out.metrics["replaced_fraction"] > 0
+    assert sum(p.numel() for p in uni.generator.parameters()) == 0
+
+    mlm = build_pretraining_model(_config(micro_overrides, objective="mlm"), tokenizer)
+    assert mlm.discriminator is None
+    assert mlm.encoder.config.hidden_size == micro_overrides["hidden_size"]  # the BERT baseline is full width
+    out = mlm(**_batch(tokenizer))
+    assert torch.isfinite(out.loss) and "mlm_accuracy" in out.metrics
+    written = mlm.export(tmp_path, tokenizer)
+    assert finetune_dir(tmp_path) == written["mlm"]
+    ElectraForMaskedLM.from_pretrained(written["mlm"])
