@@ -26,7 +26,9 @@ class ReplacedTokenDiscriminator(nn.Module):
         return self.model.discriminator_predictions(hidden)
 
 
-def replaced_token_loss(logits: torch.Tensor, is_replaced: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+def replaced_token_loss(
+    logits: torch.Tensor, is_replaced: torch.Tensor, attention_mask: torch.Tensor
+) -> torch.Tensor:
     """Mean binary cross-entropy over the real (non-padding) tokens, as the reference implementation averages."""
     weights = attention_mask.to(logits.dtype)
     per_token = F.binary_cross_entropy_with_logits(logits.float(), is_replaced.float(), reduction="none")

@@ -75,11 +75,15 @@ def save_checkpoint(
     return final
 
 
-def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler, rank: int = 0) -> dict[str, Any]:
+def load_checkpoint(
+    path: Path, model: torch.nn.Module, optimizer, scheduler, rank: int = 0
+) -> dict[str, Any]:
     state = json.loads((path / "trainer_state.json").read_text())
     missing, unexpected = load_model(model, str(path / "model.safetensors"), strict=False)
     if unexpected or [m for m in missing if not _is_alias(model, m)]:
-        raise UserError(f"checkpoint {path} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+        raise UserError(
+            f"checkpoint {path} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})."
+        )
     _load_optimizer(optimizer, path)
     scheduler.load_state_dict(state["scheduler"])
     _load_rng(path, rank)
@@ -134,7 +138,9 @@ def _save_rng(directory: Path, rank: int) -> None:
 def _load_rng(directory: Path, rank: int) -> None:
     file = directory / f"rng-rank{rank}.safetensors"
     if not file.is_file():
-        raise UserError(f"checkpoint {directory} has no RNG state for process {rank}; resume with the same number of processes.")
+        raise UserError(
+            f"checkpoint {directory} has no RNG state for process {rank}; resume with the same number of processes."
+        )
     tensors = load_file(str(file))
     torch.set_rng_state(tensors["torch"])
     if torch.cuda.is_available():

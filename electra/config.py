@@ -36,13 +36,17 @@ class PretrainConfig:
     initializer_range: float = 0.02
     # ---- model: generator ----
     generator: str = "mlm"  # mlm | unigram | two-tower
-    generator_hidden_multiplier: float = 0.25  # of hidden size, FFN size and heads (paper: 1/4 Small, 1/3 Base)
+    generator_hidden_multiplier: float = (
+        0.25  # of hidden size, FFN size and heads (paper: 1/4 Small, 1/3 Base)
+    )
     generator_num_layers: int | None = None  # None: same depth as the discriminator (the paper's choice)
     embedding_sharing: str = "embeddings"  # none | embeddings | all ('all' needs a same-size generator)
     # ---- objective ----
     objective: str = "electra"  # electra | mlm | electric | electra-tt
     mask_prob: float = 0.15  # 0.25 for Large
-    mask_token_prob: float = 0.85  # of the picked positions: [MASK]; the rest keep their token (no random tokens)
+    mask_token_prob: float = (
+        0.85  # of the picked positions: [MASK]; the rest keep their token (no random tokens)
+    )
     random_token_prob: float = 0.0  # BERT's 10% random replacement; used by the MLM baseline
     generator_loss_weight: float = 1.0
     discriminator_loss_weight: float = 50.0
@@ -104,7 +108,9 @@ class PretrainConfig:
                 "config: embedding_sharing=all ties every weight, so it needs generator_hidden_multiplier=1.0."
             )
         if self.objective == "electric" and self.generator != "two-tower":
-            raise UserError("config: objective=electric needs generator=two-tower (Electric's noise distribution).")
+            raise UserError(
+                "config: objective=electric needs generator=two-tower (Electric's noise distribution)."
+            )
         if self.train_batch_size < 1 or self.gradient_accumulation_steps < 1:
             raise UserError("config: train_batch_size and gradient_accumulation_steps must be at least 1.")
         return self
@@ -146,33 +152,87 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
 
 
 # The paper's Table 5.1 (ELECTRA dissertation; Table 6 of the ELECTRA paper), plus two CPU sizes.
-# tiny/mini are ours: chosen so tiny learns visibly in a few CPU minutes and mini in under an hour.
+# tiny/mini are ours: chosen so tiny learns visibly in a few CPU minutes and mini in under an hour. They drop
+# attention dropout: on a CPU, SDPA with dropout falls back to the unfused kernel (~15% of a step), and runs this
+# short do not need the regularisation.
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": dict(
-        hidden_size=128, num_hidden_layers=4, intermediate_size=512, num_attention_heads=2, embedding_size=128,
-        generator_hidden_multiplier=0.5, max_position_embeddings=128, max_seq_length=128, tokenizer_vocab_size=8192,
-        learning_rate=1e-3, warmup_steps=100, max_steps=1200, train_batch_size=32, save_every=400, log_every=20,
+        hidden_size=128,
+        num_hidden_layers=4,
+        intermediate_size=512,
+        num_attention_heads=2,
+        embedding_size=128,
+        generator_hidden_multiplier=0.5,
+        max_position_embeddings=128,
+        max_seq_length=128,
+        tokenizer_vocab_size=8192,
+        learning_rate=2e-3,
+        warmup_steps=50,
+        max_steps=600,
+        train_batch_size=32,
+        save_every=200,
+        log_every=20,
+        attention_probs_dropout_prob=0.0,
     ),
     "mini": dict(
-        hidden_size=256, num_hidden_layers=4, intermediate_size=1024, num_attention_heads=4, embedding_size=128,
-        generator_hidden_multiplier=0.25, max_position_embeddings=128, max_seq_length=128,
-        tokenizer_vocab_size=16384, learning_rate=1e-3, warmup_steps=500, max_steps=10000, train_batch_size=64,
-        save_every=1000, log_every=50,
+        hidden_size=256,
+        num_hidden_layers=4,
+        intermediate_size=1024,
+        num_attention_heads=4,
+        embedding_size=128,
+        generator_hidden_multiplier=0.25,
+        max_position_embeddings=128,
+        max_seq_length=128,
+        tokenizer_vocab_size=16384,
+        learning_rate=1e-3,
+        warmup_steps=500,
+        max_steps=10000,
+        train_batch_size=64,
+        save_every=1000,
+        log_every=50,
+        attention_probs_dropout_prob=0.0,
     ),
     "small": dict(
-        hidden_size=256, num_hidden_layers=12, intermediate_size=1024, num_attention_heads=4, embedding_size=128,
-        generator_hidden_multiplier=0.25, max_seq_length=128, mask_prob=0.15, learning_rate=5e-4,
-        warmup_steps=10000, train_batch_size=128, max_steps=1_000_000,
+        hidden_size=256,
+        num_hidden_layers=12,
+        intermediate_size=1024,
+        num_attention_heads=4,
+        embedding_size=128,
+        generator_hidden_multiplier=0.25,
+        max_seq_length=128,
+        mask_prob=0.15,
+        learning_rate=5e-4,
+        warmup_steps=10000,
+        train_batch_size=128,
+        max_steps=1_000_000,
     ),
     "base": dict(
-        hidden_size=768, num_hidden_layers=12, intermediate_size=3072, num_attention_heads=12, embedding_size=768,
-        generator_hidden_multiplier=1 / 3, max_seq_length=512, mask_prob=0.15, learning_rate=2e-4,
-        warmup_steps=10000, train_batch_size=256, max_steps=766_000,
+        hidden_size=768,
+        num_hidden_layers=12,
+        intermediate_size=3072,
+        num_attention_heads=12,
+        embedding_size=768,
+        generator_hidden_multiplier=1 / 3,
+        max_seq_length=512,
+        mask_prob=0.15,
+        learning_rate=2e-4,
+        warmup_steps=10000,
+        train_batch_size=256,
+        max_steps=766_000,
     ),
     "large": dict(
-        hidden_size=1024, num_hidden_layers=24, intermediate_size=4096, num_attention_heads=16, embedding_size=1024,
-        generator_hidden_multiplier=0.25, max_seq_length=512, mask_prob=0.25, learning_rate=2e-4,
-        warmup_steps=10000, train_batch_size=2048, max_steps=400_000,
+        hidden_size=1024,
+        num_hidden_layers=24,
+        intermediate_size=4096,
+        num_attention_heads=16,
+        embedding_size=1024,
+        generator_hidden_multiplier=0.25,
+        max_seq_length=512,
+        mask_prob=0.25,
+        learning_rate=2e-4,
+        warmup_steps=10000,
+        train_batch_size=2048,
+        max_steps=400_000,
     ),
 }
 
@@ -266,7 +326,9 @@ def load_saved_config(path: str | Path) -> PretrainConfig:
     data = load_config_file(path)
     unknown = sorted(set(data) - field_names())
     if unknown:
-        raise UserError(f"{path}: unknown config key(s) {', '.join(unknown)}; was it written by this library?")
+        raise UserError(
+            f"{path}: unknown config key(s) {', '.join(unknown)}; was it written by this library?"
+        )
     return PretrainConfig(**data).validate()
 
 

@@ -22,7 +22,20 @@ from electra.errors import UserError
 
 TEXT_SUFFIXES = {"", ".txt", ".text", ".md", ".raw", ".tokens"}
 JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
-SKIPPED_SUFFIXES = {".pdf", ".png", ".jpg", ".jpeg", ".gif", ".wav", ".mp3", ".pyc", ".so", ".bin", ".pt", ".arrow"}
+SKIPPED_SUFFIXES = {
+    ".pdf",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".wav",
+    ".mp3",
+    ".pyc",
+    ".so",
+    ".bin",
+    ".pt",
+    ".arrow",
+}
 DOC_BOUNDARIES = ("auto", "file", "blank")
 
 _TAGGED_TOKEN = re.compile(r"^\S+/[a-z0-9\-+$*.,:;()`'!?]+$")
@@ -35,7 +48,9 @@ def read_documents(path: str | Path, doc_boundary: str = "auto") -> Iterator[str
         raise UserError(f"doc_boundary={doc_boundary!r} is not one of {', '.join(DOC_BOUNDARIES)}.")
     path = Path(path)
     if not path.exists():
-        raise UserError(f"corpus {path} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset.")
+        raise UserError(
+            f"corpus {path} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset."
+        )
     if is_saved_dataset(path):
         yield from _read_saved_dataset(path)
         return
@@ -149,7 +164,9 @@ def _jsonl_documents(name: str, text: str) -> Iterator[str]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UserError(f"{name}:{number}: not valid JSON ({exc.msg}); each line must be one JSON object.") from None
+            raise UserError(
+                f"{name}:{number}: not valid JSON ({exc.msg}); each line must be one JSON object."
+            ) from None
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise UserError(f'{name}:{number}: expected an object with a string "text" field.')
         if record["text"].strip():

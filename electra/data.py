@@ -27,7 +27,7 @@ import torch
 from electra.corpus import corpus_files, is_saved_dataset, read_documents, split_sentences
 from electra.errors import UserError
 
-BUILDER_VERSION = 1  # bump when the example format or packing rule changes: old caches then rebuild
+BUILDER_VERSION = 2  # bump when the example format or packing rule changes: old caches then rebuild
 
 
 @dataclass(frozen=True)
@@ -106,14 +106,17 @@ class ExampleBuilder:
         return input_ids, token_type_ids
 
 
-def _pack_batch(batch: dict[str, list], indices: list[int], *, tokenizer, settings: ExampleSettings) -> dict[str, list]:
+def _pack_batch(
+    batch: dict[str, list], indices: list[int], *, tokenizer, settings: ExampleSettings
+) -> dict[str, list]:
     """`datasets.map` worker: documents in, examples out.
 
     Each document gets its own builder seeded by (seed, document index), so the result is the same for any
     `num_proc` and batch size.
     """
     doc_sentences = [
-        [sentence for paragraph in doc.split("\n") for sentence in split_sentences(paragraph)] for doc in batch["text"]
+        [sentence for paragraph in doc.split("\n") for sentence in split_sentences(paragraph)]
+        for doc in batch["text"]
     ]
     flat = [sentence for sentences in doc_sentences for sentence in sentences]
     encodings = tokenizer.backend_tokenizer.encode_batch(flat, add_special_tokens=False) if flat else []
@@ -143,7 +146,9 @@ def default_cache_root() -> Path:
 def corpus_fingerprint(corpus: str | Path) -> list[Any]:
     """Names, sizes and modification times of every input file: cheap, and changes whenever the corpus does."""
     path = Path(corpus)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if is_saved_dataset(path) else corpus_files(path)
+    files = (
+        sorted(p for p in path.rglob("*") if p.is_file()) if is_saved_dataset(path) else corpus_files(path)
+    )
     return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
 
 
@@ -182,7 +187,9 @@ def build_pretraining_dataset(
             short_seq_prob=config.short_seq_prob,
         )
     if settings.max_seq_length < 8:
-        raise UserError(f"max_seq_length={settings.max_seq_length} is too short to hold [CLS] A [SEP] B [SEP].")
+        raise UserError(
+            f"max_seq_length={settings.max_seq_length} is too short to hold [CLS] A [SEP] B [SEP]."
+        )
     root = Path(cache_dir) if cache_dir else default_cache_root() / "examples"
     key = examples_cache_key(corpus_path, tokenizer, settings, doc_boundary)
     final = root / key

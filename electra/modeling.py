@@ -19,7 +19,7 @@ from torch import nn
 from discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_token_loss
 from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config, generator_hf_config
-from electra.masking import apply_mask_tokens, choose_positions, sample_tokens
+from electra.masking import apply_mask_tokens, choose_positions, sample_from_log_probs, sample_tokens
 from generators.base import Generator
 from generators.masked_lm import MaskedLMGenerator
 from generators.unigram import UnigramGenerator
@@ -34,7 +34,9 @@ class SpecialIds:
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> SpecialIds:
-        return cls(tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id)
+        return cls(
+            tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
+        )
 
 
 @dataclass
@@ -49,7 +51,9 @@ class PretrainingModel(nn.Module):
         self.config = config
         self.special = special
         self.register_buffer(
-            "special_ids", torch.tensor([special.pad, special.cls, special.sep, special.mask]), persistent=False
+            "special_ids",
+            torch.tensor([special.pad, special.cls, special.sep, special.mask]),
+            persistent=False,
         )
         if config.objective == "mlm":
             self.discriminator = None
@@ -63,13 +67,17 @@ class PretrainingModel(nn.Module):
         if config.generator == "unigram":
             if token_counts is None:
                 raise ValueError("the unigram generator needs corpus token counts")
-            return UnigramGenerator(token_counts, [self.special.pad, self.special.cls, self.special.sep, self.special.mask])
+            return UnigramGenerator(
+                token_counts, [self.special.pad, self.special.cls, self.special.sep, self.special.mask]
+            )
         if config.generator == "two-tower":
             from generators.two_tower import TwoTowerGenerator
 
             return TwoTowerGenerator(config, shared_embeddings=shared)
         encoder = self.discriminator.encoder if config.embedding_sharing == "all" else None
-        return MaskedLMGenerator(generator_hf_config(config, self.special.pad), shared_embeddings=shared, shared_encoder=encoder)
+        return MaskedLMGenerator(
+            generator_hf_config(config, self.special.pad), shared_embeddings=shared, shared_encoder=encoder
+        )
 
     @property
     def encoder(self) -> nn.Module:
@@ -91,10 +99,19 @@ class PretrainingModel(nn.Module):
         generator_input = input_ids
         if self.generator.needs_masked_input:
             generator_input = apply_mask_tokens(
-                input_ids, positions, self.special.mask, cfg.vocab_size, cfg.mask_token_prob, cfg.random_token_prob
+                input_ids,
+                positions,
+                self.special.mask,
+                cfg.vocab_size,
+                cfg.mask_token_prob,
+                cfg.random_token_prob,
             )
         logits = self.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
-        samples = sample_tokens(logits, cfg.sampling_temperature)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        if cfg.sampling_temperature == 1.0:
+            samples = sample_from_log_probs(log_probs)
+        else:
+            samples = sample_tokens(logits, cfg.sampling_temperature)
         corrupted = input_ids.masked_scatter(positions, samples)
         is_replaced = corrupted != input_ids  # a sample equal to the original counts as original
 
@@ -103,7 +120,7 @@ class PretrainingModel(nn.Module):
         loss = cfg.discriminator_loss_weight * disc_loss
         metrics = {"discriminator_loss": disc_loss.detach()}
         if self.generator.trainable:
-            gen_loss = F.cross_entropy(logits.float(), targets)
+            gen_loss = F.nll_loss(log_probs, targets)
             loss = loss + cfg.generator_loss_weight * gen_loss
             metrics["generator_loss"] = gen_loss.detach()
         metrics.update(_generator_metrics(logits, targets))
@@ -114,12 +131,19 @@ class PretrainingModel(nn.Module):
     def _mlm_step(self, input_ids, attention_mask, token_type_ids, positions, targets) -> PretrainingOutput:
         cfg = self.config
         masked = apply_mask_tokens(
-            input_ids, positions, self.special.mask, cfg.vocab_size, cfg.mask_token_prob, cfg.random_token_prob
+            input_ids,
+            positions,
+            self.special.mask,
+            cfg.vocab_size,
+            cfg.mask_token_prob,
+            cfg.random_token_prob,
         )
         logits = self.generator.logits_at(masked, attention_mask, token_type_ids, positions)
         loss = F.cross_entropy(logits.float(), targets)
         metrics = {"mlm_loss": loss.detach(), "loss": loss.detach()}
-        metrics.update({k.replace("generator", "mlm"): v for k, v in _generator_metrics(logits, targets).items()})
+        metrics.update(
+            {k.replace("generator", "mlm"): v for k, v in _generator_metrics(logits, targets).items()}
+        )
         return PretrainingOutput(loss, metrics)
 
     def _electric_step(self, input_ids, attention_mask, token_type_ids, positions) -> PretrainingOutput:
@@ -141,13 +165,22 @@ class PretrainingModel(nn.Module):
             )
             finetune = "discriminator"
             if isinstance(self.generator, MaskedLMGenerator):
-                written["generator"] = _save_hf(self.generator.hf_model(), output_dir / "generator", tokenizer, self.config)
+                written["generator"] = _save_hf(
+                    self.generator.hf_model(), output_dir / "generator", tokenizer, self.config
+                )
             elif hasattr(self.generator, "save_pretrained"):
                 self.generator.save_pretrained(output_dir / "generator")
                 tokenizer.save_pretrained(str(output_dir / "generator"))
                 written["generator"] = output_dir / "generator"
         (output_dir / "export.json").write_text(
-            json.dumps({"objective": self.config.objective, "finetune": finetune, "dirs": {k: v.name for k, v in written.items()}}, indent=2)
+            json.dumps(
+                {
+                    "objective": self.config.objective,
+                    "finetune": finetune,
+                    "dirs": {k: v.name for k, v in written.items()},
+                },
+                indent=2,
+            )
             + "\n"
         )
         return written

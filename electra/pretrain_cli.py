@@ -11,30 +11,61 @@ OBJECTIVE_CHOICES = ("electra", "mlm", "electric", "electra-tt")
 
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--size", default="tiny", choices=list(SIZES), help="model size preset (paper Table 5.1, plus CPU sizes)")
-    parser.add_argument("--config", dest="config_file", help="JSON file of config fields (overrides the size preset)")
-    parser.add_argument("--corpus", help="text file, directory, .jsonl or saved dataset; default: the embedded stdlib-docs corpus")
-    parser.add_argument("--vocab", help="BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus")
+    parser.add_argument(
+        "--size",
+        default="tiny",
+        choices=list(SIZES),
+        help="model size preset (paper Table 5.1, plus CPU sizes)",
+    )
+    parser.add_argument(
+        "--config", dest="config_file", help="JSON file of config fields (overrides the size preset)"
+    )
+    parser.add_argument(
+        "--corpus",
+        help="text file, directory, .jsonl or saved dataset; default: the embedded stdlib-docs corpus",
+    )
+    parser.add_argument(
+        "--vocab",
+        help="BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus",
+    )
     parser.add_argument("--output", default=None, help="run directory (default: runs/<size>-<objective>)")
     parser.add_argument("--objective", choices=OBJECTIVE_CHOICES, help="pretraining objective")
-    parser.add_argument("--generator", choices=("mlm", "unigram", "two-tower"), help="generator (noise distribution)")
+    parser.add_argument(
+        "--generator", choices=("mlm", "unigram", "two-tower"), help="generator (noise distribution)"
+    )
     parser.add_argument("--max-steps", type=int, help="optimizer steps")
-    parser.add_argument("--batch-size", type=int, dest="train_batch_size", help="global batch size (sequences)")
+    parser.add_argument(
+        "--batch-size", type=int, dest="train_batch_size", help="global batch size (sequences)"
+    )
     parser.add_argument("--learning-rate", type=float)
     parser.add_argument("--gradient-accumulation-steps", type=int)
     parser.add_argument("--max-seq-length", type=int)
     parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"))
     parser.add_argument("--seed", type=int)
-    parser.add_argument("--flops-budget", type=float, help="stop once this many training FLOPs are spent (e.g. 1e15)")
+    parser.add_argument(
+        "--flops-budget", type=float, help="stop once this many training FLOPs are spent (e.g. 1e15)"
+    )
     parser.add_argument("--save-every", type=int)
-    parser.add_argument("--compile", action="store_true", default=None, help="torch.compile the model (slow first steps)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override any config field")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --output from its latest checkpoint")
-    parser.add_argument("--cache-dir", help="where tokenizers and packed examples are cached (default ~/.cache/electra)")
+    parser.add_argument(
+        "--compile", action="store_true", default=None, help="torch.compile the model (slow first steps)"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config field"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the run in --output from its latest checkpoint"
+    )
+    parser.add_argument(
+        "--cache-dir", help="where tokenizers and packed examples are cached (default ~/.cache/electra)"
+    )
     parser.add_argument("--num-proc", type=int, help="processes for building examples")
-    parser.add_argument("--doc-boundary", default="auto", choices=("auto", "file", "blank"), help="what separates documents")
+    parser.add_argument(
+        "--doc-boundary", default="auto", choices=("auto", "file", "blank"), help="what separates documents"
+    )
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG of training curves at the end")
-    parser.add_argument("--help-config", action="store_true", help="list every config field with its default and exit")
+    parser.add_argument(
+        "--help-config", action="store_true", help="list every config field with its default and exit"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,8 +78,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     overrides = parse_overrides(args.set)
     for name in (
-        "objective", "generator", "max_steps", "train_batch_size", "learning_rate", "gradient_accumulation_steps",
-        "max_seq_length", "mixed_precision", "seed", "flops_budget", "save_every", "compile",
+        "objective",
+        "generator",
+        "max_steps",
+        "train_batch_size",
+        "learning_rate",
+        "gradient_accumulation_steps",
+        "max_seq_length",
+        "mixed_precision",
+        "seed",
+        "flops_budget",
+        "save_every",
+        "compile",
     ):
         value = getattr(args, name)
         if value is not None:

@@ -22,11 +22,15 @@ def load_vocab_tokenizer(vocab: str | Path, lowercase: bool = True) -> PreTraine
     if path.is_dir():
         return load_saved_tokenizer(path)
     if not path.is_file():
-        raise UserError(f"vocabulary {path} does not exist; pass a BERT-style vocab.txt or omit --vocab to train one.")
+        raise UserError(
+            f"vocabulary {path} does not exist; pass a BERT-style vocab.txt or omit --vocab to train one."
+        )
     try:
         tokens = {line.rstrip("\n") for line in path.read_text(encoding="utf-8").splitlines()}
     except UnicodeDecodeError:
-        raise UserError(f"vocabulary {path} is not UTF-8 text; it must list one WordPiece token per line.") from None
+        raise UserError(
+            f"vocabulary {path} is not UTF-8 text; it must list one WordPiece token per line."
+        ) from None
     missing = [tok for tok in SPECIAL_TOKENS if tok not in tokens]
     if missing:
         raise UserError(
@@ -53,11 +57,16 @@ def train_wordpiece_tokenizer(
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS), show_progress=False
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS),
+        show_progress=False,
     )
     tokenizer.train_from_iterator(_nonempty(texts), trainer=trainer)
     if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS):
-        raise UserError("the corpus is too small to train a vocabulary; give more text or pass --vocab vocab.txt.")
+        raise UserError(
+            "the corpus is too small to train a vocabulary; give more text or pass --vocab vocab.txt."
+        )
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS]:0 $A:0 [SEP]:0",
@@ -84,7 +93,9 @@ def _nonempty(texts: Iterable[str]) -> Iterator[str]:
 def check_special_tokens(tokenizer: PreTrainedTokenizerFast, source: str) -> None:
     for name in ("pad_token_id", "cls_token_id", "sep_token_id", "mask_token_id"):
         if getattr(tokenizer, name) is None:
-            raise UserError(f"tokenizer from {source} has no {name.removesuffix('_id')}; use a BERT-style vocabulary.")
+            raise UserError(
+                f"tokenizer from {source} has no {name.removesuffix('_id')}; use a BERT-style vocabulary."
+            )
 
 
 def load_or_train_tokenizer(
@@ -115,6 +126,8 @@ def load_or_train_tokenizer(
     final = root / key
     if (final / "tokenizer.json").is_file():
         return load_saved_tokenizer(final)
+    if next(read_documents(corpus), None) is None:
+        raise UserError(f"corpus {corpus} is empty: it holds no text. Point --corpus at real text.")
     tokenizer = train_wordpiece_tokenizer(read_documents(corpus), vocab_size=vocab_size, lowercase=lowercase)
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".{key}-{os.getpid()}"

@@ -26,7 +26,14 @@ from electra.modeling import build_pretraining_model
 from electra.tokenization import load_or_train_tokenizer
 
 # Settings that may change between the interrupted run and its resumption without changing the result.
-RESUMABLE_CHANGES = {"log_every", "save_every", "keep_checkpoints", "dataloader_workers", "flops_budget", "extra"}
+RESUMABLE_CHANGES = {
+    "log_every",
+    "save_every",
+    "keep_checkpoints",
+    "dataloader_workers",
+    "flops_budget",
+    "extra",
+}
 
 
 @dataclass
@@ -91,7 +98,11 @@ def train(config: PretrainConfig, inputs: RunInputs) -> dict:
 
     with accelerator.main_process_first():
         tokenizer = load_or_train_tokenizer(
-            inputs.vocab, inputs.corpus, config.tokenizer_vocab_size, config.lowercase, _sub(inputs.cache_dir, "tokenizers")
+            inputs.vocab,
+            inputs.corpus,
+            config.tokenizer_vocab_size,
+            config.lowercase,
+            _sub(inputs.cache_dir, "tokenizers"),
         )
         dataset = build_pretraining_dataset(
             inputs.corpus,
@@ -118,7 +129,9 @@ def train(config: PretrainConfig, inputs: RunInputs) -> dict:
         tokenizer.save_pretrained(str(output_dir / "tokenizer"))
 
     order = ResumableBatchOrder(len(dataset), micro_batch, config.seed, accelerator.process_index, world)
-    collate = PretrainingCollator(tokenizer.pad_token_id, pad_to=config.max_seq_length if config.compile else None)
+    collate = PretrainingCollator(
+        tokenizer.pad_token_id, pad_to=config.max_seq_length if config.compile else None
+    )
     loader = torch.utils.data.DataLoader(
         dataset,
         batch_sampler=_MicroBatches(order, step * config.gradient_accumulation_steps),
@@ -137,12 +150,23 @@ def train(config: PretrainConfig, inputs: RunInputs) -> dict:
         model = torch.compile(model)
 
     logger = _MetricLogger(output_dir, enabled=accelerator.is_main_process, resume_step=step)
-    progress = tqdm(total=config.max_steps, initial=step, disable=not accelerator.is_main_process, desc="pretraining")
+    progress = tqdm(
+        total=config.max_steps, initial=step, disable=not accelerator.is_main_process, desc="pretraining"
+    )
     accelerator.print(
         f"{len(dataset):,} examples | {sum(p.numel() for p in model.parameters()):,} parameters | "
         f"batch {config.train_batch_size} = {world} processes x {micro_batch} x {config.gradient_accumulation_steps} accumulation"
         + (f" | {flops_per_step:.3g} train FLOPs/step" if flops_per_step else "")
     )
+    flops_check = None
+    if flops_per_step and resume_from is None and accelerator.is_main_process:
+        flops_check = _check_flop_counter(
+            accelerator.unwrap_model(model), collate([dataset[0], dataset[1]]), config
+        )
+        accelerator.print(
+            f"FLOP counter check: measured/analytic matmul FLOPs = {flops_check['ratio']:.4f}"
+            + ("" if flops_check["ok"] else "  (WARNING: more than 2% apart; the logged FLOPs may be off)")
+        )
     model.train()
     window_metrics: dict[str, torch.Tensor] = {}
     window_steps, window_tokens, window_start = 0, 0, time.perf_counter()
@@ -158,7 +182,9 @@ def train(config: PretrainConfig, inputs: RunInputs) -> dict:
                     output = model(**batch)
                 accelerator.backward(output.loss / config.gradient_accumulation_steps)
             for name, value in output.metrics.items():
-                window_metrics[name] = window_metrics.get(name, 0.0) + value / config.gradient_accumulation_steps
+                window_metrics[name] = (
+                    window_metrics.get(name, 0.0) + value / config.gradient_accumulation_steps
+                )
             window_tokens += int(batch["attention_mask"].sum())
         grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         optimizer.step()
@@ -173,7 +199,9 @@ def train(config: PretrainConfig, inputs: RunInputs) -> dict:
             seconds = time.perf_counter() - window_start
             means = {k: v / window_steps for k, v in window_metrics.items()}
             reduced = accelerator.reduce(torch.stack(list(means.values())).float(), reduction="mean")
-            tokens = accelerator.reduce(torch.tensor(float(window_tokens), device=accelerator.device), reduction="sum")
+            tokens = accelerator.reduce(
+                torch.tensor(float(window_tokens), device=accelerator.device), reduction="sum"
+            )
             last = {k: float(v) for k, v in zip(means, reduced.tolist())}
             last.update(
                 step=step,
@@ -194,9 +222,16 @@ def train(config: PretrainConfig, inputs: RunInputs) -> dict:
                 "elapsed_seconds": elapsed_before + time.perf_counter() - run_start,
             }
             save_checkpoint(
-                checkpoints_dir, step, accelerator.unwrap_model(model), optimizer, scheduler, trainer_state,
-                rank=accelerator.process_index, is_main=accelerator.is_main_process,
-                barrier=accelerator.wait_for_everyone, keep=config.keep_checkpoints,
+                checkpoints_dir,
+                step,
+                accelerator.unwrap_model(model),
+                optimizer,
+                scheduler,
+                trainer_state,
+                rank=accelerator.process_index,
+                is_main=accelerator.is_main_process,
+                barrier=accelerator.wait_for_everyone,
+                keep=config.keep_checkpoints,
             )
         if budget_spent:
             break
@@ -205,12 +240,16 @@ def train(config: PretrainConfig, inputs: RunInputs) -> dict:
     if accelerator.is_main_process:
         written = accelerator.unwrap_model(model).export(output_dir, tokenizer)
         summary = dict(last, stop_reason=stop_reason, exports={k: str(v) for k, v in written.items()})
+        if flops_check is not None:
+            summary["flop_counter_check"] = flops_check
         (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         if inputs.plot:
             from electra.plot import plot_run
 
             plot_run(output_dir)
-        accelerator.print(f"done at step {step} ({stop_reason}); exports: {', '.join(str(v) for v in written.values())}")
+        accelerator.print(
+            f"done at step {step} ({stop_reason}); exports: {', '.join(str(v) for v in written.values())}"
+        )
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return dict(last, stop_reason=stop_reason, step=step)
@@ -226,7 +265,9 @@ class _MicroBatches:
         return self.order.batches(self.start)
 
 
-def _check_output_dir(config: PretrainConfig, output_dir: Path, checkpoints_dir: Path, resume: bool) -> Path | None:
+def _check_output_dir(
+    config: PretrainConfig, output_dir: Path, checkpoints_dir: Path, resume: bool
+) -> Path | None:
     existing = latest_checkpoint(checkpoints_dir)
     if not resume:
         if existing is not None or (output_dir / "summary.json").exists():
@@ -253,6 +294,15 @@ def _flops_per_step(config: PretrainConfig) -> float | None:
     except ImportError:
         return None
     return float(count_flops(config).train_flops_per_step)
+
+
+def _check_flop_counter(model: torch.nn.Module, batch: dict, config: PretrainConfig) -> dict:
+    """Measure one real forward pass under FlopCounterMode against the analytic count (RNG left untouched)."""
+    from flops.measured import startup_check
+
+    device = next(model.parameters()).device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        return startup_check(model, {k: v.to(device) for k, v in batch.items()}, config)
 
 
 def _sub(root: str | None, name: str) -> str | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 from transformers import ElectraForMaskedLM
 from transformers.models.electra.modeling_electra import ElectraEmbeddings, ElectraModel
 
@@ -14,7 +13,12 @@ class MaskedLMGenerator(Generator):
 
     needs_masked_input = True
 
-    def __init__(self, hf_config, shared_embeddings: ElectraEmbeddings | None = None, shared_encoder: ElectraModel | None = None):
+    def __init__(
+        self,
+        hf_config,
+        shared_embeddings: ElectraEmbeddings | None = None,
+        shared_encoder: ElectraModel | None = None,
+    ):
         super().__init__()
         self.model = ElectraForMaskedLM(hf_config)
         if shared_encoder is not None:  # embedding_sharing=all: one encoder for both models

@@ -12,7 +12,9 @@ class UnigramGenerator(Generator):
     needs_masked_input = True
     trainable = False
 
-    def __init__(self, token_counts: np.ndarray | torch.Tensor, special_ids: list[int], smoothing: float = 0.0):
+    def __init__(
+        self, token_counts: np.ndarray | torch.Tensor, special_ids: list[int], smoothing: float = 0.0
+    ):
         super().__init__()
         counts = torch.as_tensor(np.asarray(token_counts), dtype=torch.float64) + smoothing
         counts[list(special_ids)] = 0.0  # never propose [CLS], [SEP], [PAD] or [MASK]

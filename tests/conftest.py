@@ -11,7 +11,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _shared_data_dir() -> Path | None:
-    candidates = [os.environ.get("ELECTRA_SHARED_DATA"), REPO.parent / "shared" / "data", REPO / "shared" / "data"]
+    candidates = [
+        os.environ.get("ELECTRA_SHARED_DATA"),
+        REPO.parent / "shared" / "data",
+        REPO / "shared" / "data",
+    ]
     for candidate in candidates:
         if candidate and Path(candidate).is_dir():
             return Path(candidate)

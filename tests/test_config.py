@@ -18,8 +18,16 @@ PAPER = {
 def test_paper_sizes(size):
     c = build_config(size)
     got = (
-        c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.num_attention_heads, c.embedding_size,
-        c.generator_hidden_multiplier, c.mask_prob, c.learning_rate, c.train_batch_size, c.max_steps,
+        c.num_hidden_layers,
+        c.hidden_size,
+        c.intermediate_size,
+        c.num_attention_heads,
+        c.embedding_size,
+        c.generator_hidden_multiplier,
+        c.mask_prob,
+        c.learning_rate,
+        c.train_batch_size,
+        c.max_steps,
     )
     assert got == pytest.approx(PAPER[size])
     assert c.warmup_steps == 10_000
@@ -28,16 +36,26 @@ def test_paper_sizes(size):
 
 def test_generator_shape_follows_multiplier():
     small = build_config("small")
-    assert (small.generator_hidden_size, small.generator_intermediate_size, small.generator_num_attention_heads) == (64, 256, 1)
+    assert (
+        small.generator_hidden_size,
+        small.generator_intermediate_size,
+        small.generator_num_attention_heads,
+    ) == (64, 256, 1)
     base = build_config("base")
-    assert (base.generator_hidden_size, base.generator_intermediate_size, base.generator_num_attention_heads) == (256, 1024, 4)
+    assert (
+        base.generator_hidden_size,
+        base.generator_intermediate_size,
+        base.generator_num_attention_heads,
+    ) == (256, 1024, 4)
     assert small.generator_layers == small.num_hidden_layers
 
 
 def test_overrides_are_typed_and_layered(tmp_path):
     config_file = tmp_path / "c.json"
     config_file.write_text(json.dumps({"hidden_size": 128, "num_attention_heads": 2, "learning_rate": 3e-4}))
-    c = build_config("small", config_file, parse_overrides(["learning_rate=1e-3", "max_steps=2e3", "compile=true"]))
+    c = build_config(
+        "small", config_file, parse_overrides(["learning_rate=1e-3", "max_steps=2e3", "compile=true"])
+    )
     assert c.hidden_size == 128 and c.learning_rate == 1e-3 and c.max_steps == 2000 and c.compile is True
 
 

@@ -77,5 +77,8 @@ def test_pos_tags_are_detected_and_stripped_on_real_brown(shared_data):
 
 def test_sentence_splitter():
     assert split_sentences('He left. "Why?" she asked. It was 3 p.m. Then rain.') == [
-        "He left.", '"Why?" she asked.', "It was 3 p.m.", "Then rain.",
+        "He left.",
+        '"Why?" she asked.',
+        "It was 3 p.m.",
+        "Then rain.",
     ]

@@ -87,7 +87,9 @@ def test_dataset_is_cached_and_rebuilt_when_inputs_change(small_corpus, tokenize
     assert again["input_ids"] == first["input_ids"]
     assert [p for p in cache.iterdir() if not p.name.startswith(".")] == entries
     # A different length, or an edited corpus, gives a new cache entry.
-    build_pretraining_dataset(small_corpus, tokenizer, settings=ExampleSettings(max_seq_length=32), cache_dir=cache, num_proc=1)
+    build_pretraining_dataset(
+        small_corpus, tokenizer, settings=ExampleSettings(max_seq_length=32), cache_dir=cache, num_proc=1
+    )
     (small_corpus / "extra.txt").write_text("A brand new document appears here. It has two sentences.")
     build_pretraining_dataset(small_corpus, tokenizer, settings=settings, cache_dir=cache, num_proc=1)
     assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 3
@@ -95,7 +97,9 @@ def test_dataset_is_cached_and_rebuilt_when_inputs_change(small_corpus, tokenize
 
 def test_parallel_build_equals_serial(small_corpus, tokenizer, tmp_path):
     settings = ExampleSettings(max_seq_length=48)
-    serial = build_pretraining_dataset(small_corpus, tokenizer, settings=settings, cache_dir=tmp_path / "a", num_proc=1)
+    serial = build_pretraining_dataset(
+        small_corpus, tokenizer, settings=settings, cache_dir=tmp_path / "a", num_proc=1
+    )
     # Many documents so that two workers really split the work.
     many = tmp_path / "many"
     many.mkdir()
@@ -125,7 +129,9 @@ def test_vocab_without_specials_is_rejected(tmp_path, shared_data):
 
 
 def test_collator_pads_and_masks():
-    batch = PretrainingCollator(pad_token_id=0)([{"input_ids": [5, 6, 7], "token_type_ids": [0, 0, 1]}, {"input_ids": [5], "token_type_ids": [0]}])
+    batch = PretrainingCollator(pad_token_id=0)(
+        [{"input_ids": [5, 6, 7], "token_type_ids": [0, 0, 1]}, {"input_ids": [5], "token_type_ids": [0]}]
+    )
     assert batch["input_ids"].shape == (2, 8)
     assert batch["attention_mask"].sum(1).tolist() == [3, 1]
     assert batch["token_type_ids"][0, :3].tolist() == [0, 0, 1]
@@ -150,7 +156,9 @@ def test_batch_order_covers_each_epoch_once_and_resumes():
 def test_shared_corpus_builds(shared_data, tmp_path):
     corpus = shared_data / "corpus" / "brown"
     tok = load_or_train_tokenizer(None, corpus, 2000, cache_dir=tmp_path / "tok")
-    ds = build_pretraining_dataset(corpus, tok, settings=ExampleSettings(max_seq_length=128), cache_dir=tmp_path / "c")
+    ds = build_pretraining_dataset(
+        corpus, tok, settings=ExampleSettings(max_seq_length=128), cache_dir=tmp_path / "c"
+    )
     lengths = np.array([len(x) for x in ds["input_ids"]])
     assert len(ds) > 5000 and lengths.max() == 128 and (lengths == 128).mean() > 0.8
     assert Path(ds.cache_files[0]["filename"]).exists()

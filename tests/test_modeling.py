@@ -29,7 +29,9 @@ def _batch(tokenizer):
     return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
 
 
-def test_discriminator_export_loads_in_transformers_with_identical_logits(micro_overrides, tokenizer, tmp_path):
+def test_discriminator_export_loads_in_transformers_with_identical_logits(
+    micro_overrides, tokenizer, tmp_path
+):
     torch.manual_seed(0)
     model = build_pretraining_model(_config(micro_overrides), tokenizer).eval()
     batch = _batch(tokenizer)
@@ -42,7 +44,10 @@ def test_discriminator_export_loads_in_transformers_with_identical_logits(micro_
     # The tokenizer travels with the export.
     from transformers import AutoTokenizer
 
-    assert AutoTokenizer.from_pretrained(written["discriminator"])("budget")["input_ids"] == tokenizer("budget")["input_ids"]
+    assert (
+        AutoTokenizer.from_pretrained(written["discriminator"])("budget")["input_ids"]
+        == tokenizer("budget")["input_ids"]
+    )
 
 
 def test_generator_export_matches_masked_position_logits(micro_overrides, tokenizer, tmp_path):
@@ -51,7 +56,9 @@ def test_generator_export_matches_masked_position_logits(micro_overrides, tokeni
     batch = _batch(tokenizer)
     positions = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
     positions[:, 2] = True
-    ours = model.generator.logits_at(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], positions)
+    ours = model.generator.logits_at(
+        batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], positions
+    )
     loaded = ElectraForMaskedLM.from_pretrained(model.export(tmp_path, tokenizer)["generator"]).eval()
     theirs = loaded(**batch).logits[positions]
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
@@ -107,7 +114,9 @@ def test_sample_equal_to_original_is_labelled_original(micro_overrides, tokenize
 
 def test_unigram_generator_and_mlm_objective(micro_overrides, tokenizer, tmp_path):
     counts = np.ones(len(tokenizer), dtype=np.int64)
-    uni = build_pretraining_model(_config(micro_overrides, generator="unigram"), tokenizer, token_counts=counts)
+    uni = build_pretraining_model(
+        _config(micro_overrides, generator="unigram"), tokenizer, token_counts=counts
+    )
     out = uni(**_batch(tokenizer))
     assert "generator_loss" not in out.metrics and out.metrics["replaced_fraction"] > 0
     assert sum(p.numel() for p in uni.generator.parameters()) == 0

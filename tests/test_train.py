@@ -13,14 +13,21 @@ from electra.train import RunInputs, train
 
 def _run(corpus, out, cache, overrides, resume=False):
     config = build_config("tiny", overrides=overrides)
-    return train(config, RunInputs(corpus=str(corpus), output_dir=out, cache_dir=str(cache), num_proc=1, resume=resume, plot=False))
+    return train(
+        config,
+        RunInputs(
+            corpus=str(corpus), output_dir=out, cache_dir=str(cache), num_proc=1, resume=resume, plot=False
+        ),
+    )
 
 
 def _weights(run_dir):
     return load_file(str(latest_checkpoint(run_dir / "checkpoints") / "model.safetensors"))
 
 
-def test_resume_after_a_kill_matches_an_uninterrupted_run(small_corpus, tmp_path, micro_overrides, monkeypatch):
+def test_resume_after_a_kill_matches_an_uninterrupted_run(
+    small_corpus, tmp_path, micro_overrides, monkeypatch
+):
     cache = tmp_path / "cache"
     micro_overrides = {**micro_overrides, "log_every": 1}
     _run(small_corpus, tmp_path / "straight", cache, micro_overrides)
@@ -50,7 +57,9 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(small_corpus, tmp_path
     assert rows(tmp_path / "straight") == rows(tmp_path / "killed")
 
 
-def test_a_kill_during_a_save_keeps_the_previous_checkpoint(small_corpus, tmp_path, micro_overrides, monkeypatch):
+def test_a_kill_during_a_save_keeps_the_previous_checkpoint(
+    small_corpus, tmp_path, micro_overrides, monkeypatch
+):
     import electra.checkpoint as checkpoint_module
 
     real = checkpoint_module.save_model
@@ -77,15 +86,28 @@ def test_a_kill_during_a_save_keeps_the_previous_checkpoint(small_corpus, tmp_pa
 def test_resume_refuses_a_different_config(small_corpus, tmp_path, micro_overrides):
     _run(small_corpus, tmp_path / "run", tmp_path / "cache", {**micro_overrides, "max_steps": 3})
     with pytest.raises(UserError, match="hidden_size"):
-        _run(small_corpus, tmp_path / "run", tmp_path / "cache", {**micro_overrides, "max_steps": 3, "hidden_size": 64}, resume=True)
+        _run(
+            small_corpus,
+            tmp_path / "run",
+            tmp_path / "cache",
+            {**micro_overrides, "max_steps": 3, "hidden_size": 64},
+            resume=True,
+        )
 
 
 def test_flops_budget_stops_within_one_step(small_corpus, tmp_path, micro_overrides):
     budget = 1e9
-    result = _run(small_corpus, tmp_path / "run", tmp_path / "cache", {**micro_overrides, "max_steps": 1000, "flops_budget": budget})
+    result = _run(
+        small_corpus,
+        tmp_path / "run",
+        tmp_path / "cache",
+        {**micro_overrides, "max_steps": 1000, "flops_budget": budget},
+    )
     per_step = result["train_flops"] / result["step"]
     assert result["stop_reason"] == "flops_budget"
-    assert budget <= result["train_flops"] < budget + per_step  # stopped at the first step that spent the budget
+    assert (
+        budget <= result["train_flops"] < budget + per_step
+    )  # stopped at the first step that spent the budget
     assert 1 < result["step"] < 1000
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["stop_reason"] == "flops_budget"

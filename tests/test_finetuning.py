@@ -1,0 +1,130 @@
+"""The shared fine-tuning optimizer: layer-wise learning rates group by group, weight-decay split, schedule."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import BertConfig, BertForSequenceClassification, ElectraConfig, ElectraForPreTraining
+
+from electra.finetuning import (
+    build_finetune_optimizer,
+    describe_lr_groups,
+    layerwise_lr_groups,
+    linear_warmup_decay,
+)
+
+
+def _electra(layers: int = 3) -> ElectraForPreTraining:
+    torch.manual_seed(0)
+    config = ElectraConfig(
+        vocab_size=50,
+        embedding_size=16,  # != hidden: the model has an embeddings_project
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    )
+    return ElectraForPreTraining(config)
+
+
+def _by_name(groups):
+    return {g["name"]: g for g in groups}
+
+
+def test_paper_rule_three_layers_group_by_group():
+    groups = _by_name(layerwise_lr_groups(_electra(), base_lr=1e-3, layer_decay=0.5))
+    assert list(groups) == ["embeddings", "layer_0", "layer_1", "layer_2", "head"]
+    # head and top layer: full rate; each layer below one more factor 0.5; embeddings one step further.
+    expected = {"head": 1e-3, "layer_2": 1e-3, "layer_1": 5e-4, "layer_0": 2.5e-4, "embeddings": 1.25e-4}
+    for name, lr in expected.items():
+        assert groups[name]["lr"] == pytest.approx(lr, rel=1e-12), name
+        assert groups[name]["weight_decay"] == 0.0
+
+    emb = set(groups["embeddings"]["param_names"])
+    assert "electra.embeddings.word_embeddings.weight" in emb
+    assert "electra.embeddings.LayerNorm.bias" in emb
+    assert {"electra.embeddings_project.weight", "electra.embeddings_project.bias"} <= emb
+    assert len(emb) == 7
+    for k in range(3):
+        names = groups[f"layer_{k}"]["param_names"]
+        assert len(names) == 16 and all(n.startswith(f"electra.encoder.layer.{k}.") for n in names)
+    assert sorted(groups["head"]["param_names"]) == sorted(
+        f"discriminator_predictions.{m}.{p}"
+        for m in ("dense", "dense_prediction")
+        for p in ("weight", "bias")
+    )
+
+
+def test_original_off_by_one_rule_three_layers():
+    # Reference: lr * decay ** (n + 2 - depth), embeddings depth 0, layer k depth k+1, head depth n+2 (= 5).
+    groups = _by_name(layerwise_lr_groups(_electra(), 1e-3, 0.5, original_off_by_one=True))
+    expected = {
+        "head": 1e-3,
+        "layer_2": 2.5e-4,
+        "layer_1": 1.25e-4,
+        "layer_0": 6.25e-5,
+        "embeddings": 3.125e-5,
+    }
+    for name, lr in expected.items():
+        assert groups[name]["lr"] == pytest.approx(lr, rel=1e-12), name
+
+
+def test_every_parameter_in_exactly_one_group_and_decay_split():
+    model = _electra()
+    groups = layerwise_lr_groups(model, 1e-3, 0.8, weight_decay=0.01)
+    seen = [n for g in groups for n in g["param_names"]]
+    assert sorted(seen) == sorted(n for n, _ in model.named_parameters())
+    by = _by_name(groups)
+    assert "electra.encoder.layer.1.output.LayerNorm.weight" in by["layer_1/no_decay"]["param_names"]
+    assert "electra.encoder.layer.1.output.dense.bias" in by["layer_1/no_decay"]["param_names"]
+    assert "electra.encoder.layer.1.output.dense.weight" in by["layer_1"]["param_names"]
+    assert by["layer_1"]["weight_decay"] == 0.01 and by["layer_1/no_decay"]["weight_decay"] == 0.0
+    assert by["layer_1"]["lr"] == by["layer_1/no_decay"]["lr"] == pytest.approx(1e-3 * 0.8)
+
+
+def test_bert_pooler_and_classifier_are_head():
+    config = BertConfig(
+        vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    )
+    groups = _by_name(layerwise_lr_groups(BertForSequenceClassification(config), 1e-4, 0.9))
+    assert set(groups["head"]["param_names"]) == {
+        "bert.pooler.dense.weight",
+        "bert.pooler.dense.bias",
+        "classifier.weight",
+        "classifier.bias",
+    }
+    assert groups["embeddings"]["lr"] == pytest.approx(1e-4 * 0.81)
+    assert groups["layer_0"]["lr"] == pytest.approx(1e-4 * 0.9)
+
+
+def test_schedule_linear_warmup_then_decay():
+    f = linear_warmup_decay(total_steps=10, warmup_steps=2)
+    # (s+1)/2 ramp for s < 2, times (1 - s/10)
+    expected = [0.5, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
+    assert [f(s) for s in range(11)] == pytest.approx(expected)
+    assert f(0) == pytest.approx(0.5 * 1.0)
+    assert f(1) == pytest.approx(1.0 * 0.9)
+    assert f(5) == pytest.approx(0.5)
+    assert f(10) == 0.0
+
+
+def test_one_adam_step_moves_each_group_by_its_rate():
+    """Adam's first update is lr * g / (|g| + eps) ~ lr per coordinate: the largest change per group shows the
+    learning rate that group really got."""
+    model = _electra()
+    model.train(False)
+    optimizer, scheduler = build_finetune_optimizer(model, lr=1e-2, layer_decay=0.5, total_steps=10)
+    assert scheduler.get_last_lr()[-1] == pytest.approx(1e-2)  # warmup = ceil(0.1 * 10) = 1 step
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids = torch.randint(0, 50, (4, 12))
+    model(input_ids=ids, labels=torch.randint(0, 2, (4, 12))).loss.backward()
+    optimizer.step()
+    scheduler.step()
+    params = dict(model.named_parameters())
+    for group in optimizer.param_groups:
+        moved = max((params[n] - before[n]).abs().max().item() for n in group["param_names"])
+        assert moved == pytest.approx(group["initial_lr"], rel=0.02), group["name"]
+    assert scheduler.get_last_lr()[-1] == pytest.approx(1e-2 * 0.9)
+    table = describe_lr_groups(optimizer.param_groups)
+    assert "embeddings" in table and "0.00125" in table and "head" in table
