@@ -1,0 +1,124 @@
+"""`electra glue`: fine-tune a checkpoint on GLUE tasks and print the paper's table."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
+10% warmup then linear decay, batch 32, learning rate and layer-wise decay by model size, 10 epochs for RTE and
+STS-B and 3 otherwise) and report each task's dev metric (median over seeds) and the paper's average."""
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "glue",
+        help="fine-tune and evaluate a checkpoint on GLUE",
+        description=DESCRIPTION,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--model", required=True, help="Hugging Face checkpoint directory (e.g. RUN/discriminator)"
+    )
+    parser.add_argument(
+        "--task",
+        required=True,
+        help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, a comma list, or all",
+    )
+    parser.add_argument(
+        "--data-dir", default=None, help="GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR"
+    )
+    parser.add_argument("--output", default=None, help="write results.json, results.md (and test files) here")
+    parser.add_argument(
+        "--seeds", type=int, default=1, help="fine-tuning runs per task; the median is reported"
+    )
+    parser.add_argument("--seed", type=int, default=1, help="first seed; runs use seed, seed+1, ...")
+    parser.add_argument(
+        "--epochs", type=float, default=None, help="default: 10 for RTE and STS-B, 3 otherwise"
+    )
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help="stop after N updates (overrides --epochs)"
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=None,
+        help="default by hidden size: 3e-4 small, 1e-4 base, 5e-5 large",
+    )
+    parser.add_argument("--layer-decay", type=float, default=None, help="default 0.8 (0.9 for large)")
+    parser.add_argument(
+        "--original-layer-decay",
+        action="store_true",
+        help="use the reference code's layer-wise rates (two extra decay factors below the head)",
+    )
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-seq-length", type=int, default=128)
+    parser.add_argument("--warmup-fraction", type=float, default=0.1)
+    parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument(
+        "--no-double-unordered",
+        dest="double_unordered",
+        action="store_false",
+        help="do not also train MRPC and STS-B on swapped sentence pairs",
+    )
+    parser.add_argument("--max-train-examples", type=int, default=None, help="a fixed random subset of train")
+    parser.add_argument(
+        "--skip-malformed",
+        action="store_true",
+        help="drop TSV rows with too few fields (warns) instead of stopping",
+    )
+    parser.add_argument(
+        "--init-from", default=None, help="start from this fine-tuned checkpoint (e.g. MNLI for RTE)"
+    )
+    parser.add_argument(
+        "--predict-test", action="store_true", help="write GLUE-server TSVs to OUTPUT/glue_test/"
+    )
+    parser.add_argument(
+        "--save-best", action="store_true", help="save the best seed per task to OUTPUT/checkpoints/"
+    )
+    parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"), default="no")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from electra.errors import UserError
+    from glue.finetune import FinetuneSettings, run_glue
+    from glue.tasks import parse_task_list, resolve_data_dir
+
+    for flag in ("seeds", "batch_size", "max_seq_length"):
+        if getattr(args, flag) < 1:
+            raise UserError(f"--{flag.replace('_', '-')} must be at least 1.")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UserError("--max-steps must be at least 1.")
+    if (args.predict_test or args.save_best) and not args.output:
+        raise UserError("--predict-test and --save-best write files: give --output DIR.")
+    specs = parse_task_list(args.task)
+    data_dir = resolve_data_dir(args.data_dir)
+    settings = FinetuneSettings(
+        learning_rate=args.learning_rate,
+        layer_decay=args.layer_decay,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        max_seq_length=args.max_seq_length,
+        warmup_fraction=args.warmup_fraction,
+        weight_decay=args.weight_decay,
+        double_unordered=args.double_unordered,
+        original_off_by_one=args.original_layer_decay,
+        max_train_examples=args.max_train_examples,
+        skip_malformed=args.skip_malformed,
+        mixed_precision=args.mixed_precision,
+    )
+    run_glue(
+        args.model,
+        specs,
+        data_dir,
+        settings,
+        seeds=[args.seed + i for i in range(args.seeds)],
+        output_dir=Path(args.output) if args.output else None,
+        init_from=args.init_from,
+        predict_test=args.predict_test,
+        save_best=args.save_best,
+    )
+    return 0

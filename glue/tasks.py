@@ -1,0 +1,328 @@
+"""The ten GLUE tasks as the original TSV files lay them out, and a strict reader for them.
+
+Files are read exactly as `download_glue_data.py` writes them: tab-separated, UTF-8 (MRPC's header starts with a
+byte-order mark), and with no quoting at all (GLUE sentences contain unbalanced `"` characters, so a csv reader
+with quoting on would silently merge rows). Columns are found by their header name, except CoLA train/dev, which
+have no header (source, label, original label, sentence).
+
+Every problem a user can fix (missing file or column, short row, unknown label, empty split) is a UserError that
+names the file and line.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from electra.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Where a task's files are and how to read them.
+
+    `dev_files` and `test_files` map a result name (dev) or a GLUE-server file stem (test) to a file relative to
+    the task directory: MNLI evaluates one trained model on two dev sets and three test sets (the AX diagnostic
+    is predicted with the MNLI model, as the GLUE server expects).
+    """
+
+    name: str
+    directory: str
+    labels: tuple[str, ...] | None  # None: regression (STS-B)
+    text_a: str
+    text_b: str | None
+    label_column: str
+    primary_metric: str  # the metric the ELECTRA paper reports
+    dev_files: dict[str, str]
+    test_files: dict[str, str]
+    test_id_column: str = "index"
+    headerless_columns: dict[str, int] | None = None  # CoLA train/dev: column name -> position
+    symmetric: bool = False  # sentence order carries no meaning: "double unordered" training applies
+    train_file: str = "train.tsv"
+
+    @property
+    def is_regression(self) -> bool:
+        return self.labels is None
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.labels is None else len(self.labels)
+
+
+_NLI3 = ("contradiction", "entailment", "neutral")
+_NLI2 = ("entailment", "not_entailment")
+
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec(
+            "cola",
+            "CoLA",
+            ("0", "1"),
+            "sentence",
+            None,
+            "label",
+            "mcc",
+            {"cola": "dev.tsv"},
+            {"CoLA": "test.tsv"},
+            headerless_columns={"source": 0, "label": 1, "original_label": 2, "sentence": 3},
+        ),
+        TaskSpec(
+            "sst2",
+            "SST-2",
+            ("0", "1"),
+            "sentence",
+            None,
+            "label",
+            "accuracy",
+            {"sst2": "dev.tsv"},
+            {"SST-2": "test.tsv"},
+        ),
+        TaskSpec(
+            "mrpc",
+            "MRPC",
+            ("0", "1"),
+            "#1 String",
+            "#2 String",
+            "Quality",
+            "accuracy",
+            {"mrpc": "dev.tsv"},
+            {"MRPC": "test.tsv"},
+            symmetric=True,
+        ),
+        TaskSpec(
+            "stsb",
+            "STS-B",
+            None,
+            "sentence1",
+            "sentence2",
+            "score",
+            "spearman",
+            {"stsb": "dev.tsv"},
+            {"STS-B": "test.tsv"},
+            symmetric=True,
+        ),
+        TaskSpec(
+            "qqp",
+            "QQP",
+            ("0", "1"),
+            "question1",
+            "question2",
+            "is_duplicate",
+            "accuracy",
+            {"qqp": "dev.tsv"},
+            {"QQP": "test.tsv"},
+            test_id_column="id",
+        ),
+        TaskSpec(
+            "mnli",
+            "MNLI",
+            _NLI3,
+            "sentence1",
+            "sentence2",
+            "gold_label",
+            "accuracy",
+            {"mnli": "dev_matched.tsv", "mnli-mm": "dev_mismatched.tsv"},
+            {
+                "MNLI-m": "test_matched.tsv",
+                "MNLI-mm": "test_mismatched.tsv",
+                "AX": "../diagnostic/diagnostic.tsv",
+            },
+        ),
+        TaskSpec(
+            "qnli",
+            "QNLI",
+            _NLI2,
+            "question",
+            "sentence",
+            "label",
+            "accuracy",
+            {"qnli": "dev.tsv"},
+            {"QNLI": "test.tsv"},
+        ),
+        TaskSpec(
+            "rte",
+            "RTE",
+            _NLI2,
+            "sentence1",
+            "sentence2",
+            "label",
+            "accuracy",
+            {"rte": "dev.tsv"},
+            {"RTE": "test.tsv"},
+        ),
+        TaskSpec(
+            "wnli",
+            "WNLI",
+            ("0", "1"),
+            "sentence1",
+            "sentence2",
+            "label",
+            "accuracy",
+            {"wnli": "dev.tsv"},
+            {"WNLI": "test.tsv"},
+        ),
+    )
+}
+
+ALIASES = {"sst-2": "sst2", "sst": "sst2", "sts-b": "stsb", "sts": "stsb", "mnli-m": "mnli"}
+
+# The tasks the ELECTRA paper averages (its GLUE dev score leaves WNLI out); MNLI counts once, matched.
+PAPER_AVERAGE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte")
+
+
+def get_task(name: str) -> TaskSpec:
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in TASKS:
+        raise UserError(f"unknown GLUE task '{name}'; choose from {', '.join(TASKS)} or 'all'.")
+    return TASKS[key]
+
+
+def parse_task_list(value: str) -> list[TaskSpec]:
+    """'all', one task, or a comma-separated list (order kept, duplicates dropped)."""
+    if value.strip().lower() == "all":
+        return list(TASKS.values())
+    specs: list[TaskSpec] = []
+    for part in value.split(","):
+        if part.strip():
+            spec = get_task(part.strip())
+            if spec not in specs:
+                specs.append(spec)
+    if not specs:
+        raise UserError("--task is empty; name a GLUE task (e.g. rte) or 'all'.")
+    return specs
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
+    """--data-dir, else $GLUE_DIR: the folder holding CoLA/, SST-2/, ... as download_glue_data.py makes them."""
+    value = data_dir or os.environ.get("GLUE_DIR")
+    if not value:
+        raise UserError(
+            "no GLUE data: pass --data-dir DIR or set GLUE_DIR (a folder with CoLA/, SST-2/, ...)."
+        )
+    path = Path(value)
+    if not path.is_dir():
+        raise UserError(
+            f"{path}: GLUE data directory not found; pass --data-dir DIR with CoLA/, SST-2/, ... in it."
+        )
+    return path
+
+
+@dataclass
+class Example:
+    guid: str  # "<file>:<line>" for labelled splits, the file's own id for test splits
+    text_a: str
+    text_b: str | None
+    label: str | float | None  # label string, a float score (STS-B) or None (test)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def task_file(data_dir: Path, spec: TaskSpec, relative: str) -> Path:
+    return Path(os.path.normpath(data_dir / spec.directory / relative))
+
+
+def read_examples(
+    path: str | os.PathLike, spec: TaskSpec, labelled: bool, skip_malformed: bool = False
+) -> list[Example]:
+    """Read one split. `labelled=False` reads a test file (ids and texts, no label column).
+
+    `skip_malformed` drops rows with too few fields (with one warning that counts them) instead of stopping: the
+    escape hatch for a corrupted download; labels outside the label set are always an error.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(
+            f"{path}: file not found; the {spec.directory} task needs it (GLUE layout: {spec.directory}/<split>.tsv)."
+        )
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        # Split on "\n" only: str.splitlines() would also break rows at U+2028, U+0085 or form feeds in the text.
+        lines = [line.removesuffix("\r") for line in handle.read().split("\n")]
+    if not any(line.strip() for line in lines):
+        expected = (
+            "examples" if labelled and spec.headerless_columns is not None else "a header line and examples"
+        )
+        raise UserError(f"{path}: the file is empty; expected {expected}.")
+    if labelled and spec.headerless_columns is not None:
+        columns, first_row = dict(spec.headerless_columns), 0
+    else:
+        columns = {name.strip(): i for i, name in enumerate(lines[0].split("\t"))}
+        first_row = 1
+    wanted = [spec.text_a] + ([spec.text_b] if spec.text_b else [])
+    wanted += (
+        [spec.label_column] if labelled else ([spec.test_id_column] if spec.test_id_column in columns else [])
+    )
+    for name in wanted:
+        if name not in columns:
+            raise UserError(
+                f"{path}:1: no column '{name}' in the header (found: {', '.join(columns)}); "
+                f"is this the {spec.directory} {'train/dev' if labelled else 'test'} file?"
+            )
+    need = max(columns[name] for name in wanted) + 1
+    examples: list[Example] = []
+    skipped: list[int] = []
+    for index, line in enumerate(lines[first_row:]):
+        lineno = first_row + index + 1
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < need:
+            if skip_malformed:
+                skipped.append(lineno)
+                continue
+            raise UserError(
+                f"{path}:{lineno}: expected at least {need} tab-separated fields, found {len(fields)}; "
+                "the row is truncated or not tab-separated (--skip-malformed drops such rows)."
+            )
+        label: str | float | None = None
+        if labelled:
+            label = _parse_label(fields[columns[spec.label_column]].strip(), spec, path, lineno)
+            guid = f"{path.name}:{lineno}"
+        else:
+            guid = (
+                fields[columns[spec.test_id_column]].strip() if spec.test_id_column in columns else str(index)
+            )
+        examples.append(
+            Example(
+                guid=guid,
+                text_a=fields[columns[spec.text_a]],
+                text_b=fields[columns[spec.text_b]] if spec.text_b else None,
+                label=label,
+            )
+        )
+    if skipped:
+        logger.warning("%s: skipped %d malformed row(s), first at line %d", path, len(skipped), skipped[0])
+    if not examples:
+        raise UserError(f"{path}: no examples (the split is empty); check that this is the right file.")
+    return examples
+
+
+def _parse_label(value: str, spec: TaskSpec, path: Path, lineno: int) -> str | float:
+    if spec.labels is None:
+        try:
+            score = float(value)
+        except ValueError:
+            score = math.nan
+        if not math.isfinite(score):
+            raise UserError(
+                f"{path}:{lineno}: score '{value}' is not a number; {spec.directory} needs a 0-5 score."
+            )
+        return score
+    if value not in spec.labels:
+        raise UserError(
+            f"{path}:{lineno}: label '{value}' is not one of {', '.join(spec.labels)} (task {spec.directory})."
+        )
+    return value
+
+
+def swap_pairs(examples: list[Example]) -> list[Example]:
+    """The same pairs with the two sentences swapped ("double unordered" training for MRPC and STS-B)."""
+    return [
+        Example(f"{ex.guid}:swapped", ex.text_b or "", ex.text_a, ex.label)
+        for ex in examples
+        if ex.text_b is not None
+    ]

@@ -1,0 +1,225 @@
+"""End-to-end GLUE fine-tuning with a tiny randomly initialised ELECTRA saved locally (no hub access)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from electra.cli import main
+from electra.finetuning import layerwise_lr_groups
+from glue.finetune import FinetuneSettings, SeedRun, glue_average, load_task_data, run_glue, summarise
+from glue.model import GlueModel, load_encoder
+from glue.tasks import get_task
+from tests.test_glue_tasks import write_mnli, write_qqp  # GLUE-format writers
+
+
+def _tokenizer(vocab: Path):
+    from transformers import ElectraTokenizerFast
+
+    tokenizer = ElectraTokenizerFast(vocab=str(vocab), do_lower_case=True)  # transformers 5
+    if len(tokenizer) < 1000:  # transformers 4 names the argument vocab_file
+        tokenizer = ElectraTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
+    assert len(tokenizer) == 30522
+    return tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny_run(shared_data, tmp_path_factory) -> Path:
+    """A pretraining run directory exported by our own core (random weights: the `tiny` size with 2 layers)."""
+    from electra.config import build_config
+    from electra.modeling import build_pretraining_model
+
+    tokenizer = _tokenizer(shared_data / "bert_vocab" / "vocab.txt")
+    torch.manual_seed(0)
+    config = build_config("tiny", overrides={"num_hidden_layers": 2, "embedding_size": 64})
+    run_dir = tmp_path_factory.mktemp("tiny_run")
+    build_pretraining_model(config, tokenizer).export(run_dir, tokenizer)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_run) -> Path:
+    """The exported discriminator: a plain Hugging Face ELECTRA checkpoint directory."""
+    assert (tiny_run / "discriminator" / "config.json").is_file()
+    return tiny_run / "discriminator"
+
+
+def test_sst2_tiny_random_model_beats_majority(tiny_model, shared_data):
+    settings = FinetuneSettings(learning_rate=2e-3, max_steps=100, max_seq_length=64, max_train_examples=3200)
+    results = run_glue(tiny_model, [get_task("sst2")], shared_data / "glue", settings, seeds=[1])
+    row = results["results"]["sst2"]
+    majority = 444 / 872  # the SST-2 dev majority class ("1")
+    assert row["metric"] == "accuracy" and row["seeds"] == [row["median"]]
+    assert row["median"] > majority + 0.05, row
+    assert results["settings"]["size"] == "small" and results["settings"]["layer_decay"] == 0.8
+    assert results["average"] == row["median"] and results["average_over"] == ["sst2"]
+    assert results["finetune_flops"] > 0 and math.isfinite(results["finetune_flops"])
+
+
+def test_stsb_double_unordered_and_finite_correlations(tiny_model, shared_data):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model))
+    spec = get_task("stsb")
+    single = load_task_data(
+        spec,
+        shared_data / "glue",
+        tokenizer,
+        FinetuneSettings(max_train_examples=100, double_unordered=False),
+    )
+    double = load_task_data(spec, shared_data / "glue", tokenizer, FinetuneSettings(max_train_examples=100))
+    assert len(single.train) == 100 and len(double.train) == 200
+    first, swapped = double.train[0], double.train[100]
+    sep = tokenizer.sep_token_id
+    a_len = first["input_ids"].index(sep)  # [CLS] A [SEP] B [SEP] -> [CLS] B [SEP] A [SEP]
+    assert swapped["input_ids"][-(a_len):] == first["input_ids"][1:a_len] + [sep]
+    assert swapped["labels"] == first["labels"] and isinstance(first["labels"], float)
+
+    settings = FinetuneSettings(max_steps=20, max_seq_length=48, max_train_examples=320)
+    results = run_glue(tiny_model, [spec], shared_data / "glue", settings, seeds=[3])
+    medians = results["results"]["stsb"]["medians"]
+    assert set(medians) == {"pearson", "spearman"} and results["results"]["stsb"]["metric"] == "spearman"
+    assert all(math.isfinite(v) and -1 <= v <= 1 for v in medians.values()), medians
+
+
+def test_head_is_the_classifier_and_encoder_layers_decay(tiny_model):
+    model = GlueModel(load_encoder(tiny_model), num_labels=3, task="mnli", labels=("a", "b", "c"))
+    groups = {g["name"]: g for g in layerwise_lr_groups(model, 1e-4, 0.8)}
+    assert groups["head"]["param_names"] == ["classifier.weight", "classifier.bias"]
+    assert groups["layer_1"]["lr"] == pytest.approx(1e-4)
+    assert groups["layer_0"]["lr"] == pytest.approx(0.8e-4)
+    assert groups["embeddings"]["lr"] == pytest.approx(0.64e-4)
+    assert "encoder.embeddings_project.weight" in groups["embeddings"]["param_names"]
+
+
+def test_cli_mnli_qqp_seeds_test_files_checkpoint_and_init_from(tiny_run, tiny_model, shared_data, tmp_path):
+    data = write_qqp(write_mnli(tmp_path / "glue"))
+    out = tmp_path / "run"
+    # --model may be the pretraining run directory: its export.json points at the discriminator.
+    argv = ["glue", "--model", str(tiny_run), "--task", "mnli,qqp", "--data-dir", str(data), "--seeds", "2"]
+    argv += [
+        "--max-steps",
+        "2",
+        "--max-seq-length",
+        "32",
+        "--output",
+        str(out),
+        "--predict-test",
+        "--save-best",
+    ]
+    assert main(argv) == 0
+
+    results = json.loads((out / "results.json").read_text())
+    assert list(results["results"]) == ["mnli", "mnli-mm", "qqp"]
+    for row in results["results"].values():
+        assert len(row["seeds"]) == 2 and row["seed_ids"] == [1, 2]
+        assert row["median"] == pytest.approx(sorted(row["seeds"])[0] / 2 + sorted(row["seeds"])[1] / 2)
+    assert set(results["results"]["qqp"]["medians"]) == {"accuracy", "f1"}
+    assert results["average_over"] == ["qqp", "mnli"]  # the paper's order; MNLI-mm is not averaged
+    assert "| mnli-mm | acc |" in (out / "results.md").read_text()
+    assert results["model"] == str(tiny_model)
+
+    expected_rows = {"MNLI-m": 2, "MNLI-mm": 2, "AX": 1, "QQP": 1}
+    for stem, n in expected_rows.items():
+        lines = (out / "glue_test" / f"{stem}.tsv").read_text().splitlines()
+        assert lines[0] == "index\tprediction" and len(lines) == n + 1
+        labels = get_task("qqp" if stem == "QQP" else "mnli").labels
+        assert all(line.split("\t")[1] in labels for line in lines[1:])
+        assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(n)]
+
+    checkpoint = out / "checkpoints" / "mnli"
+    assert (checkpoint / "config.json").is_file() and (checkpoint / "glue_head.safetensors").is_file()
+    tuned, original = load_encoder(checkpoint).state_dict(), load_encoder(tiny_model).state_dict()
+    assert not torch.equal(
+        tuned["encoder.layer.1.output.dense.weight"], original["encoder.layer.1.output.dense.weight"]
+    )
+    assert GlueModel(load_encoder(checkpoint), 3, "mnli", get_task("mnli").labels).load_head_if_same_task(
+        checkpoint
+    )
+    assert not GlueModel(load_encoder(checkpoint), 2, "rte", get_task("rte").labels).load_head_if_same_task(
+        checkpoint
+    )
+
+    # RTE from the MNLI checkpoint, as the paper does, on the real RTE files.
+    argv = ["glue", "--model", str(tiny_model), "--init-from", str(checkpoint), "--task", "rte"]
+    argv += ["--data-dir", str(shared_data / "glue"), "--max-steps", "2", "--max-train-examples", "64"]
+    argv += ["--max-seq-length", "32", "--output", str(tmp_path / "rte"), "--original-layer-decay"]
+    assert main(argv) == 0
+    rte = json.loads((tmp_path / "rte" / "results.json").read_text())
+    assert rte["init_from"] == str(checkpoint) and 0 <= rte["results"]["rte"]["median"] <= 1
+    assert rte["settings"]["original_off_by_one"] is True and rte["settings"]["learning_rate"] == 3e-4
+
+
+def test_any_bert_checkpoint_works(shared_data, tmp_path):
+    """A randomly initialised HF BERT (pooler included) fine-tunes through the same path."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    tokenizer = _tokenizer(shared_data / "bert_vocab" / "vocab.txt")
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
+    BertForMaskedLM(config).save_pretrained(tmp_path / "bert")
+    tokenizer.save_pretrained(tmp_path / "bert")
+    settings = FinetuneSettings(max_steps=2, max_seq_length=32, max_train_examples=64)
+    out = tmp_path / "out"
+    results = run_glue(
+        tmp_path / "bert", [get_task("wnli")], shared_data / "glue", settings, [1], output_dir=out
+    )
+    assert 0 <= results["results"]["wnli"]["median"] <= 1 and results["average_over"] == []
+    text = (out / "results.json").read_text()
+    assert "NaN" not in text and json.loads(text)["average"] is None  # WNLI is not averaged: no average
+    model = GlueModel(load_encoder(tmp_path / "bert"), 2, "wnli", ("0", "1"))
+    head = {g["name"]: g for g in layerwise_lr_groups(model, 1e-4, 0.8)}["head"]["param_names"]
+    assert set(head) == {
+        "encoder.pooler.dense.weight",
+        "encoder.pooler.dense.bias",
+        "classifier.weight",
+        "classifier.bias",
+    }
+
+
+def test_cli_bad_input_is_one_line(tiny_model, shared_data, tmp_path, capsys):
+    base = ["glue", "--model", str(tiny_model), "--data-dir", str(shared_data / "glue"), "--max-steps", "1"]
+    assert main(base + ["--task", "squad"]) == 2
+    assert "unknown GLUE task 'squad'" in capsys.readouterr().err
+    assert main(base + ["--task", "qnli"]) == 2  # QNLI train is not staged: fails before any training
+    err = capsys.readouterr().err.strip()
+    assert "QNLI/train.tsv: file not found" in err and len(err.splitlines()) == 1
+    assert main(["glue", "--model", str(tmp_path), "--task", "rte", "--data-dir", str(tmp_path)]) == 2
+    assert "config.json: not found" in capsys.readouterr().err
+    bad = tmp_path / "glue" / "RTE"
+    bad.mkdir(parents=True)
+    (bad / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tyes\n")
+    (bad / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n")
+    assert (
+        main(["glue", "--model", str(tiny_model), "--task", "rte", "--data-dir", str(tmp_path / "glue")]) == 2
+    )
+    assert "RTE/train.tsv:2: label 'yes' is not one of" in capsys.readouterr().err
+
+
+def test_median_over_seeds_and_paper_average():
+    spec = get_task("mrpc")
+    runs = [
+        SeedRun(s, {"mrpc": {"accuracy": acc, "f1": f1}}, 1, {}, {}, 0.0)
+        for s, acc, f1 in [(1, 0.80, 0.85), (2, 0.70, 0.90), (3, 0.90, 0.80)]
+    ]
+    row = summarise(spec, runs)["mrpc"]
+    assert row["median"] == pytest.approx(0.80) and row["seeds"] == [0.80, 0.70, 0.90]
+    assert row["medians"] == pytest.approx({"accuracy": 0.80, "f1": 0.85})
+    rows = {
+        "cola": {"median": 0.5},
+        "mnli": {"median": 0.8},
+        "mnli-mm": {"median": 0.1},  # not averaged
+        "wnli": {"median": 0.0},  # not averaged (the paper leaves WNLI out)
+        "stsb": {"median": 0.9},
+    }
+    average, used = glue_average(rows)
+    assert used == ["cola", "stsb", "mnli"] and average == pytest.approx((0.5 + 0.9 + 0.8) / 3)

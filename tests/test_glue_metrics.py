@@ -1,0 +1,54 @@
+"""GLUE metrics against values worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from glue.metrics import accuracy, binary_f1, compute_metrics, matthews, pearson, spearman
+from glue.tasks import get_task
+
+# predictions vs labels: TP = 2 (positions 0, 4), FP = 1 (1), FN = 1 (3), TN = 1 (2)
+PRED = [1, 1, 0, 0, 1]
+GOLD = [1, 0, 0, 1, 1]
+
+
+def test_accuracy():
+    assert accuracy(PRED, GOLD) == pytest.approx(3 / 5)
+
+
+def test_f1_of_positive_class():
+    # F1 = 2TP / (2TP + FP + FN) = 4 / 6
+    assert binary_f1(PRED, GOLD) == pytest.approx(2 / 3)
+    # the negative class as positive: TP' = 1, FP' = 1, FN' = 1 -> 2 / 4
+    assert binary_f1(PRED, GOLD, positive=0) == pytest.approx(0.5)
+
+
+def test_matthews_correlation():
+    # (TP*TN - FP*FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)) = (2 - 1) / sqrt(3*3*2*2) = 1/6
+    assert matthews(PRED, GOLD) == pytest.approx(1 / 6)
+    assert matthews([1, 0, 1, 0], [1, 0, 1, 0]) == pytest.approx(1.0)
+    assert matthews([1, 1, 1, 1], [1, 0, 1, 0]) == 0.0  # constant prediction: defined as 0
+
+
+def test_pearson_and_spearman():
+    # x - mean = (-1, 0, 1), y - mean = (-1, 1, 0): cov 1, both variances 2 -> 0.5
+    assert pearson([1.0, 2.0, 3.0], [1.0, 3.0, 2.0]) == pytest.approx(0.5)
+    # ranks differ by d = (0, 1, 1, 0): 1 - 6 * 2 / (4 * 15) = 0.8
+    assert spearman([1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 4.0]) == pytest.approx(0.8)
+    # Spearman only sees ranks: a monotone but non-linear relation is 1, Pearson is not
+    assert spearman([1.0, 2.0, 3.0], [1.0, 10.0, 100.0]) == pytest.approx(1.0)
+    assert pearson([1.0, 2.0, 3.0], [1.0, 10.0, 100.0]) < 0.95
+    assert math.isnan(pearson([2.0, 2.0, 2.0], [1.0, 2.0, 3.0]))
+
+
+def test_compute_metrics_per_task():
+    assert compute_metrics(get_task("cola"), PRED, GOLD) == pytest.approx({"mcc": 1 / 6, "accuracy": 0.6})
+    assert compute_metrics(get_task("mrpc"), PRED, GOLD) == pytest.approx({"accuracy": 0.6, "f1": 2 / 3})
+    assert compute_metrics(get_task("qqp"), PRED, GOLD) == pytest.approx({"accuracy": 0.6, "f1": 2 / 3})
+    assert compute_metrics(get_task("rte"), PRED, GOLD) == pytest.approx({"accuracy": 0.6})
+    stsb = compute_metrics(get_task("stsb"), [1.0, 2.0, 3.0], [1.0, 3.0, 2.0])
+    assert stsb == pytest.approx({"pearson": 0.5, "spearman": 0.5})
+    with pytest.raises(ValueError):
+        compute_metrics(get_task("rte"), [1, 0], [1])
