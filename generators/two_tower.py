@@ -1,0 +1,362 @@
+"""Electric's two-tower cloze generator: q(x_t | x_\\t) for every position in one pass.
+
+A masked LM sees the context of one position only when that position is hidden, so it needs a forward per
+position. Two causal Transformers — one reading left to right, one right to left — see the whole input at once:
+the left tower's state at t-1 has read x_<t and the right tower's state at t+1 has read x_>t, so their
+concatenation predicts x_t without ever seeing it. That is what makes Electric's noise distribution cheap and what
+ELECTRA-TT's likelihood estimate needs.
+
+The right-to-left tower uses an anti-causal attention mask instead of flipping the sequence, so right padding
+needs no per-sequence reversal: a real token only ever attends to itself and real tokens after it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import ElectraConfig
+from transformers.models.electra.modeling_electra import (
+    ElectraEmbeddings,
+    ElectraEncoder,
+    ElectraGeneratorPredictions,
+)
+
+from generators.base import Generator
+
+CONFIG_NAME = "two_tower_config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+def generator_electra_config(config: Any, attn_implementation: str | None = None) -> ElectraConfig:
+    """An HF ElectraConfig at the generator's width (embedding size and vocabulary stay the discriminator's)."""
+    hf = ElectraConfig(
+        vocab_size=config.vocab_size,
+        embedding_size=config.embedding_size,
+        hidden_size=config.generator_hidden_size,
+        num_hidden_layers=config.generator_layers,
+        num_attention_heads=config.generator_num_attention_heads,
+        intermediate_size=config.generator_intermediate_size,
+        max_position_embeddings=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size,
+        hidden_dropout_prob=config.hidden_dropout_prob,
+        attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+        layer_norm_eps=config.layer_norm_eps,
+        initializer_range=config.initializer_range,
+    )
+    hf._attn_implementation = attn_implementation or getattr(config, "attn_implementation", "sdpa")
+    return hf
+
+
+def tower_masks(
+    attention_mask: torch.Tensor, implementation: str, dtype: torch.dtype
+) -> tuple[torch.Tensor, ...]:
+    """[B,1,L,L] masks for the left-to-right and right-to-left towers.
+
+    Every query may attend to itself (the diagonal), which keeps padded query rows from being fully masked —
+    a fully masked row gives NaN in SDPA, and NaN times a zero attention weight still poisons real rows.
+    """
+    length = attention_mask.shape[-1]
+    idx = torch.arange(length, device=attention_mask.device)
+    keys = attention_mask.bool()[:, None, None, :]
+    diag = (idx[:, None] == idx[None, :])[None, None]
+    ltr = ((idx[None, :] <= idx[:, None])[None, None] & keys) | diag
+    rtl = ((idx[None, :] >= idx[:, None])[None, None] & keys) | diag
+    if implementation == "sdpa":
+        return ltr, rtl
+    neg = torch.finfo(dtype).min
+    return tuple(torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill(~m, neg) for m in (ltr, rtl))
+
+
+class TwoTowerGenerator(Generator):
+    """Two causal towers over shared embeddings, with an output projection tied to the word embeddings.
+
+    `shared_embeddings` is the discriminator's `ElectraEmbeddings` when sharing embeddings (the ELECTRA recipe);
+    the generator then projects embedding_size -> its own hidden width with `embeddings_project`, as HF does.
+    It reads the ORIGINAL sequence (`needs_masked_input = False`): its prediction at t never sees x_t.
+    """
+
+    needs_masked_input = False
+    trainable = True
+
+    def __init__(self, config: Any, shared_embeddings: ElectraEmbeddings | None = None):
+        super().__init__()
+        self.config = config
+        hf = generator_electra_config(config)
+        self.hf_config = hf
+        self.embeddings = shared_embeddings if shared_embeddings is not None else ElectraEmbeddings(hf)
+        if hf.embedding_size != hf.hidden_size:
+            self.embeddings_project = nn.Linear(hf.embedding_size, hf.hidden_size)
+        self.ltr = ElectraEncoder(hf)
+        self.rtl = ElectraEncoder(hf)
+        # The prediction head reads [left state at t-1 ; right state at t+1], so its input is twice as wide.
+        head_config = ElectraConfig(**{**hf.to_dict(), "hidden_size": 2 * hf.hidden_size})
+        self.predictions = ElectraGeneratorPredictions(head_config)
+        self.output_bias = nn.Parameter(torch.zeros(hf.vocab_size))
+        self._init_weights(include_embeddings=shared_embeddings is None)
+
+    def _init_weights(self, include_embeddings: bool) -> None:
+        std = self.hf_config.initializer_range
+        for name, module in self.named_modules():
+            if name.startswith("embeddings") and name != "embeddings_project" and not include_embeddings:
+                continue
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, std=std)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+
+    @property
+    def word_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
+
+    def contexts(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """[B, L, embedding_size]: the head's state at each position t, built from x_<t and x_>t only.
+
+        Positions 0 and L-1 get zeros for the missing side (never wrap around, which would leak x_t).
+        """
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        if hasattr(self, "embeddings_project"):
+            hidden = self.embeddings_project(hidden)
+        ltr_mask, rtl_mask = tower_masks(attention_mask, self.hf_config._attn_implementation, hidden.dtype)
+        left = self.ltr(hidden, attention_mask=ltr_mask).last_hidden_state
+        right = self.rtl(hidden, attention_mask=rtl_mask).last_hidden_state
+        # Zero the states of padding, so the last real token's missing right context is the same zeros as an
+        # unpadded sequence's last position (keeps scores independent of how a batch is padded).
+        real = attention_mask[..., None].to(left.dtype)
+        left, right = left * real, right * real
+        left = F.pad(left[:, :-1], (0, 0, 1, 0))  # position t reads the left tower at t-1
+        right = F.pad(right[:, 1:], (0, 0, 0, 1))  # position t reads the right tower at t+1
+        return self.predictions(torch.cat([left, right], dim=-1))
+
+    def project(self, contexts: torch.Tensor) -> torch.Tensor:
+        """Vocabulary logits of head states [..., embedding_size]: the expensive part, so callers select first."""
+        return F.linear(contexts, self.word_embeddings.weight, self.output_bias)
+
+    def logits_at(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """The `Generator` seam: logits [N, V] at the N True entries of boolean `positions` [B, L], row-major."""
+        return self.project(self.contexts(input_ids, attention_mask, token_type_ids)[positions])
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits of q(x_t | x_\\t): [B, L, V], or [B, P, V] at the indices `positions` [B, P]."""
+        contexts = self.contexts(input_ids, attention_mask, token_type_ids)
+        if positions is not None:
+            contexts = torch.gather(contexts, 1, positions[..., None].expand(-1, -1, contexts.shape[-1]))
+        return self.project(contexts)
+
+    def mle_loss(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        loss_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean -log q(x_t | x_\\t) over the True entries of `loss_mask`, their logits [N, V] row-major).
+
+        The returned logits are what Electric's noise sampling needs (`sample_noise`), so the vocabulary projection
+        is paid once per step. `loss_mask` defaults to every real token.
+        """
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        mask = (loss_mask if loss_mask is not None else attention_mask).bool()
+        logits = self.logits_at(input_ids, attention_mask, token_type_ids, mask)
+        loss = F.cross_entropy(logits.float(), input_ids[mask], reduction="sum") / mask.sum().clamp(min=1)
+        return loss, logits
+
+    # ---- persistence: safetensors + JSON, no pickles ----
+    def save_pretrained(self, directory: str | Path) -> None:
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        fields = {k: v for k, v in _config_dict(self.config).items() if k in _SAVED_FIELDS}
+        meta = {"model_type": "electra-two-tower", "config": fields}
+        (directory / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        # Embeddings are saved even when shared, so the generator directory scores on its own.
+        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        save_file(state, str(directory / WEIGHTS_NAME), metadata={"format": "pt"})
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | Path, map_location: str | torch.device = "cpu"
+    ) -> TwoTowerGenerator:
+        from safetensors.torch import load_file
+
+        from electra.errors import UserError
+
+        directory = Path(directory)
+        if not is_two_tower_dir(directory):
+            raise UserError(f"{directory}: no {CONFIG_NAME}; it does not hold a two-tower generator.")
+        meta = json.loads((directory / CONFIG_NAME).read_text())
+        model = cls(_ShapeConfig(**meta["config"]))
+        state = load_file(str(directory / WEIGHTS_NAME), device=str(map_location))
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.endswith("position_ids") and not k.endswith("token_type_ids")]
+        if missing or unexpected:
+            raise UserError(
+                f"{directory}: weights do not match the config (missing {missing[:3]}, extra {unexpected[:3]})."
+            )
+        return model
+
+
+_SAVED_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "intermediate_size",
+    "num_attention_heads",
+    "embedding_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "layer_norm_eps",
+    "initializer_range",
+    "generator_hidden_multiplier",
+    "generator_num_layers",
+    "mask_prob",
+    "attn_implementation",
+)
+
+
+def _config_dict(config: Any) -> dict[str, Any]:
+    return config.to_dict() if hasattr(config, "to_dict") else dict(vars(config))
+
+
+@dataclass
+class _ShapeConfig:
+    """The shape fields of a PretrainConfig, enough to rebuild the generator without the rest of the run config."""
+
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    intermediate_size: int
+    num_attention_heads: int
+    embedding_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+    hidden_dropout_prob: float
+    attention_probs_dropout_prob: float
+    layer_norm_eps: float
+    initializer_range: float
+    generator_hidden_multiplier: float
+    generator_num_layers: int | None
+    mask_prob: float = 0.15
+    attn_implementation: str = "sdpa"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+    # Same derivations as electra.config.PretrainConfig (kept in step by tests/test_two_tower.py).
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def generator_num_attention_heads(self) -> int:
+        return max(1, round(self.num_attention_heads * self.generator_hidden_multiplier))
+
+    @property
+    def generator_hidden_size(self) -> int:
+        return self.generator_num_attention_heads * self.head_size
+
+    @property
+    def generator_intermediate_size(self) -> int:
+        return max(1, round(self.intermediate_size * self.generator_hidden_size / self.hidden_size))
+
+    @property
+    def generator_layers(self) -> int:
+        return self.generator_num_layers or self.num_hidden_layers
+
+
+def is_two_tower_dir(directory: str | Path) -> bool:
+    return (Path(directory) / CONFIG_NAME).is_file()
+
+
+@dataclass
+class NoiseSample:
+    """One draw of Electric's noise: which positions were replaced, the noised ids, and log q of every token."""
+
+    input_ids: torch.Tensor  # [B, L] x^noised
+    replaced_mask: torch.Tensor  # [B, L] bool, the k positions R per sequence
+    # [B, L] fp32 log q(x^noised_t | x_\t): of the sample at R, of x_t elsewhere, 0 off the candidates
+    log_q: torch.Tensor
+    k: torch.Tensor  # [B] number of replaced positions per sequence
+    n: torch.Tensor  # [B] number of candidate positions per sequence
+
+
+@torch.no_grad()
+def sample_noise(
+    candidate_logits: torch.Tensor,
+    input_ids: torch.Tensor,
+    candidate_mask: torch.Tensor,
+    mask_prob: float = 0.15,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> NoiseSample:
+    """Algorithm 2's steps 1-2: pick k = ceil(mask_prob * n) of the n candidate positions and replace them with
+    samples from q, all at once. No gradient flows through the sample or log q (fp32 throughout).
+
+    candidate_logits: [N, V] logits of q at the N True entries of `candidate_mask` [B, L], in row-major order
+    (what `TwoTowerGenerator.logits_at(..., candidate_mask)` returns).
+    """
+    candidates = candidate_mask.bool()
+    n = candidates.sum(-1)
+    k = torch.where(n > 0, torch.ceil(n.double() * mask_prob).long().clamp(min=1), torch.zeros_like(n))
+    k = torch.minimum(k, n)
+    # k distinct positions per row: rank uniform scores and keep the k smallest among candidates.
+    scores = torch.rand(candidates.shape, device=input_ids.device, generator=generator)
+    scores = scores.masked_fill(~candidates, 2.0)
+    ranks = scores.argsort(-1).argsort(-1)
+    replaced = (ranks < k[:, None]) & candidates
+    log_probs = torch.log_softmax(candidate_logits.float() / temperature, dim=-1)  # [N, V]
+    replaced_flat = replaced[candidates]  # [N]: which candidate rows are replaced
+    sampled = torch.multinomial(log_probs[replaced_flat].exp(), 1, generator=generator).squeeze(-1)
+    noised = input_ids.clone()
+    noised[replaced] = sampled
+    log_q = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
+    log_q[candidates] = log_probs.gather(-1, noised[candidates][:, None]).squeeze(-1)
+    return NoiseSample(input_ids=noised, replaced_mask=replaced, log_q=log_q, k=k, n=n)
+
+
+def candidate_positions(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ids: list[int]
+) -> torch.Tensor:
+    """Positions that can be predicted or replaced: real tokens that are not [CLS]/[SEP]/[PAD]."""
+    mask = attention_mask.bool().clone()
+    for token_id in special_ids:
+        mask &= input_ids != token_id
+    return mask
+
+
+def expected_k(n: int, mask_prob: float = 0.15) -> int:
+    return max(1, math.ceil(n * mask_prob)) if n > 0 else 0

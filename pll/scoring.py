@@ -1,0 +1,400 @@
+"""Pseudo-log-likelihood scorers: Electric (one pass), ELECTRA-TT (one pass of each model), masked LM (one pass
+per token, the Salazar et al. baseline), and the loader that picks one from a model directory.
+
+Every scorer returns per-token scores for the non-special tokens of a sentence; the sentence PLL is their sum and a
+word's score is the sum over its pieces. Electric's and ELECTRA-TT's scores are unnormalised log-likelihoods (the
+partition function of each position is dropped), which is what ranking hypotheses needs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from electra.errors import UserError
+
+log = logging.getLogger(__name__)
+
+METHODS = ("auto", "electric", "electra-tt", "mlm")
+WITHIN_WORD = ("none", "l2r", "whole")
+
+
+@dataclass
+class Encoded:
+    ids: list[int]
+    scored: list[int]  # positions of the non-special tokens, in order
+    word_of: list[int | None]  # word index of every position (None for specials)
+    pieces: list[str]
+
+
+@dataclass
+class SentenceScore:
+    text: str
+    pll: float
+    tokens: list[tuple[str, float]]
+    words: list[tuple[str, float]]
+
+
+class Scorer:
+    """Shared tokenisation, batching and aggregation; subclasses supply `token_scores`."""
+
+    method = "base"
+
+    def __init__(self, tokenizer: Any, device: torch.device, batch_size: int, max_length: int):
+        if not getattr(tokenizer, "is_fast", False):
+            raise UserError("scoring needs a fast tokenizer (tokenizer.json) to map pieces to words.")
+        self.tokenizer = tokenizer
+        self.device = device
+        self.batch_size = max(1, batch_size)
+        self.max_length = max_length
+
+    # ---- tokenisation ----
+    def encode(self, sentences: Sequence[str]) -> list[Encoded]:
+        batch = self.tokenizer(
+            list(sentences), truncation=True, max_length=self.max_length, return_special_tokens_mask=True
+        )
+        out = []
+        for i, ids in enumerate(batch["input_ids"]):
+            if len(ids) >= self.max_length:
+                log.warning("sentence %d was cut to %d tokens (the model's maximum)", i, self.max_length)
+            special = batch["special_tokens_mask"][i]
+            words = batch.word_ids(i)
+            scored = [p for p in range(len(ids)) if not special[p]]
+            word_of = [None if special[p] else words[p] for p in range(len(ids))]
+            out.append(
+                Encoded(
+                    ids=ids, scored=scored, word_of=word_of, pieces=self.tokenizer.convert_ids_to_tokens(ids)
+                )
+            )
+        return out
+
+    def pad(self, rows: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(r) for r in rows)
+        pad_id = self.tokenizer.pad_token_id or 0
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def sentence_batches(self, encoded: Sequence[Encoded]) -> Iterator[list[int]]:
+        """Indices of sentences in batches of similar length (less padding)."""
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            yield order[start : start + self.batch_size]
+
+    def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
+        raise NotImplementedError
+
+    # ---- public API ----
+    @torch.inference_mode()
+    def score(self, sentences: Sequence[str]) -> list[SentenceScore]:
+        encoded = self.encode(sentences)
+        per_token = self.token_scores(encoded)
+        results = []
+        for text, enc, scores in zip(sentences, encoded, per_token):
+            tokens = [(enc.pieces[p], s) for p, s in zip(enc.scored, scores)]
+            results.append(
+                SentenceScore(
+                    text=text, pll=float(sum(scores)), tokens=tokens, words=self._words(enc, scores)
+                )
+            )
+        return results
+
+    def sentence_plls(self, sentences: Sequence[str]) -> list[float]:
+        return [s.pll for s in self.score(sentences)]
+
+    def _words(self, enc: Encoded, scores: list[float]) -> list[tuple[str, float]]:
+        groups: dict[int, tuple[list[str], float]] = {}
+        for p, s in zip(enc.scored, scores):
+            pieces, total = groups.get(enc.word_of[p], ([], 0.0))
+            groups[enc.word_of[p]] = (pieces + [enc.pieces[p]], total + s)
+        return [(self.tokenizer.convert_tokens_to_string(pieces), total) for pieces, total in groups.values()]
+
+
+class ElectricScorer(Scorer):
+    """One forward per batch: the exported head outputs -E(x)_t, so each token's score is that output."""
+
+    method = "electric"
+
+    def __init__(self, model: Any, tokenizer: Any, device: torch.device, batch_size: int = 64):
+        super().__init__(tokenizer, device, batch_size, model.config.max_position_embeddings)
+        self.model = model.to(device).eval()
+
+    def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
+        out: list[list[float]] = [[] for _ in encoded]
+        for batch in tqdm(list(self.sentence_batches(encoded)), desc="electric", disable=None, leave=False):
+            ids, mask = self.pad([encoded[i].ids for i in batch])
+            neg_energy = self.model(input_ids=ids, attention_mask=mask).logits.float().cpu()
+            for row, i in enumerate(batch):
+                out[i] = neg_energy[row, encoded[i].scored].tolist()
+        return out
+
+
+class ElectraTTScorer(Scorer):
+    """ELECTRA-TT: log p ≈ log(k q D / (n (1 - D))) from one discriminator pass and one generator pass."""
+
+    method = "electra-tt"
+
+    def __init__(
+        self,
+        discriminator: Any,
+        generator: Any,
+        tokenizer: Any,
+        device: torch.device,
+        batch_size: int = 64,
+        mask_prob: float = 0.15,
+    ):
+        super().__init__(tokenizer, device, batch_size, discriminator.config.max_position_embeddings)
+        self.discriminator = discriminator.to(device).eval()
+        self.generator = generator.to(device).eval()
+        self.mask_prob = mask_prob
+
+    def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
+        from discriminators.energy import electra_tt_token_log_likelihood
+
+        out: list[list[float]] = [[] for _ in encoded]
+        for batch in tqdm(list(self.sentence_batches(encoded)), desc="electra-tt", disable=None, leave=False):
+            ids, mask = self.pad([encoded[i].ids for i in batch])
+            disc_logits = self.discriminator(input_ids=ids, attention_mask=mask).logits.float()
+            contexts = self.generator.contexts(ids, mask)
+            real = mask.bool()
+            # The vocabulary projection only at real tokens, not at padding.
+            log_q_real = torch.log_softmax(self.generator.project(contexts[real]).float(), dim=-1)
+            log_q = torch.zeros(ids.shape, device=ids.device)
+            log_q[real] = log_q_real.gather(-1, ids[real][:, None]).squeeze(-1)
+            for row, i in enumerate(batch):
+                pos = encoded[i].scored
+                if not pos:
+                    continue
+                est = electra_tt_token_log_likelihood(
+                    disc_logits[row, pos][None], log_q[row, pos][None], len(pos), self.mask_prob
+                )
+                out[i] = est[0].cpu().tolist()
+        return out
+
+
+class MaskedLMScorer(Scorer):
+    """Salazar et al.'s PLL: for every token, a copy of the sentence with that token masked; copies of all
+    sentences are batched together (so long sentences are sub-batched) and the LM head runs at the masked
+    position only.
+
+    within_word: "none" masks the token alone; "l2r" also masks the later pieces of the same word and "whole"
+    every piece of it — the fix for PLL overrating words split into several pieces (Kauf & Ivanova, 2023).
+    """
+
+    method = "mlm"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        device: torch.device,
+        batch_size: int = 64,
+        within_word: str = "none",
+    ):
+        super().__init__(tokenizer, device, batch_size, model.config.max_position_embeddings)
+        if within_word not in WITHIN_WORD:
+            raise UserError(f"--within-word must be one of {', '.join(WITHIN_WORD)}, not {within_word!r}.")
+        if tokenizer.mask_token_id is None:
+            raise UserError("the tokenizer has no mask token, so it cannot drive masked-LM PLL.")
+        self.model = model.to(device).eval()
+        self.within_word = within_word
+        self._head = _masked_lm_head(self.model)
+
+    def masked_positions(self, enc: Encoded, p: int) -> list[int]:
+        word = enc.word_of[p]
+        if self.within_word == "none" or word is None:
+            return [p]
+        same = [q for q in enc.scored if enc.word_of[q] == word]
+        return [q for q in same if q >= p] if self.within_word == "l2r" else same
+
+    def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
+        items = sorted(
+            ((i, j) for i, enc in enumerate(encoded) for j in range(len(enc.scored))),
+            key=lambda item: len(encoded[item[0]].ids),
+        )
+        out = [[0.0] * len(enc.scored) for enc in encoded]
+        mask_id = self.tokenizer.mask_token_id
+        starts = range(0, len(items), self.batch_size)
+        for start in tqdm(starts, desc="masked-LM PLL", disable=None, leave=False):
+            chunk = items[start : start + self.batch_size]
+            rows, targets, positions = [], [], []
+            for i, j in chunk:
+                enc = encoded[i]
+                p = enc.scored[j]
+                row = list(enc.ids)
+                for q in self.masked_positions(enc, p):
+                    row[q] = mask_id
+                rows.append(row)
+                targets.append(enc.ids[p])
+                positions.append(p)
+            ids, mask = self.pad(rows)
+            pos = torch.tensor(positions, device=self.device)
+            logits = self._masked_logits(ids, mask, pos)
+            log_probs = torch.log_softmax(logits.float(), dim=-1)
+            picked = (
+                log_probs.gather(-1, torch.tensor(targets, device=self.device)[:, None]).squeeze(-1).cpu()
+            )
+            for (i, j), value in zip(chunk, picked.tolist()):
+                out[i][j] = value
+        return out
+
+    def _masked_logits(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        rows = torch.arange(ids.shape[0], device=ids.device)
+        if self._head is None:
+            return self.model(input_ids=ids, attention_mask=mask).logits[rows, pos]
+        hidden = self.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
+        return self._head(hidden[rows, pos])
+
+
+def _masked_lm_head(model: Any) -> Any:
+    """The LM head as a function of hidden states, so logits are computed at the masked position only.
+    Unknown architectures fall back to the full forward (correct, just slower)."""
+    if hasattr(model, "generator_predictions") and hasattr(model, "generator_lm_head"):  # ElectraForMaskedLM
+        return lambda h: model.generator_lm_head(model.generator_predictions(h))
+    for name in ("cls", "lm_head"):  # BertForMaskedLM, RobertaForMaskedLM
+        if hasattr(model, name) and hasattr(model, "base_model"):
+            return getattr(model, name)
+    return None
+
+
+# ---------------------------------------------------------------- loading
+def read_hf_config(directory: Path) -> dict[str, Any] | None:
+    path = directory / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(f"{path}: not valid JSON; is this a model directory?") from None
+    return data if isinstance(data, dict) else None
+
+
+def _is_masked_lm(config: dict[str, Any] | None) -> bool:
+    return bool(config) and any(a.endswith("ForMaskedLM") for a in config.get("architectures") or [])
+
+
+@dataclass
+class ModelLayout:
+    """What a model directory offers for scoring."""
+
+    objective: str | None  # electra_objective of the discriminator, when there is one
+    discriminator: Path | None
+    two_tower: Path | None
+    masked_lm: Path | None
+    root: Path
+
+
+def inspect_model_dir(path: str | Path) -> ModelLayout:
+    from generators.two_tower import is_two_tower_dir
+
+    root = Path(path)
+    if not root.is_dir():
+        raise UserError(f"{root}: model directory does not exist.")
+    disc_dir = root / "discriminator" if (root / "discriminator").is_dir() else root
+    disc_cfg = read_hf_config(disc_dir)
+    discriminator = (
+        disc_dir if disc_cfg and "ElectraForPreTraining" in (disc_cfg.get("architectures") or []) else None
+    )
+    objective = (disc_cfg or {}).get("electra_objective") if discriminator else None
+    two_tower = next(
+        (d for d in (root / "generator", root.parent / "generator", root) if is_two_tower_dir(d)), None
+    )
+    masked_lm = next(
+        (d for d in (root, root / "mlm", root / "generator") if _is_masked_lm(read_hf_config(d))), None
+    )
+    if discriminator and objective is None:
+        objective = "electra"
+    return ModelLayout(objective, discriminator, two_tower, masked_lm, root)
+
+
+def resolve_method(layout: ModelLayout, method: str) -> str:
+    root = layout.root
+    if method == "auto":
+        if layout.objective in ("electric", "electra-tt"):
+            return layout.objective
+        if layout.masked_lm:
+            return "mlm"
+        raise UserError(
+            f"{root}: nothing here can score PLL: it needs an Electric discriminator, an ELECTRA-TT discriminator "
+            "with its two-tower generator, or a masked LM (an ...ForMaskedLM checkpoint)."
+        )
+    if method == "electric" and layout.objective != "electric":
+        raise UserError(
+            f"{root}: not an Electric model (its discriminator config says electra_objective="
+            f"{layout.objective!r}); an ELECTRA discriminator's output is not an energy. Try --method auto."
+        )
+    if method == "electra-tt" and not (layout.discriminator and layout.two_tower):
+        raise UserError(
+            f"{root}: ELECTRA-TT scoring needs discriminator/ (ElectraForPreTraining) and a two-tower generator/; "
+            f"found discriminator={layout.discriminator}, two-tower generator={layout.two_tower}."
+        )
+    if method == "electra-tt" and layout.objective == "electric":
+        raise UserError(
+            f"{root}: an Electric discriminator outputs energies, not replaced-token logits; use --method electric."
+        )
+    if method == "mlm" and not layout.masked_lm:
+        raise UserError(
+            f"{root}: no masked LM here (no config.json with a ...ForMaskedLM architecture), so no masked-LM PLL."
+        )
+    if method not in METHODS:
+        raise UserError(f"unknown scoring method {method!r}; choose one of {', '.join(METHODS)}.")
+    return method
+
+
+def load_tokenizer(candidates: Sequence[Path]) -> Any:
+    from transformers import AutoTokenizer
+
+    for directory in candidates:
+        if directory and any(
+            (directory / f).is_file() for f in ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
+        ):
+            return AutoTokenizer.from_pretrained(str(directory))
+    names = ", ".join(str(d) for d in candidates if d)
+    raise UserError(
+        f"no tokenizer (tokenizer.json or vocab.txt) in {names}; save the tokenizer next to the model."
+    )
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def load_scorer(
+    model_dir: str | Path,
+    method: str = "auto",
+    device: str = "auto",
+    batch_size: int = 64,
+    within_word: str = "none",
+) -> Scorer:
+    """The scorer a directory supports: a run's OUTPUT dir, its discriminator/ or generator/, or any local
+    `transformers` masked-LM checkpoint."""
+    from transformers import AutoModelForMaskedLM, ElectraForPreTraining
+
+    layout = inspect_model_dir(model_dir)
+    method = resolve_method(layout, method)
+    dev = pick_device(device)
+    if method == "mlm":
+        model = AutoModelForMaskedLM.from_pretrained(str(layout.masked_lm))
+        tok = load_tokenizer([layout.masked_lm, layout.root, layout.masked_lm.parent])
+        return MaskedLMScorer(model, tok, dev, batch_size, within_word)
+    disc = ElectraForPreTraining.from_pretrained(str(layout.discriminator))
+    tok = load_tokenizer([layout.discriminator, layout.root, layout.discriminator.parent])
+    if method == "electric":
+        return ElectricScorer(disc, tok, dev, batch_size)
+    from generators.two_tower import TwoTowerGenerator
+
+    generator = TwoTowerGenerator.from_pretrained(layout.two_tower)
+    mask_prob = float(getattr(generator.config, "mask_prob", 0.15))
+    return ElectraTTScorer(disc, generator, tok, dev, batch_size, mask_prob)

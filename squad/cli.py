@@ -1,0 +1,183 @@
+"""`electra squad` (fine-tune and evaluate) and `electra squad-eval` (the official evaluation on its own)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "squad",
+        help="fine-tune a checkpoint on SQuAD 1.1/2.0 and report the official EM/F1",
+        description="Fine-tune an ELECTRA/BERT checkpoint (a Hugging Face directory with its tokenizer) on SQuAD with "
+        "ELECTRA's XLNet-style span head, then evaluate with the official metrics. Writes OUTPUT/model, "
+        "predictions.json, nbest_predictions.json, null_odds.json (2.0) and results.json.",
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="checkpoint dir (HF layout + tokenizer), or a fine-tuned "
+        "SQuAD model dir when only --eval is given",
+    )
+    parser.add_argument(
+        "--tokenizer", help="tokenizer directory, when the checkpoint has none (default: --model)"
+    )
+    parser.add_argument("--train", help="training JSON in the official format")
+    parser.add_argument("--eval", help="evaluation JSON in the official format")
+    parser.add_argument("--version", choices=("1.1", "2.0"), default="1.1")
+    parser.add_argument("--output", default="squad_output", help="output directory (default: squad_output)")
+    parser.add_argument("--epochs", type=float, default=2.0, help="training epochs (paper: 2)")
+    parser.add_argument("--max-steps", type=int, help="stop after N updates (overrides --epochs)")
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=1e-4,
+        help="peak rate (paper: 3e-4 Small, 1e-4 Base, 5e-5 Large)",
+    )
+    parser.add_argument(
+        "--layer-decay", type=float, default=0.8, help="layer-wise decay (paper: 0.8 Small/Base, 0.9 Large)"
+    )
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--eval-batch-size", type=int, default=64)
+    parser.add_argument("--warmup-fraction", type=float, default=0.1)
+    parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--max-seq-length", type=int, default=384)
+    parser.add_argument("--doc-stride", type=int, default=128, help="tokens between window starts")
+    parser.add_argument("--max-query-length", type=int, default=64)
+    parser.add_argument(
+        "--head",
+        choices=("xlnet", "plain"),
+        default="xlnet",
+        help="xlnet: ELECTRA's head (end conditioned on start, beam search); plain: independent start/end",
+    )
+    parser.add_argument(
+        "--answerable",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="answerability classifier (auto: on for 2.0)",
+    )
+    parser.add_argument("--beam-size", type=int, default=20, help="top-k starts and ends at inference")
+    parser.add_argument("--n-best-size", type=int, default=20)
+    parser.add_argument("--max-answer-length", type=int, default=30, help="in tokens")
+    parser.add_argument(
+        "--na-threshold",
+        type=float,
+        help="fixed no-answer threshold (2.0); default: the F1-best one on the evaluated set",
+    )
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"), default="no")
+    parser.add_argument("--cache-dir", help="feature cache (default: OUTPUT/cache)")
+    parser.add_argument("--max-train-examples", type=int, help="use only the first N training questions")
+    parser.set_defaults(func=run)
+
+    ev = subparsers.add_parser(
+        "squad-eval",
+        help="the official SQuAD 1.1/2.0 evaluation of a predictions file",
+        description="Score predictions (JSON qid -> text) against an official SQuAD file; prints the result JSON.",
+    )
+    ev.add_argument("--data", required=True, help="the official dataset JSON")
+    ev.add_argument("--predictions", required=True, help="predictions JSON: {question id: answer text}")
+    ev.add_argument("--na-probs", help="2.0: JSON {question id: no-answer score}; adds the best thresholds")
+    ev.add_argument(
+        "--na-prob-thresh", type=float, default=1.0, help="2.0: predict no answer above this score"
+    )
+    ev.add_argument("--version", choices=("1.1", "2.0"), help="default: the data file's version field")
+    ev.add_argument("--out", help="also write the result JSON here")
+    ev.set_defaults(func=run_eval)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    from squad.train import SquadSettings, finetune
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    settings = SquadSettings(
+        model=args.model,
+        output=args.output,
+        tokenizer=args.tokenizer,
+        version=args.version,
+        train=args.train,
+        eval=args.eval,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        learning_rate=args.learning_rate,
+        layer_decay=args.layer_decay,
+        batch_size=args.batch_size,
+        eval_batch_size=args.eval_batch_size,
+        warmup_fraction=args.warmup_fraction,
+        weight_decay=args.weight_decay,
+        max_seq_length=args.max_seq_length,
+        doc_stride=args.doc_stride,
+        max_query_length=args.max_query_length,
+        head=args.head,
+        answerable={"auto": None, "on": True, "off": False}[args.answerable],
+        beam_size=args.beam_size,
+        n_best_size=args.n_best_size,
+        max_answer_length=args.max_answer_length,
+        na_threshold=args.na_threshold,
+        seed=args.seed,
+        mixed_precision=args.mixed_precision,
+        cache_dir=args.cache_dir,
+        max_train_examples=args.max_train_examples,
+    )
+    results = finetune(settings)
+    if "eval" in results:
+        print(json.dumps(results["eval"], indent=2))
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from electra.errors import UserError
+    from squad.data import load_squad_json, read_squad
+    from squad.metrics import evaluate_v1, evaluate_v2
+
+    payload = load_squad_json(args.data)
+    examples = read_squad(args.data, args.version)
+    version = args.version or (
+        "2.0" if str(payload.get("version", "")).lstrip("v").startswith("2") else "1.1"
+    )
+    golds = {e.qid: [a.text for a in e.answers] for e in examples}
+    predictions = _load_mapping(args.predictions, str)
+    unknown = [qid for qid in predictions if qid not in golds]
+    if unknown:
+        raise UserError(
+            f"{args.predictions}: question {unknown[0]} is not in {args.data} ({len(unknown)} unknown ids)."
+        )
+    if version == "1.1":
+        if args.na_probs:
+            raise UserError(
+                "--na-probs is for SQuAD 2.0; this is a 1.1 evaluation (pass --version 2.0 if needed)."
+            )
+        result = evaluate_v1(golds, predictions)
+    else:
+        na_probs = _load_mapping(args.na_probs, (int, float)) if args.na_probs else None
+        result = evaluate_v2(golds, predictions, na_probs, args.na_prob_thresh)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 0
+
+
+def _load_mapping(path: str, kind: type | tuple[type, ...]) -> dict:
+    from pathlib import Path
+
+    from electra.errors import UserError
+
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"{path}: no such file.")
+    try:
+        mapping = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg}).") from exc
+    if not isinstance(mapping, dict):
+        raise UserError(f"{path}: expected a JSON object {{question id: value}}.")
+    for qid, value in mapping.items():
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise UserError(f"{path}: question {qid}: value {value!r} has the wrong type.")
+    return mapping

@@ -1,0 +1,144 @@
+"""Readers for the official SQuAD JSON (v1.1 and v2.0), checked so bad input fails loudly with the question id.
+
+The file's structure is validated as it is read: a malformed file, a missing field, or an answer whose text is not
+the context at its `answer_start` raises `UserError` naming the file and the question id. Nothing is skipped
+silently. v2.0's `is_impossible` and `plausible_answers` are kept (plausible answers are never trained on; they are
+carried so users can inspect them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from electra.errors import UserError
+
+VERSIONS = ("1.1", "2.0")
+
+
+@dataclass
+class Answer:
+    text: str
+    start: int  # character offset in the context
+
+    @property
+    def end(self) -> int:
+        """Exclusive character end."""
+        return self.start + len(self.text)
+
+
+@dataclass
+class SquadExample:
+    qid: str
+    title: str
+    context: str
+    question: str
+    answers: list[Answer] = field(default_factory=list)
+    is_impossible: bool = False
+    plausible_answers: list[Answer] = field(default_factory=list)
+
+
+def load_squad_json(path: str | Path) -> dict[str, Any]:
+    """The parsed file, with a one-line error for a missing file, bad JSON or a missing top-level `data`."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file; pass the official SQuAD JSON (e.g. dev-v1.1.json).")
+    try:
+        with path.open(encoding="utf-8") as handle:
+            payload = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"{path}:{exc.lineno}: malformed JSON ({exc.msg}); is this the official SQuAD file?"
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason}); SQuAD files are UTF-8 JSON.") from exc
+    if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
+        raise UserError(f"{path}: expected an object with a 'data' list (the official SQuAD layout).")
+    return payload
+
+
+def read_squad(path: str | Path, version: str | None = None) -> list[SquadExample]:
+    """All questions of the file, in file order. `version` None takes the file's own `version` field."""
+    path = Path(path)
+    payload = load_squad_json(path)
+    version = version or _file_version(payload)
+    if version not in VERSIONS:
+        raise UserError(f"{path}: SQuAD version {version!r} is not one of {', '.join(VERSIONS)}.")
+    examples = examples_from_data(payload["data"], version, source=str(path))
+    if not examples:
+        raise UserError(f"{path}: the file has no questions.")
+    return examples
+
+
+def _file_version(payload: dict[str, Any]) -> str:
+    version = str(payload.get("version", "1.1")).lstrip("v")
+    return "2.0" if version.startswith("2") else "1.1"
+
+
+def examples_from_data(data: list[Any], version: str, source: str = "<data>") -> list[SquadExample]:
+    """Parse the `data` list. v2.0 requires `is_impossible` on each question; v1.1 requires an answer each."""
+    examples: list[SquadExample] = []
+    seen: set[str] = set()
+    for a_index, article in enumerate(data):
+        where = f"{source}: article {a_index}"
+        paragraphs = _field(article, "paragraphs", list, where)
+        title = str(article.get("title", "")) if isinstance(article, dict) else ""
+        for p_index, paragraph in enumerate(paragraphs):
+            where = f"{source}: article {a_index} paragraph {p_index}"
+            context = _field(paragraph, "context", str, where)
+            for qa in _field(paragraph, "qas", list, where):
+                if not isinstance(qa, dict) or not isinstance(qa.get("id"), str):
+                    raise UserError(f"{where}: a question without a string 'id'; every question needs one.")
+                qid = qa["id"]
+                where_q = f"{source}: question {qid}"
+                if qid in seen:
+                    raise UserError(f"{where_q}: duplicate question id; ids must be unique.")
+                seen.add(qid)
+                question = _field(qa, "question", str, where_q)
+                answers = _answers(qa, "answers", context, where_q)
+                impossible = False
+                plausible: list[Answer] = []
+                if version == "2.0":
+                    impossible = _field(qa, "is_impossible", bool, where_q)
+                    plausible = _answers(qa, "plausible_answers", context, where_q, required=False)
+                    if impossible and answers:
+                        raise UserError(f"{where_q}: is_impossible is true but 'answers' is not empty.")
+                if not impossible and not answers:
+                    raise UserError(
+                        f"{where_q}: no answers; an answerable question needs at least one"
+                        + (
+                            " (or set is_impossible: true)."
+                            if version == "2.0"
+                            else " (is this a v2.0 file?)."
+                        )
+                    )
+                examples.append(SquadExample(qid, title, context, question, answers, impossible, plausible))
+    return examples
+
+
+def _field(obj: Any, name: str, kind: type, where: str) -> Any:
+    if not isinstance(obj, dict) or name not in obj:
+        raise UserError(f"{where}: missing field '{name}'; see the official SQuAD format.")
+    value = obj[name]
+    if not isinstance(value, kind):
+        raise UserError(f"{where}: field '{name}' should be {kind.__name__}, got {type(value).__name__}.")
+    return value
+
+
+def _answers(qa: dict, name: str, context: str, where: str, required: bool = True) -> list[Answer]:
+    if name not in qa and not required:
+        return []
+    answers = []
+    for raw in _field(qa, name, list, where):
+        text = _field(raw, "text", str, f"{where} ({name})")
+        start = _field(raw, "answer_start", int, f"{where} ({name})")
+        found = context[start : start + len(text)] if start >= 0 else ""
+        if found != text:
+            raise UserError(
+                f"{where}: answer {text!r} does not match the context at answer_start={start} "
+                f"(found {found!r}); fix the offset or the text."
+            )
+        answers.append(Answer(text, start))
+    return answers

@@ -1,0 +1,286 @@
+"""Fine-tune on SQuAD and evaluate with the official metrics, through Accelerate.
+
+Defaults are the ELECTRA paper's fine-tuning settings for Base (learning rate 1e-4, layer-wise decay 0.8, batch 32,
+2 epochs, 10% warmup, weight decay 0.01, gradient clipping 1.0); the optimizer and schedule are the shared
+`electra.finetuning.build_finetune_optimizer`, so GLUE and SQuAD decay layers the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from electra.errors import UserError
+from squad.data import SquadExample, read_squad
+from squad.features import FeatureSettings, build_features
+from squad.heads import HeadConfig
+from squad.metrics import evaluate_v1, evaluate_v2
+from squad.model import SquadModel, load_tokenizer
+from squad.postprocess import Predictions, WindowResult, postprocess
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SquadSettings:
+    model: str
+    output: str
+    tokenizer: str | None = None  # default: the model directory
+    version: str = "1.1"
+    train: str | None = None
+    eval: str | None = None
+    epochs: float = 2.0
+    max_steps: int | None = None
+    learning_rate: float = 1e-4
+    layer_decay: float = 0.8
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    head: str = "xlnet"
+    answerable: bool | None = None  # None: on for 2.0, off for 1.1
+    answerable_weight: float = 0.5
+    beam_size: int = 20
+    head_inner_size: int = 512  # the head's gelu layer (ELECTRA: 512)
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    na_threshold: float | None = None  # None: the F1-best threshold on the evaluated set
+    seed: int = 42
+    mixed_precision: str = "no"
+    cache_dir: str | None = None
+    max_train_examples: int | None = None
+    progress: bool = True
+
+    def feature_settings(self) -> FeatureSettings:
+        return FeatureSettings(self.max_seq_length, self.doc_stride, self.max_query_length)
+
+    def head_config(self) -> HeadConfig:
+        answerable = self.version == "2.0" if self.answerable is None else self.answerable
+        return HeadConfig(self.head, answerable, self.answerable_weight, self.beam_size, self.head_inner_size)
+
+
+def collate(rows: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Pad a batch to its longest window (dynamic padding: short contexts cost less)."""
+    length = max(len(r["input_ids"]) for r in rows)
+    input_ids = torch.full((len(rows), length), pad_token_id, dtype=torch.long)
+    token_type_ids = torch.zeros((len(rows), length), dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), length), dtype=torch.long)
+    for i, r in enumerate(rows):
+        n = len(r["input_ids"])
+        input_ids[i, :n] = torch.tensor(r["input_ids"])
+        token_type_ids[i, :n] = torch.tensor(r["token_type_ids"])
+        attention_mask[i, :n] = 1
+    batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask}
+    for name in ("start_positions", "end_positions", "is_impossible", "window"):
+        if name in rows[0]:
+            batch[name] = torch.tensor([r[name] for r in rows], dtype=torch.long)
+    return batch
+
+
+def finetune(settings: SquadSettings) -> dict[str, Any]:
+    """Train (when `settings.train`), save the model, evaluate (when `settings.eval`); returns the eval results."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    if settings.train is None and settings.eval is None:
+        raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
+    accelerator = Accelerator(mixed_precision=settings.mixed_precision)
+    set_seed(settings.seed)
+    output = Path(settings.output)
+    output.mkdir(parents=True, exist_ok=True)
+    cache_dir = settings.cache_dir or str(output / "cache")
+    tokenizer = load_tokenizer(settings.tokenizer or settings.model)
+    if settings.train is not None:
+        model = SquadModel.from_encoder(settings.model, settings.head_config())
+    else:  # evaluation only: the directory must be a fine-tuned SQuAD model
+        model = SquadModel.load(settings.model)
+    results: dict[str, Any] = {}
+    if settings.train is not None:
+        examples = read_squad(settings.train, settings.version)
+        if settings.max_train_examples:
+            examples = examples[: settings.max_train_examples]
+        with accelerator.main_process_first():  # the main process writes the cache, the others read it
+            features = build_features(examples, tokenizer, settings.feature_settings(), True, cache_dir)
+        results["train"] = train_model(model, features, tokenizer.pad_token_id, settings, accelerator)
+        if accelerator.is_main_process:
+            accelerator.unwrap_model(model).save(output / "model", tokenizer)
+    if settings.eval is not None:
+        examples = read_squad(settings.eval, settings.version)
+        predictions, has_classifier = predict(model, tokenizer, examples, settings, accelerator, cache_dir)
+        if accelerator.is_main_process:
+            results["eval"] = score_and_write(examples, predictions, settings, output)
+    if accelerator.is_main_process:
+        record = {"settings": asdict(settings), **results}
+        (output / "results.json").write_text(json.dumps(record, indent=2) + "\n")
+    return results
+
+
+def train_model(
+    model: SquadModel, features: Any, pad_token_id: int, settings: SquadSettings, accelerator: Any
+) -> dict[str, float]:
+    from torch.utils.data import DataLoader
+    from tqdm.auto import tqdm
+
+    from electra.finetuning import build_finetune_optimizer, describe_lr_groups
+
+    if len(features) == 0:
+        raise UserError(f"{settings.train}: no training windows were built.")
+    loader = DataLoader(
+        features,
+        batch_size=settings.batch_size,
+        shuffle=True,
+        collate_fn=lambda rows: collate(rows, pad_token_id),
+    )
+    per_epoch = math.ceil(len(loader) / accelerator.num_processes)
+    total_steps = settings.max_steps or max(1, math.ceil(settings.epochs * per_epoch))
+    optimizer, scheduler = build_finetune_optimizer(
+        model,
+        lr=settings.learning_rate,
+        layer_decay=settings.layer_decay,
+        total_steps=total_steps,
+        warmup_fraction=settings.warmup_fraction,
+        weight_decay=settings.weight_decay,
+    )
+    logger.info("layer-wise learning rates:\n%s", describe_lr_groups(optimizer.param_groups))
+    # The scheduler is stepped by hand once per update (Accelerate's wrapper would step it once per process).
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    model.train()
+    bar = tqdm(
+        total=total_steps,
+        desc="squad fine-tune",
+        disable=not (settings.progress and accelerator.is_local_main_process),
+    )
+    step, first_loss, recent = 0, None, []
+    started = time.time()
+    while step < total_steps:
+        for batch in loader:
+            output = model(**batch)
+            accelerator.backward(output.loss)
+            if settings.max_grad_norm > 0:
+                accelerator.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            loss = output.loss.item()
+            first_loss = loss if first_loss is None else first_loss
+            recent = (recent + [loss])[-20:]
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{scheduler.get_last_lr()[-1]:.2e}")
+            if step >= total_steps:
+                break
+    bar.close()
+    return {
+        "steps": step,
+        "first_loss": float(first_loss),
+        "final_loss": float(np.mean(recent)),
+        "seconds": time.time() - started,
+        "windows": len(features),
+    }
+
+
+def predict(
+    model: Any,
+    tokenizer: Any,
+    examples: Sequence[SquadExample],
+    settings: SquadSettings,
+    accelerator: Any,
+    cache_dir: str | None = None,
+) -> tuple[Predictions, bool]:
+    """Beam outputs for every window, then post-processing into texts, n-best lists and no-answer scores."""
+    from torch.utils.data import DataLoader
+    from tqdm.auto import tqdm
+
+    with accelerator.main_process_first():
+        features = build_features(examples, tokenizer, settings.feature_settings(), False, cache_dir)
+    model_inputs = features.select_columns(["input_ids", "token_type_ids"]).add_column(
+        "window", list(range(len(features)))
+    )
+    loader = DataLoader(
+        model_inputs,
+        batch_size=settings.eval_batch_size,
+        collate_fn=lambda rows: collate(rows, tokenizer.pad_token_id),
+    )
+    # The bare model on the device (a model prepared for training stays wrapped once); autocast for bf16/fp16.
+    model = accelerator.unwrap_model(model).to(accelerator.device)
+    loader = accelerator.prepare(loader)
+    model.eval()
+    gathered: dict[str, list[np.ndarray]] = {}
+    has_classifier = False
+    for batch in tqdm(
+        loader, desc="squad predict", disable=not (settings.progress and accelerator.is_local_main_process)
+    ):
+        window = batch.pop("window")
+        with torch.no_grad(), accelerator.autocast():
+            out = model(**batch)
+        has_classifier = out.has_classifier
+        parts = {
+            "window": window,
+            "start_top_scores": out.start_top_scores,
+            "start_top_index": out.start_top_index,
+            "end_top_scores": out.end_top_scores,
+            "end_top_index": out.end_top_index.contiguous(),
+            "null_score": out.null_score,
+        }
+        for name, tensor in parts.items():
+            gathered.setdefault(name, []).append(accelerator.gather_for_metrics(tensor).float().cpu().numpy())
+    arrays = {name: np.concatenate(chunks) for name, chunks in gathered.items()}
+    order = np.argsort(arrays["window"], kind="stable")
+    results = [
+        WindowResult(
+            arrays["start_top_scores"][i],
+            arrays["start_top_index"][i].astype(np.int64),
+            arrays["end_top_scores"][i],
+            arrays["end_top_index"][i].astype(np.int64),
+            float(arrays["null_score"][i]),
+        )
+        for i in order
+    ]
+    predictions = postprocess(
+        examples,
+        features["example_index"],
+        features["offsets"],
+        features["max_context"],
+        results,
+        settings.version,
+        has_classifier,
+        settings.n_best_size,
+        settings.max_answer_length,
+    )
+    return predictions, has_classifier
+
+
+def score_and_write(
+    examples: Sequence[SquadExample], predictions: Predictions, settings: SquadSettings, output: Path
+) -> dict[str, Any]:
+    """Official metrics; writes predictions.json (official format), nbest_predictions.json, null_odds.json."""
+    golds = {e.qid: [a.text for a in e.answers] for e in examples}
+    if settings.version == "1.1":
+        final = predictions.final()
+        metrics: dict[str, Any] = evaluate_v1(golds, final)
+    else:
+        tuned = evaluate_v2(golds, predictions.best_text, predictions.na_scores)
+        threshold = settings.na_threshold if settings.na_threshold is not None else tuned["best_f1_thresh"]
+        metrics = evaluate_v2(golds, predictions.best_text, predictions.na_scores, na_prob_thresh=threshold)
+        metrics["na_threshold"] = threshold
+        final = predictions.final(threshold)
+        (output / "null_odds.json").write_text(json.dumps(predictions.na_scores, indent=2) + "\n")
+    (output / "predictions.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
+    (output / "nbest_predictions.json").write_text(
+        json.dumps(predictions.nbest, indent=1, ensure_ascii=False) + "\n"
+    )
+    logger.info("SQuAD %s: %s", settings.version, json.dumps(metrics))
+    return metrics

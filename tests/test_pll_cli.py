@@ -1,0 +1,150 @@
+"""`electra score`, `electra rescore` and `electra nbest` end to end, through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+from transformers import ElectraConfig, ElectraForMaskedLM, ElectraTokenizerFast
+
+from electra.cli import main
+from pll.nbest import read_nbest
+
+VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "cat",
+    "sat",
+    "sad",
+    "on",
+    "mat",
+    "a",
+    "dog",
+    "ran",
+    "rang",
+]
+
+
+@pytest.fixture
+def mlm_dir(tmp_path):
+    torch.manual_seed(0)
+    model = ElectraForMaskedLM(
+        ElectraConfig(
+            vocab_size=len(VOCAB),
+            embedding_size=16,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=32,
+        )
+    )
+    out = tmp_path / "mlm"
+    model.save_pretrained(out)
+    ElectraTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB)}).save_pretrained(out)
+    return out
+
+
+def test_score_prints_sentence_and_token_plls(mlm_dir, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\n\na dog ran on the mat\n")
+    out = tmp_path / "scores.jsonl"
+    assert (
+        main(["score", "--model", str(mlm_dir), "--input", str(text), "--tokens", "--output", str(out)]) == 0
+    )
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2  # the blank line is skipped
+    pll, sentence, tokens = lines[0].split("\t")
+    assert sentence == "the cat sat" and [t.split("=")[0] for t in tokens.split()] == ["the", "cat", "sat"]
+    assert float(pll) == pytest.approx(sum(float(t.split("=")[1]) for t in tokens.split()), abs=2e-3)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records[1]["text"] == "a dog ran on the mat" and len(records[1]["tokens"]) == 6
+    assert float(lines[1].split("\t")[0]) == pytest.approx(records[1]["pll"], abs=1e-4)
+
+
+def test_rescore_tunes_lambda_and_writes_lists(mlm_dir, tmp_path, capsys):
+    nbest = [
+        {
+            "id": "u1",
+            "ref": "the cat sat",
+            "hyps": [{"text": "the cat sad", "score": -1.0}, {"text": "the cat sat", "score": -1.2}],
+        },
+        {
+            "id": "u2",
+            "ref": "a dog ran",
+            "hyps": [{"text": "a dog ran", "score": -2.0}, {"text": "a dog rang", "score": -2.1}],
+        },
+    ]
+    dev = tmp_path / "dev.json"
+    dev.write_text(json.dumps(nbest))
+    test = tmp_path / "test.json"
+    mlm_scoring = {
+        "x1": {
+            "hyp_1": {"score": -1.0, "text": "the dog sat"},
+            "hyp_2": {"score": -1.1, "text": "a dog sat"},
+            "ref": "a dog sat",
+        }
+    }
+    test.write_text(json.dumps(mlm_scoring))
+    out = tmp_path / "res"
+    code = main(
+        ["rescore", "--model", str(mlm_dir), "--dev", str(dev), "--test", str(test), "--output-dir", str(out)]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "dev" in printed and "test" in printed and "oracle" in printed
+    report = json.loads((out / "report.json").read_text())
+    assert report["lambda"] in [round(0.05 * i, 2) for i in range(1, 21)]
+    assert len(report["dev_wer_by_lambda"]) == 20
+    dev_split = report["splits"][0]
+    assert dev_split["wer_first_best"] == pytest.approx(1 / 6) and dev_split["wer_oracle"] == 0.0
+    assert dev_split["wer_rescored"] <= dev_split["wer_first_best"]  # λ is tuned on dev, the 1-best is λ → 0
+    written, _ = read_nbest(out / "test.rescored.json")
+    assert written[0].id == "x1" and written[0].hyps[0].pll is not None
+
+
+def test_bad_input_is_a_one_line_error(mlm_dir, tmp_path, capsys):
+    bad = tmp_path / "dev.json"
+    bad.write_text('[{"id": "u9", "ref": "a", "hyps": []}]')
+    assert main(["rescore", "--model", str(mlm_dir), "--dev", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "u9: empty hypothesis list" in err and str(bad) in err
+    assert main(["score", "--model", str(mlm_dir), "--input", str(tmp_path / "none.txt")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    text = tmp_path / "s.txt"
+    text.write_text("the cat\n")
+    assert main(["score", "--model", str(mlm_dir), "--input", str(text), "--method", "electric"]) == 2
+    assert "not an Electric model" in capsys.readouterr().err
+
+
+def test_nbest_without_pocketsphinx_says_how_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "pocketsphinx", None)  # makes `import pocketsphinx` fail
+    (tmp_path / "a.wav").write_bytes(b"")
+    assert main(["nbest", "--audio", str(tmp_path), "--output", str(tmp_path / "o.json")]) == 2
+    assert "pip install 'electra[asr]'" in capsys.readouterr().err
+
+
+def test_nbest_decodes_a_real_clip(shared_data, tmp_path, capsys):
+    pytest.importorskip("pocketsphinx")
+    clip = "sense_and_sensibility_01_austen_64kb-0880"
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    (audio / f"{clip}.wav").symlink_to(shared_data / "asr_pocketsphinx_librivox" / f"{clip}.wav")
+    refs = shared_data / "asr_pocketsphinx_librivox" / "transcription"
+    out = tmp_path / "nbest.json"
+    assert (
+        main(["nbest", "--audio", str(audio), "--output", str(out), "--nbest", "5", "--refs", str(refs)]) == 0
+    )
+    data = json.loads(out.read_text())
+    assert data[0]["id"] == clip and data[0]["ref"] == "he was not an ill disposed young man"
+    hyps = data[0]["hyps"]
+    assert 1 < len(hyps) <= 5 and len({h["text"] for h in hyps}) == len(hyps)
+    assert [h["score"] for h in hyps] == sorted((h["score"] for h in hyps), reverse=True)
+    assert "he was not" in hyps[0]["text"]
+    assert "WER" in capsys.readouterr().out

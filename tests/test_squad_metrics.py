@@ -1,0 +1,112 @@
+"""The official SQuAD metrics on hand-worked cases (every expected number below is computed in the comments)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from squad.metrics import best_threshold, evaluate_v1, evaluate_v2, f1_v1, f1_v2, normalize_answer
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The Cat!", "cat"),  # case, article, punctuation
+        ("  a  b   c ", "b c"),  # the article "a" goes, whitespace collapses
+        ("An apple, the pear.", "apple pear"),
+        ("theater anthem", "theater anthem"),  # articles only as whole words
+        ("Don't", "dont"),  # punctuation removed, not replaced by a space
+        ("1,000 km", "1000 km"),
+        ("\tTHE\nEnd", "end"),
+    ],
+)
+def test_normalize_answer(text: str, expected: str) -> None:
+    assert normalize_answer(text) == expected
+
+
+def test_partial_overlap_f1_by_hand() -> None:
+    # pred -> [big, red, dog], gold -> [red, dog, barked]: 2 common, P = R = 2/3, F1 = 2/3.
+    assert f1_v1("the big red dog", "Red dog barked.") == pytest.approx(2 / 3)
+    # pred [red, red, dog] vs gold [red, dog]: common = min(2,1) red + 1 dog = 2; P = 2/3, R = 1, F1 = 0.8.
+    assert f1_v1("red red dog", "red dog") == pytest.approx(0.8)
+    # no shared token
+    assert f1_v1("cat", "dog") == 0.0
+    # v1.1 scores two empty strings 0, v2.0 scores them 1 (a correct abstention); one empty side is 0 in both.
+    assert f1_v1("", "") == 0.0
+    assert f1_v2("", "") == 1.0
+    assert f1_v2("the", "") == 1.0  # "the" normalises to nothing
+    assert f1_v2("", "Paris") == 0.0
+
+
+def test_v1_gold_as_prediction_is_100(shared_data) -> None:
+    payload = json.loads((shared_data / "squad" / "dev-v1.1.json").read_text())
+    golds = {
+        qa["id"]: [a["text"] for a in qa["answers"]]
+        for art in payload["data"][:5]
+        for p in art["paragraphs"]
+        for qa in p["qas"]
+    }
+    # Any single gold answer wins the max over golds: take the last one, not only the first.
+    result = evaluate_v1(golds, {qid: answers[-1] for qid, answers in golds.items()})
+    assert result["exact_match"] == 100.0 and result["f1"] == 100.0 and result["total"] == len(golds)
+
+
+def test_v1_max_over_golds_and_missing_prediction() -> None:
+    golds = {
+        "q1": ["Denver Broncos", "Broncos"],
+        "q2": ["Carolina Panthers"],
+        "q3": ["Santa Clara"],
+    }
+    # q1: "the Broncos" normalises to "broncos" = second gold: EM 1, F1 1.
+    # q2: [panthers, team] vs [carolina, panthers]: P = R = 1/2, F1 = 0.5, EM 0.
+    # q3: missing -> 0. EM = 100 * 1/3, F1 = 100 * 1.5/3 = 50.
+    result = evaluate_v1(golds, {"q1": "the Broncos", "q2": "Panthers team"})
+    assert result["exact_match"] == pytest.approx(100 / 3)
+    assert result["f1"] == pytest.approx(50.0)
+
+
+GOLDS_V2 = {"a": ["Paris"], "b": [], "c": ["blue whale"], "d": []}
+PREDS_V2 = {"a": "Paris", "b": "London", "c": "whale", "d": ""}
+NA_V2 = {"a": 0.1, "b": 0.8, "c": 0.5, "d": 0.3}
+
+
+def test_v2_no_answer_scoring_by_hand() -> None:
+    # raw exact: a 1, b 0 (answered an unanswerable), c 0, d 1 (abstained on an unanswerable)
+    # raw F1:    a 1, b 0, c = [whale] vs [blue, whale]: P 1, R 1/2 -> 2/3, d 1
+    result = evaluate_v2(GOLDS_V2, PREDS_V2)
+    assert result["exact"] == pytest.approx(50.0)
+    assert result["f1"] == pytest.approx(100 * (1 + 0 + 2 / 3 + 1) / 4)
+    assert result["HasAns_total"] == 2 and result["NoAns_total"] == 2
+    assert result["HasAns_exact"] == pytest.approx(50.0)
+    assert result["HasAns_f1"] == pytest.approx(100 * (1 + 2 / 3) / 2)
+    assert result["NoAns_exact"] == pytest.approx(50.0) and result["NoAns_f1"] == pytest.approx(50.0)
+    assert "best_f1" not in result  # thresholds need na_probs
+
+
+def test_v2_threshold_applied_and_best_thresholds_by_hand() -> None:
+    # threshold 0.4: b (0.8) and c (0.5) become "no answer": b right (1), c wrong (0) -> EM = F1 = 3/4.
+    result = evaluate_v2(GOLDS_V2, PREDS_V2, NA_V2, na_prob_thresh=0.4)
+    assert result["exact"] == pytest.approx(75.0) and result["f1"] == pytest.approx(75.0)
+    # Sweep from "all abstain" (2 points: b and d) in na order a 0.1, d 0.3, c 0.5, b 0.8:
+    #   exact: a +1 -> 3 (thresh 0.1), d +0, c +0, b -1  => best 3/4 = 75 at 0.1
+    #   f1:    a +1 -> 3, d +0, c +2/3 -> 3.667 (thresh 0.5), b -1  => best 91.67 at 0.5
+    assert result["best_exact"] == pytest.approx(75.0) and result["best_exact_thresh"] == 0.1
+    assert result["best_f1"] == pytest.approx(100 * (3 + 2 / 3) / 4) and result["best_f1_thresh"] == 0.5
+    # Applying the best F1 threshold reproduces the best F1.
+    again = evaluate_v2(GOLDS_V2, PREDS_V2, NA_V2, na_prob_thresh=0.5)
+    assert again["f1"] == pytest.approx(result["best_f1"])
+
+
+def test_v2_drops_golds_that_normalise_to_nothing() -> None:
+    # "the" normalises to "", so the only usable gold is "cat"; the empty prediction then scores 0.
+    assert evaluate_v2({"q": ["the", "cat"]}, {"q": ""})["exact"] == 0.0
+    assert evaluate_v2({"q": ["the", "cat"]}, {"q": "a cat"})["exact"] == 100.0
+
+
+def test_best_threshold_never_answering_is_the_floor() -> None:
+    # Every prediction wrong: the best is to abstain everywhere (1 unanswerable of 2 -> 50%), threshold 0.0.
+    score, thresh = best_threshold(
+        {"x": "no", "y": "no"}, {"x": 0.0, "y": 0.0}, {"x": 0.2, "y": 0.7}, {"x": True, "y": False}
+    )
+    assert score == pytest.approx(50.0) and thresh == 0.0

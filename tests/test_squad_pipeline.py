@@ -1,0 +1,276 @@
+"""`electra squad` end to end on splits of the real SQuAD 1.1 dev set with a tiny random ELECTRA.
+
+Splits: the first 40 articles of dev-v1.1 train, the last 8 evaluate (deterministic). The 2.0 path runs on
+CONSTRUCTED 2.0-format data (`squad.synthetic.construct_v2`: questions moved to another article's paragraph and
+marked unanswerable), because no SQuAD 2.0 file is available offline.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from electra.cli import main
+from squad.data import read_squad
+from squad.metrics import evaluate_v1
+from squad.synthetic import construct_v2, split_articles, write_json
+
+FAST = [
+    "--max-seq-length",
+    "128",
+    "--doc-stride",
+    "64",
+    "--batch-size",
+    "16",
+    "--eval-batch-size",
+    "64",
+    "--beam-size",
+    "5",
+    "--n-best-size",
+    "5",
+]
+
+
+def _tiny_checkpoint(shared_data: Path, out: Path, hidden: int = 64) -> Path:
+    import torch
+    from transformers import ElectraConfig, ElectraModel, ElectraTokenizerFast
+
+    torch.manual_seed(0)
+    tokenizer = ElectraTokenizerFast(vocab=str(shared_data / "bert_vocab" / "vocab.txt"))
+    config = ElectraConfig(
+        vocab_size=len(tokenizer),
+        embedding_size=hidden,
+        hidden_size=hidden,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=256,
+    )
+    ElectraModel(config).save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def files(shared_data, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("squad")
+    train, held_out = split_articles(shared_data / "squad" / "dev-v1.1.json", 40)
+    one_article = {"version": "1.1", "data": held_out["data"][-1:]}
+    return {
+        "checkpoint": _tiny_checkpoint(shared_data, root / "tiny"),
+        "train": write_json(train, root / "train-v1.1.json"),
+        "eval": write_json(held_out, root / "eval-v1.1.json"),
+        "eval_one": write_json(one_article, root / "eval-one-v1.1.json"),
+        "train_v2": write_json(construct_v2(train), root / "train-v2.0-constructed.json"),
+        "eval_v2": write_json(
+            construct_v2({"version": "1.1", "data": held_out["data"][-2:]}),
+            root / "eval-v2.0-constructed.json",
+        ),
+    }
+
+
+def _squad(files: dict[str, Path], out: Path, *extra: str) -> dict:
+    assert main(["squad", "--model", str(files["checkpoint"]), "--output", str(out), *FAST, *extra]) == 0
+    return json.loads((out / "results.json").read_text())
+
+
+def test_v11_train_save_reload_and_official_eval(files, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "v1"
+    results = _squad(
+        files,
+        out,
+        "--train",
+        str(files["train"]),
+        "--eval",
+        str(files["eval_one"]),
+        "--version",
+        "1.1",
+        "--max-steps",
+        "6",
+        "--max-train-examples",
+        "200",
+    )
+    assert results["train"]["steps"] == 6
+    for name in ("config.json", "model.safetensors", "qa_head.json", "qa_head.safetensors", "tokenizer.json"):
+        assert (out / "model" / name).is_file()
+    examples = {e.qid: e for e in read_squad(files["eval_one"])}
+    predictions = json.loads((out / "predictions.json").read_text())
+    assert set(predictions) == set(examples)
+    assert all(text and text in examples[qid].context for qid, text in predictions.items())
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    assert all(entries[0]["text"] == predictions[qid] for qid, entries in nbest.items())
+
+    # The standalone official evaluation gives the numbers the run reported.
+    assert (
+        main(
+            [
+                "squad-eval",
+                "--data",
+                str(files["eval_one"]),
+                "--predictions",
+                str(out / "predictions.json"),
+                "--out",
+                str(tmp_path / "eval.json"),
+            ]
+        )
+        == 0
+    )
+    standalone = json.loads((tmp_path / "eval.json").read_text())
+    assert standalone["f1"] == pytest.approx(results["eval"]["f1"])
+    assert standalone["exact_match"] == pytest.approx(results["eval"]["exact_match"])
+
+    # Reloading the saved model (encoder in HF layout + head) predicts the same answers.
+    again = tmp_path / "reloaded"
+    assert (
+        main(
+            [
+                "squad",
+                "--model",
+                str(out / "model"),
+                "--eval",
+                str(files["eval_one"]),
+                "--output",
+                str(again),
+                *FAST,
+            ]
+        )
+        == 0
+    )
+    assert json.loads((again / "predictions.json").read_text()) == predictions
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(("head", "answerable"), [("xlnet", "auto"), ("plain", "off")])
+def test_v20_constructed_data_end_to_end(files, tmp_path: Path, capsys, head: str, answerable: str) -> None:
+    """2.0 path on CONSTRUCTED data (see the module docstring); it checks the plumbing, not SQuAD 2.0 accuracy.
+    ELECTRA's head with its answerability classifier, and the plain head with BERT's null-span score."""
+    out = tmp_path / "v2"
+    results = _squad(
+        files,
+        out,
+        "--head",
+        head,
+        "--answerable",
+        answerable,
+        "--train",
+        str(files["train_v2"]),
+        "--eval",
+        str(files["eval_v2"]),
+        "--version",
+        "2.0",
+        "--max-steps",
+        "6",
+        "--max-train-examples",
+        "300",
+    )
+    metrics = results["eval"]
+    for key in ("exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh", "na_threshold"):
+        assert key in metrics
+    assert metrics["na_threshold"] == metrics["best_f1_thresh"]
+    assert metrics["f1"] == pytest.approx(metrics["best_f1"])  # the tuned threshold is applied
+    head_config = json.loads((out / "model" / "qa_head.json").read_text())
+    assert head_config["kind"] == head and head_config["answerable"] is (answerable == "auto")
+    predictions = json.loads((out / "predictions.json").read_text())
+    null_odds = json.loads((out / "null_odds.json").read_text())
+    assert set(predictions) == set(null_odds) == {e.qid for e in read_squad(files["eval_v2"])}
+    assert all(
+        (text == "") == (null_odds[qid] > metrics["na_threshold"]) for qid, text in predictions.items()
+    )
+    # The official evaluation of the written files agrees with the run.
+    assert (
+        main(
+            [
+                "squad-eval",
+                "--data",
+                str(files["eval_v2"]),
+                "--predictions",
+                str(out / "predictions.json"),
+                "--out",
+                str(tmp_path / "eval.json"),
+            ]
+        )
+        == 0
+    )
+    assert json.loads((tmp_path / "eval.json").read_text())["f1"] == pytest.approx(metrics["f1"])
+    # With the no-answer scores, the sweep over thresholds cannot beat the threshold already applied to the
+    # predictions (answering "" above it scores like abstaining), so its best F1 is the run's F1.
+    args = ["squad-eval", "--data", str(files["eval_v2"]), "--predictions", str(out / "predictions.json")]
+    assert main([*args, "--na-probs", str(out / "null_odds.json"), "--out", str(tmp_path / "na.json")]) == 0
+    assert json.loads((tmp_path / "na.json").read_text())["best_f1"] == pytest.approx(metrics["f1"])
+    capsys.readouterr()
+
+
+def test_cli_rejects_a_v11_file_as_v20(files, tmp_path: Path, capsys) -> None:
+    code = main(
+        [
+            "squad",
+            "--model",
+            str(files["checkpoint"]),
+            "--train",
+            str(files["train"]),
+            "--version",
+            "2.0",
+            "--output",
+            str(tmp_path / "x"),
+        ]
+    )
+    assert code == 2 and "is_impossible" in capsys.readouterr().err
+
+
+def _first_sentence(context: str) -> str:
+    match = re.search(r"[.!?](\s|$)", context)
+    return context[: match.start() + 1] if match else context
+
+
+def _first_words(context: str, k: int) -> str:
+    return " ".join(context.split()[:k])
+
+
+@pytest.mark.slow
+def test_tiny_model_beats_a_positional_baseline(files, tmp_path: Path) -> None:
+    """A random-init 2-layer ELECTRA (hidden 64) fine-tuned for 700 steps (about 2-3 CPU minutes) on the first 40
+    dev-v1.1 articles, evaluated on the last 3 (569 questions).
+
+    Baseline, chosen to be fair to a span model: the first k words of the context, with k the mean gold answer
+    length (in words) of the TRAINING split, i.e. the best guess from answer position and length alone. Beating it
+    on EM and F1 shows the model uses the question. Measured when this test was written: model EM 4.6 / F1 10.5;
+    baseline (k = 3) EM 2.5 / F1 9.8. Honest caveat: predicting the whole first sentence scores F1 14.0 here (long
+    spans collect overlap tokens, EM 0); a random-init model does not beat that within this budget, and this test
+    does not claim it does. Real quality needs a pretrained checkpoint.
+    """
+    from squad.train import SquadSettings, finetune
+
+    held_out = json.loads(files["eval"].read_text())
+    eval_file = write_json({"version": "1.1", "data": held_out["data"][-3:]}, tmp_path / "eval3.json")
+    train_examples = read_squad(files["train"])
+    k = round(sum(len(e.answers[0].text.split()) for e in train_examples) / len(train_examples))
+    examples = read_squad(eval_file)
+    golds = {e.qid: [a.text for a in e.answers] for e in examples}
+    baseline = evaluate_v1(golds, {e.qid: _first_words(e.context, k) for e in examples})
+    first_sentence = evaluate_v1(golds, {e.qid: _first_sentence(e.context) for e in examples})
+
+    settings = SquadSettings(
+        model=str(files["checkpoint"]),
+        output=str(tmp_path / "run"),
+        train=str(files["train"]),
+        eval=str(eval_file),
+        max_steps=700,
+        learning_rate=3e-3,
+        layer_decay=1.0,
+        batch_size=32,
+        max_seq_length=128,
+        doc_stride=64,
+        beam_size=5,
+        n_best_size=5,
+        head_inner_size=128,
+        progress=False,
+    )
+    results = finetune(settings)
+    model = results["eval"]
+    print(f"k={k} baseline={baseline} first_sentence={first_sentence} model={model} train={results['train']}")
+    assert results["train"]["final_loss"] < 0.5 * results["train"]["first_loss"]
+    assert model["exact_match"] > baseline["exact_match"] + 1.0
+    assert model["f1"] > baseline["f1"]
