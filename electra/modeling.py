@@ -9,6 +9,7 @@ the data pipeline or the training loop.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,8 +60,33 @@ class PretrainingModel(nn.Module):
             self.discriminator = None
             self.generator = MaskedLMGenerator(discriminator_hf_config(config, special.pad))
             return
+        if config.objective in ("replace-mlm", "all-tokens-mlm"):  # efficiency-analysis variants
+            from electra.stepping_stones import build_main_model
+
+            self.discriminator = build_main_model(config, special.pad)
+            self.generator = self._build_generator(config, token_counts)
+            return
         self.discriminator = ReplacedTokenDiscriminator(discriminator_hf_config(config, special.pad))
         self.generator = self._build_generator(config, token_counts)
+        self._init_head_at_base_rate()
+
+    def _init_head_at_base_rate(self) -> None:
+        """Start the discriminator's output at the base rate of its labels instead of 0.
+
+        From a zero bias the first steps must move every output by about log(p / (1 - p)); Adam moves each weight
+        by ~lr per step, so the cheapest route is to collapse all token states onto one vector, and the encoder then
+        needs hundreds of steps to recover (seen on `tiny`, where accuracy sat at the always-"original" baseline).
+        Starting at the prior removes that push. Electric's head starts at its NCE offset for the same reason.
+        """
+        head = self.discriminator.model.discriminator_predictions
+        if self.config.objective == "electric":
+            from discriminators.energy import init_energy_offset
+
+            init_energy_offset(head, self.config.vocab_size, self.config.mask_prob)
+            return
+        p = self.config.mask_prob
+        with torch.no_grad():
+            head.dense_prediction.bias.fill_(math.log(p / (1.0 - p)))
 
     def _build_generator(self, config: PretrainConfig, token_counts) -> Generator:
         shared = self.discriminator.encoder.embeddings if config.embedding_sharing != "none" else None
@@ -95,6 +121,10 @@ class PretrainingModel(nn.Module):
             return self._mlm_step(input_ids, attention_mask, token_type_ids, positions, targets)
         if cfg.objective == "electric":
             return self._electric_step(input_ids, attention_mask, token_type_ids, positions)
+        if cfg.objective in ("electra-15", "replace-mlm", "all-tokens-mlm"):
+            from electra.stepping_stones import stepping_stone_step
+
+            return stepping_stone_step(self, input_ids, attention_mask, token_type_ids, positions)
 
         generator_input = input_ids
         if self.generator.needs_masked_input:

@@ -1,0 +1,130 @@
+"""TLM retrieval: BM25 ranks the planted passage first, the union is deduplicated, the index reloads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from electra.errors import UserError
+from tlm.keywords import candidate_phrases, keyword_query, rake_keywords
+from tlm.retrieval import (
+    CORPUS_FILE,
+    CORPUS_SUBDIR,
+    BM25Index,
+    build_index,
+    make_query,
+    read_retrieved,
+    retrieve_corpus,
+    split_passages,
+    union_top_k,
+)
+
+FILLER = [
+    "The committee met on Tuesday to discuss the budget for the coming year and the new roads.",
+    "Farmers in the valley reported a good harvest of wheat and barley after the spring rains.",
+    "The orchestra played a long programme of symphonies to a full hall on Saturday evening.",
+    "Children at the village school learned to read and write with patient teachers every day.",
+    "The river flooded the lower streets after a week of storms, and the mayor asked for help.",
+    "A new bridge across the harbour opened to traffic, cutting the journey to the city by an hour.",
+]
+PLANTED = (
+    "The quarterback threw a touchdown pass in overtime and the football team won the championship game."
+)
+QUERY = "football quarterback touchdown in the championship game"
+
+
+def _corpus() -> list[str]:
+    # Documents of several lines each; the planted passage sits in the middle of the third document.
+    return ["\n".join(FILLER[:2]), "\n".join(FILLER[2:4]), f"{FILLER[4]}\n\n{PLANTED}\n\n{FILLER[5]}"]
+
+
+@pytest.fixture()
+def index(tmp_path):
+    return build_index(_corpus(), tmp_path / "index", max_words=20, min_words=5, progress=False)
+
+
+def test_split_passages_packs_lines_and_cuts_long_ones():
+    doc = "one two three\nfour five six\n\n" + " ".join(f"w{i}" for i in range(25)) + "\nshort"
+    assert split_passages(doc, max_words=10, min_words=1) == [
+        "one two three four five six",
+        "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9",
+        "w10 w11 w12 w13 w14 w15 w16 w17 w18 w19",
+        "w20 w21 w22 w23 w24 short",
+    ]
+    assert split_passages("a b\n\nc", max_words=10, min_words=4) == []  # packed to 3 words: too short
+
+
+def test_planted_document_ranks_first(index):
+    assert index.num_docs == 7  # every sentence is its own passage at 20 words
+    hits = index.search([QUERY], k=3)[0]
+    assert index.get(hits[0][0]) == PLANTED
+    assert hits[0][1] > hits[1][1] if len(hits) > 1 else True
+    # A query sharing no word with the corpus retrieves nothing rather than arbitrary zero-score passages.
+    assert index.search(["zzyzx qwerty"], k=3) == [[]]
+
+
+def test_index_reloads_with_identical_results(index, tmp_path):
+    before = index.search([QUERY, "wheat harvest rains"], k=4)
+    reloaded = BM25Index(tmp_path / "index")
+    assert reloaded.num_docs == index.num_docs
+    assert reloaded.search([QUERY, "wheat harvest rains"], k=4) == before
+    assert [reloaded.get(i) for i in range(reloaded.num_docs)] == [
+        index.get(i) for i in range(index.num_docs)
+    ]
+
+
+def test_duplicate_passages_are_stored_once(tmp_path):
+    idx = build_index([PLANTED, PLANTED.upper(), FILLER[0]], tmp_path / "i", max_words=40, progress=False)
+    assert idx.num_docs == 2
+
+
+def test_union_is_deduplicated_with_provenance():
+    result = union_top_k([[(3, 2.0), (1, 1.0)], [], [(1, 5.0), (4, 0.5)]])
+    assert result.doc_ids == [3, 1, 4]
+    assert result.queries == {3: [0], 1: [0, 2], 4: [2]}
+    assert result.best_score[1] == 5.0
+    assert result.empty_queries == 1
+
+
+def test_retrieve_corpus_writes_a_deduplicated_text_corpus(index, tmp_path):
+    out = tmp_path / "out"
+    texts = [QUERY, "the football championship game", "wheat and barley harvest"]
+    result = retrieve_corpus(index, texts, top_k=2, out_dir=out, progress=False)
+    blocks = [b for b in (out / CORPUS_SUBDIR / CORPUS_FILE).read_text().split("\n\n") if b.strip()]
+    assert len(blocks) == len(set(blocks)) == len(result.doc_ids)
+    assert blocks[0] == PLANTED
+    records = list(read_retrieved(out))
+    assert records[0]["queries"] == [0, 1]  # both football queries retrieved the planted passage
+    assert json.loads((out / "summary.json").read_text())["retrieved_passages"] == len(blocks)
+
+
+def test_empty_retrieval_is_a_clear_error(index, tmp_path):
+    with pytest.raises(UserError, match="retrieved nothing"):
+        retrieve_corpus(index, ["zzyzx qwerty"], top_k=5, out_dir=tmp_path / "o", progress=False)
+
+
+def test_rake_scores_phrases_by_degree_over_frequency():
+    text = "Compatibility of systems of linear constraints over the set of natural numbers."
+    assert candidate_phrases(text) == [
+        ("compatibility",),
+        ("systems",),
+        ("linear", "constraints"),
+        ("set",),
+        ("natural", "numbers"),
+    ]
+    # Each word occurs once, so a phrase of n words scores n * n; single words score 1.
+    assert rake_keywords(text, top_n=2) == ["linear constraints", "natural numbers"]
+    assert keyword_query(text, max_words=3) == "linear constraints compatibility"
+
+
+def test_make_query_uses_keywords_only_for_long_inputs():
+    short = "stock markets fell sharply"
+    assert make_query(short, long_query_words=10) == short
+    long_text = "The central bank raised rates. Markets fell. " * 5
+    # "central bank raised rates" scores 4 * 4 = 16 and fills the 4-word budget; "markets fell" (4) is left out.
+    assert make_query(long_text, long_query_words=10, keyword_words=4) == "central bank raised rates"
+    assert (
+        make_query(long_text, long_query_words=10, keyword_words=6)
+        == "central bank raised rates markets fell"
+    )

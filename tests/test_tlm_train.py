@@ -1,0 +1,304 @@
+"""TLM training: the ρ1 batch schedule, the joint loss and its logged parts, the FLOP budget, the CLI end to end."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from electra.cli import main
+from tlm.interleave import interleave
+from tlm.train import LOSS_PARTS, TLMSettings, classification_metrics, read_loss_log, train_tlm
+
+TOPICS = {
+    "sports": "team coach goal match season player league score win cup".split(),
+    "money": "bank market stock price shares profit trade rate investor fund".split(),
+    "tech": "software computer chip internet phone data network code device app".split(),
+}
+COMMON = "the a of in on with and for today new said after".split()
+# A model small enough that a few dozen CPU steps take seconds.
+SMALL = [
+    "tokenizer_vocab_size=300",
+    "num_hidden_layers=1",
+    "hidden_size=64",
+    "intermediate_size=128",
+    "embedding_size=32",
+    "max_seq_length=64",
+    "log_every=1",
+    "learning_rate=2e-3",
+    "warmup_steps=0",
+]
+
+
+def _sentence(rng: random.Random, topic: str, n: int = 12) -> str:
+    return " ".join(rng.choice(TOPICS[topic] + COMMON) for _ in range(n)) + "."
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """A keyword-topic task (three labels) and a general corpus of topical paragraphs."""
+    root = tmp_path_factory.mktemp("tlm")
+    rng = random.Random(0)
+    for split, n in (("train", 96), ("dev", 30), ("test", 30)):
+        rows = [(t, _sentence(rng, t)) for t in (rng.choice(list(TOPICS)) for _ in range(n))]
+        (root / f"{split}.tsv").write_text("".join(f"{text}\t{label}\n" for label, text in rows))
+    (root / "corpus").mkdir()
+    paragraphs = [" ".join(_sentence(rng, rng.choice(list(TOPICS))) for _ in range(4)) for _ in range(200)]
+    (root / "corpus" / "general.txt").write_text("\n\n".join(paragraphs) + "\n")
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("ELECTRA_CACHE", str(tmp_path_factory.getbasetemp() / "electra-cache"))
+
+
+def test_interleave_follows_rho1_exactly():
+    steps = list(interleave(range(4), iter(range(100)), rho1=3))
+    assert steps == [(0, [0, 1, 2]), (1, [3, 4, 5]), (2, [6, 7, 8]), (3, [9, 10, 11])]
+    # The schedule stops when external data runs out instead of sending a short group.
+    assert list(interleave(range(4), iter(range(7)), rho1=3)) == [(0, [0, 1, 2]), (1, [3, 4, 5])]
+    assert list(interleave("ab", iter(()), rho1=0)) == [("a", []), ("b", [])]
+    with pytest.raises(ValueError):
+        list(interleave("ab", [], rho1=-1))
+
+
+def test_classification_metrics_by_hand():
+    # Class 0: P=1/2 R=1 F1=2/3; class 1: P=1 R=1/2 F1=2/3; class 2: never predicted nor present -> 0.
+    metrics = classification_metrics([0, 0, 1], [0, 1, 1], num_labels=2)
+    assert metrics["accuracy"] == pytest.approx(2 / 3)
+    assert metrics["macro_f1"] == pytest.approx(2 / 3)
+
+
+def _settings(data: Path, out: Path, **kw) -> TLMSettings:
+    from electra.config import parse_overrides
+
+    base = dict(
+        task_train=str(data / "train.tsv"),
+        task_dev=str(data / "dev.tsv"),
+        task_test=str(data / "test.tsv"),
+        out=str(out),
+        retrieved=str(data / "retrieved"),
+        size="tiny",
+        overrides=parse_overrides(SMALL),
+        batch_size=8,
+        finetune_epochs=1,
+        progress=False,
+    )
+    base.update(kw)
+    return TLMSettings(**base)
+
+
+@pytest.fixture(scope="module")
+def retrieved(data) -> Path:
+    code = main(
+        [
+            "tlm",
+            "retrieve",
+            "--corpus",
+            str(data / "corpus"),
+            "--task-train",
+            str(data / "train.tsv"),
+            "--top-k",
+            "3",
+            "--out",
+            str(data / "retrieved"),
+        ]
+    )
+    assert code == 0
+    return data / "retrieved"
+
+
+def test_retrieve_cli_reuses_its_index(data, retrieved):
+    meta = retrieved / "index" / "tlm_index.json"
+    before = meta.stat().st_mtime_ns
+    assert (
+        main(
+            [
+                "tlm",
+                "retrieve",
+                "--corpus",
+                str(data / "corpus"),
+                "--task-train",
+                str(data / "dev.tsv"),
+                "--top-k",
+                "2",
+                "--out",
+                str(retrieved),
+            ]
+        )
+        == 0
+    )
+    assert meta.stat().st_mtime_ns == before  # the same corpus: index loaded, not rebuilt
+    summary = json.loads((retrieved / "summary.json").read_text())
+    assert summary["queries"] == 30 and 0 < summary["retrieved_passages"] <= 60
+    # Leave the training corpus as the train queries retrieved it for the tests below.
+    assert (
+        main(
+            [
+                "tlm",
+                "retrieve",
+                "--corpus",
+                str(data / "corpus"),
+                "--task-train",
+                str(data / "train.tsv"),
+                "--top-k",
+                "3",
+                "--out",
+                str(retrieved),
+            ]
+        )
+        == 0
+    )
+
+
+def test_joint_training_logs_every_part_and_combines_them(data, retrieved, tmp_path):
+    results = train_tlm(_settings(data, tmp_path / "run", objective="electra", rho1=2, rho2=0.5, steps=6))
+    rows = read_loss_log(tmp_path / "run" / "stage1.csv")
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    for row in rows:
+        assert set(LOSS_PARTS) <= set(row)
+        assert min(row["task"], row["lm_internal"], row["lm_external"]) > 0
+        assert row["loss"] == pytest.approx(
+            row["task"] + 0.5 * row["lm_internal"] + row["lm_external"], rel=1e-4
+        )
+    flops = [r["flops"] for r in rows]
+    assert all(b > a for a, b in zip(flops, flops[1:]))
+    assert results["stage1_steps"] == 6 and results["flop_source"] == "flops.analytic"
+    # The saved classifier reproduces the reported test metrics (the best-dev state was saved, then tested).
+    import torch
+    from transformers import AutoTokenizer, ElectraForSequenceClassification
+
+    from tlm.tasks import read_task_file
+
+    model = ElectraForSequenceClassification.from_pretrained(str(tmp_path / "run" / "model")).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "model"))
+    examples = read_task_file(data / "test.tsv")
+    with torch.no_grad():
+        logits = model(**tokenizer([e.text for e in examples], padding=True, return_tensors="pt")).logits
+    gold = [model.config.label2id[e.label] for e in examples]
+    assert classification_metrics(logits.argmax(-1).tolist(), gold, 3) == pytest.approx(results["test"])
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert saved["test"] == results["test"]
+
+
+def test_flop_budget_stops_stage_one(data, retrieved, tmp_path):
+    budget = 3e9
+    results = train_tlm(
+        _settings(
+            data,
+            tmp_path / "b",
+            objective="mlm",
+            rho1=1,
+            rho2=1.0,
+            steps=1000,
+            flops_budget=budget,
+            finetune_epochs=0,
+        )
+    )
+    rows = read_loss_log(tmp_path / "b" / "stage1.csv")
+    assert rows[-1]["flops"] >= budget > rows[-2]["flops"]
+    assert results["stage1_steps"] == len(rows) < 1000
+
+
+def test_task_only_baseline_learns_the_task(data, tmp_path):
+    results = train_tlm(
+        _settings(data, tmp_path / "none", objective="none", retrieved=None, steps=60, finetune_epochs=2)
+    )
+    rows = read_loss_log(tmp_path / "none" / "stage1.csv")
+    assert all(r["lm_internal"] == 0 and r["lm_external"] == 0 and r["loss"] == r["task"] for r in rows)
+    first, last = sum(r["task"] for r in rows[:10]) / 10, sum(r["task"] for r in rows[-10:]) / 10
+    assert last < first - 0.2  # ln 3 = 1.10 at the start
+    assert results["test"]["accuracy"] > 0.6  # three balanced-ish classes: chance is about 1/3
+
+    from transformers import ElectraForSequenceClassification
+
+    model = ElectraForSequenceClassification.from_pretrained(str(tmp_path / "none" / "model"))
+    assert model.config.num_labels == 3 and model.config.id2label[0] == "money"
+
+
+def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):
+    bad_test = tmp_path / "test.tsv"
+    bad_test.write_text("stock market news\tweather\n")
+    args = [
+        "tlm",
+        "train",
+        "--task-train",
+        str(data / "train.tsv"),
+        "--task-dev",
+        str(data / "dev.tsv"),
+        "--task-test",
+        str(bad_test),
+        "--objective",
+        "none",
+        "--out",
+        str(tmp_path / "o"),
+        "--steps",
+        "1",
+    ]
+    assert main(args) == 2
+    assert "label 'weather', which the training file never uses" in capsys.readouterr().err
+    no_label = tmp_path / "nolabel.csv"
+    no_label.write_text("title,text\nA,b\n")
+    assert (
+        main(
+            [
+                "tlm",
+                "retrieve",
+                "--corpus",
+                str(data / "corpus"),
+                "--task-train",
+                str(no_label),
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 2
+    )
+    assert "label column 'label' not found" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "tlm",
+                "retrieve",
+                "--corpus",
+                str(data / "corpus"),
+                "--task-train",
+                str(data / "train.tsv"),
+                "--out",
+                str(tmp_path / "r"),
+                "--index",
+                str(tmp_path / "r" / "index"),
+            ]
+        )
+        == 0
+    )
+    nothing = tmp_path / "nothing.tsv"
+    nothing.write_text("zzyzx qwerty\tA\nplugh xyzzy\tB\n")
+    assert (
+        main(
+            [
+                "tlm",
+                "retrieve",
+                "--corpus",
+                str(data / "corpus"),
+                "--task-train",
+                str(nothing),
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 2
+    )
+    assert "retrieved nothing" in capsys.readouterr().err
+
+
+def test_electric_objective_trains_jointly(data, retrieved, tmp_path):
+    results = train_tlm(
+        _settings(data, tmp_path / "el", objective="electric", rho1=1, rho2=1.0, steps=2, finetune_epochs=0)
+    )
+    rows = read_loss_log(tmp_path / "el" / "stage1.csv")
+    assert len(rows) == 2 and all(r["lm_internal"] > 0 and r["lm_external"] > 0 for r in rows)
+    assert results["stage1_steps"] == 2

@@ -1,0 +1,199 @@
+"""`electra tlm retrieve | train | sciie`: TLM's retrieval step, its two-stage training, and the SciERC task builder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "tlm",
+        help="TLM: retrieve a task-relevant corpus with BM25, then train task + LM jointly from scratch",
+        description="Task-driven language modelling (Yao et al., 2022) with mlm, electra or electric as the LM.",
+    )
+    sub = parser.add_subparsers(dest="tlm_command", metavar="STEP")
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+    retrieve = sub.add_parser(
+        "retrieve", help="BM25 top-K passages of a general corpus for every task example"
+    )
+    retrieve.add_argument(
+        "--corpus",
+        required=True,
+        nargs="+",
+        help="general corpus: text files, folders, .jsonl files or saved datasets (several are indexed together)",
+    )
+    retrieve.add_argument(
+        "--task-train", required=True, help="task training file whose texts are the queries"
+    )
+    retrieve.add_argument("--top-k", type=int, default=50, help="passages per query (the paper: 50 to 5000)")
+    retrieve.add_argument(
+        "--out", required=True, help="output folder: corpus/retrieved.txt, retrieved.jsonl, summary.json"
+    )
+    retrieve.add_argument(
+        "--index", default=None, help="index folder (built once, reused; default OUT/index)"
+    )
+    retrieve.add_argument("--passage-words", type=int, default=128, help="maximum words per indexed passage")
+    retrieve.add_argument("--min-passage-words", type=int, default=5, help="shorter passages are not indexed")
+    retrieve.add_argument(
+        "--long-query-words", type=int, default=64, help="longer inputs query with RAKE keywords"
+    )
+    retrieve.add_argument(
+        "--keyword-words", type=int, default=32, help="words of RAKE keywords per long query"
+    )
+    _task_columns(retrieve)
+    retrieve.set_defaults(func=run_retrieve)
+
+    train = sub.add_parser("train", help="stage 1: task + LM jointly; stage 2: task alone; report dev/test")
+    train.add_argument("--retrieved", default=None, help="the `tlm retrieve --out` folder (or any corpus)")
+    train.add_argument("--task-train", required=True)
+    train.add_argument("--task-dev", required=True)
+    train.add_argument("--task-test", required=True)
+    train.add_argument("--out", default="runs/tlm", help="output folder")
+    train.add_argument(
+        "--objective",
+        default="electra",
+        choices=["mlm", "electra", "electric", "none"],
+        help="LM objective; 'none' is the task-only baseline trained from scratch",
+    )
+    train.add_argument("--size", default="tiny", help="model size preset (tiny, mini, small, base, large)")
+    train.add_argument("--config", default=None, help="JSON config file layered over the size")
+    train.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)"
+    )
+    train.add_argument("--rho1", type=int, default=3, help="retrieved (external) batches per task batch")
+    train.add_argument(
+        "--rho2", type=float, default=20.0, help="weight of the LM loss on task (internal) data"
+    )
+    train.add_argument(
+        "--batch-size", type=int, default=None, help="task batch size (external batches match it)"
+    )
+    train.add_argument("--steps", type=int, default=None, help="stage-1 steps (default: from --flops-budget)")
+    train.add_argument("--flops-budget", type=float, default=None, help="stop stage 1 after this many FLOPs")
+    train.add_argument("--finetune-epochs", type=int, default=3)
+    train.add_argument("--finetune-lr", type=float, default=1e-4)
+    train.add_argument("--finetune-layer-decay", type=float, default=0.8)
+    train.add_argument("--finetune-batch-size", type=int, default=32)
+    train.add_argument(
+        "--vocab", default=None, help="WordPiece vocab.txt (default: train one on the retrieved corpus)"
+    )
+    train.add_argument("--seed", type=int, default=42)
+    train.add_argument("--cache-dir", default=None, help="where packed LM examples are cached")
+    train.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
+    _task_columns(train)
+    train.set_defaults(func=run_train)
+
+    sciie = sub.add_parser(
+        "sciie", help="build DSP's sciie relation-classification task from SciERC jsonl files"
+    )
+    sciie.add_argument(
+        "--scierc", required=True, help="folder with SciERC train.json, dev.json, test.json (DyGIE form)"
+    )
+    sciie.add_argument("--out", required=True, help="folder for train/dev/test.jsonl with text and label")
+    sciie.set_defaults(func=run_sciie)
+
+
+def _task_columns(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--text-column", default=None, help="text column name(s) or 0-based index(es), comma-separated"
+    )
+    parser.add_argument("--label-column", default=None, help="label column name or 0-based index")
+    parser.add_argument(
+        "--header", choices=["auto", "yes", "no"], default="auto", help="does the TSV/CSV have a header"
+    )
+    parser.add_argument(
+        "--task-format", choices=["tsv", "csv", "jsonl"], default=None, help="default: from the suffix"
+    )
+
+
+def _column_kwargs(args) -> dict:
+    from tlm.tasks import parse_columns
+
+    label = parse_columns(args.label_column)
+    return {
+        "text_columns": parse_columns(args.text_column),
+        "label_column": label[0] if label else None,
+        "header": {"auto": None, "yes": True, "no": False}[args.header],
+    }
+
+
+def run_retrieve(args) -> int:
+    from tlm.retrieval import load_or_build_index, retrieve_corpus
+    from tlm.tasks import read_task_file
+
+    examples = read_task_file(args.task_train, fmt=args.task_format, **_column_kwargs(args))
+    index_dir = Path(args.index) if args.index else Path(args.out) / "index"
+    with load_or_build_index(args.corpus, index_dir, args.passage_words, args.min_passage_words) as index:
+        result = retrieve_corpus(
+            index,
+            [e.text for e in examples],
+            args.top_k,
+            args.out,
+            long_query_words=args.long_query_words,
+            keyword_words=args.keyword_words,
+            source=args.task_train,
+        )
+        total = index.num_docs
+    print(
+        f"retrieved {len(result.doc_ids)} unique passages (of {total} indexed) for {len(examples)} queries "
+        f"-> {Path(args.out) / 'corpus'}"
+    )
+    return 0
+
+
+def run_train(args) -> int:
+    from electra.config import parse_overrides
+    from tlm.train import TLMSettings, train_tlm
+
+    settings = TLMSettings(
+        task_train=args.task_train,
+        task_dev=args.task_dev,
+        task_test=args.task_test,
+        out=args.out,
+        retrieved=args.retrieved,
+        objective=args.objective,
+        size=args.size,
+        config_file=args.config,
+        overrides=parse_overrides(args.set),
+        rho1=args.rho1,
+        rho2=args.rho2,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        flops_budget=args.flops_budget,
+        finetune_epochs=args.finetune_epochs,
+        finetune_lr=args.finetune_lr,
+        finetune_layer_decay=args.finetune_layer_decay,
+        finetune_batch_size=args.finetune_batch_size,
+        vocab=args.vocab,
+        task_format=args.task_format,
+        seed=args.seed,
+        cache_dir=args.cache_dir,
+        progress=not args.no_progress,
+        **_column_kwargs(args),
+    )
+    results = train_tlm(settings)
+    print(
+        json.dumps(
+            {k: results[k] for k in ("objective", "stage1_steps", "stage1_flops", "dev", "test")}, indent=2
+        )
+    )
+    return 0
+
+
+def run_sciie(args) -> int:
+    from electra.errors import UserError
+    from tlm.tasks import build_sciie, write_jsonl
+
+    source, out = Path(args.scierc), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        if not (source / f"{split}.json").is_file():
+            raise UserError(
+                f"{source / f'{split}.json'}: missing; --scierc needs train.json, dev.json and test.json."
+            )
+        examples = build_sciie(source / f"{split}.json")
+        write_jsonl(examples, out / f"{split}.jsonl")
+        print(f"{split}: {len(examples)} relations -> {out / f'{split}.jsonl'}")
+    return 0

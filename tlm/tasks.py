@@ -1,0 +1,271 @@
+"""Labelled classification data for TLM: TSV / CSV / JSONL readers, a label vocabulary, and the SciERC "sciie" task.
+
+Task files come in many shapes (AG News from ALPS is `text<TAB>label` with no header; the original AG News CSV is
+`label,title,description` with one), so columns are named or numbered, the header is detected, and several text
+columns are joined. Every problem is a `UserError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from electra.errors import UserError
+
+Column = str | int
+
+
+@dataclass(frozen=True)
+class TaskExample:
+    text: str
+    label: str
+
+
+def parse_columns(spec: str | None) -> list[Column] | None:
+    """`"title,description"` or `"1,2"` from the command line into names / 0-based indices."""
+    if spec is None or not spec.strip():
+        return None
+    return [int(p) if p.strip().lstrip("-").isdigit() else p.strip() for p in spec.split(",")]
+
+
+def _format_of(path: Path, fmt: str | None) -> str:
+    fmt = fmt or path.suffix.lower().lstrip(".")
+    fmt = {"ndjson": "jsonl", "json": "jsonl", "txt": "tsv"}.get(fmt, fmt)
+    if fmt not in ("tsv", "csv", "jsonl"):
+        raise UserError(
+            f"{path}: cannot tell the format from the suffix; pass --task-format tsv, csv or jsonl."
+        )
+    return fmt
+
+
+def read_task_file(
+    path: str | Path,
+    text_columns: Sequence[Column] | None = None,
+    label_column: Column | None = None,
+    header: bool | None = None,
+    fmt: str | None = None,
+) -> list[TaskExample]:
+    """Examples of a TSV, CSV or JSONL file (see the module doc for how columns are resolved)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: task file does not exist.")
+    kind = _format_of(path, fmt)
+    examples = (
+        _read_jsonl(path, text_columns, label_column)
+        if kind == "jsonl"
+        else _read_delimited(path, "\t" if kind == "tsv" else ",", text_columns, label_column, header)
+    )
+    if not examples:
+        raise UserError(f"{path}: no examples (the file is empty); a task split needs labelled rows.")
+    return examples
+
+
+def _read_delimited(
+    path: Path,
+    delimiter: str,
+    text_columns: Sequence[Column] | None,
+    label_column: Column | None,
+    header: bool | None,
+) -> list[TaskExample]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL  # TSV text keeps its quote marks
+        rows = [row for row in csv.reader(handle, delimiter=delimiter, quoting=quoting)]
+    numbered = [(n, row) for n, row in enumerate(rows, start=1) if any(cell.strip() for cell in row)]
+    if not numbered:
+        return []
+    first = [cell.strip() for cell in numbered[0][1]]
+    if header is None:
+        wanted = {"label", "text"} | {c for c in [label_column, *(text_columns or [])] if isinstance(c, str)}
+        header = any(cell.lower() in {w.lower() for w in wanted} for cell in first)
+    names = first if header else []
+    body = numbered[1:] if header else numbered
+    width = len(first)
+
+    def index_of(column: Column, role: str) -> int:
+        if isinstance(column, int):
+            if not -width <= column < width:
+                raise UserError(
+                    f"{path}:1: {role} column {column} is out of range (rows have {width} columns)."
+                )
+            return column % width
+        lowered = [n.lower() for n in names]
+        if column.lower() not in lowered:
+            where = f"the header has {', '.join(names)}" if names else "the file has no header row"
+            raise UserError(
+                f"{path}:1: {role} column {column!r} not found ({where}); pass --{role}-column NAME or a 0-based index."
+            )
+        return lowered.index(column.lower())
+
+    if label_column is None:
+        if header:
+            label_column = "label"
+        elif width == 2:
+            label_column = 1  # the common `text<TAB>label` layout
+        else:
+            raise UserError(
+                f"{path}:1: no label column: the file has no header and {width} columns; "
+                "pass --label-column with a 0-based index (or add a header with a 'label' column)."
+            )
+    label_index = index_of(label_column, "label")
+    if text_columns is None:
+        if header and "text" in [n.lower() for n in names]:
+            text_indices = [index_of("text", "text")]
+        else:  # every other column, in order (AG News: title then description)
+            text_indices = [i for i in range(width) if i != label_index]
+    else:
+        text_indices = [index_of(c, "text") for c in text_columns]
+
+    examples = []
+    for number, row in body:
+        if len(row) != width:
+            raise UserError(
+                f"{path}:{number}: {len(row)} columns where the first row has {width}; "
+                "fix the row (a stray delimiter or quote?)."
+            )
+        label = row[label_index].strip()
+        if not label:
+            raise UserError(f"{path}:{number}: empty label; every row needs one.")
+        text = " ".join(row[i].strip() for i in text_indices if row[i].strip())
+        examples.append(TaskExample(text=text, label=label))
+    return examples
+
+
+def _read_jsonl(
+    path: Path, text_columns: Sequence[Column] | None, label_column: Column | None
+) -> list[TaskExample]:
+    text_keys = [str(c) for c in (text_columns or ["text"])]
+    label_key = str(label_column if label_column is not None else "label")
+    examples = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UserError(
+                    f"{path}:{number}: not valid JSON ({exc.msg}); write one object per line."
+                ) from None
+            if not isinstance(record, dict):
+                raise UserError(f"{path}:{number}: expected a JSON object with text and label fields.")
+            if label_key not in record:
+                raise UserError(
+                    f"{path}:{number}: label field {label_key!r} missing (fields: {', '.join(record)}); "
+                    "pass --label-column NAME."
+                )
+            missing = [k for k in text_keys if k not in record]
+            if missing:
+                raise UserError(
+                    f"{path}:{number}: text field {missing[0]!r} missing (fields: {', '.join(record)}); "
+                    "pass --text-column NAME."
+                )
+            text = " ".join(str(record[k]).strip() for k in text_keys if str(record[k]).strip())
+            examples.append(TaskExample(text=text, label=str(record[label_key]).strip()))
+    return examples
+
+
+class LabelVocab:
+    """Label strings to class ids, fixed by the training split (sorted, so every run numbers them alike)."""
+
+    def __init__(self, labels: Sequence[str]):
+        self.labels = list(labels)
+        self.index = {label: i for i, label in enumerate(self.labels)}
+
+    @classmethod
+    def from_examples(cls, examples: Sequence[TaskExample], source: str) -> LabelVocab:
+        labels = sorted({e.label for e in examples})
+        if len(labels) < 2:
+            raise UserError(
+                f"{source}: only {len(labels)} distinct label(s); classification needs at least two."
+            )
+        return cls(labels)
+
+    def encode(self, examples: Sequence[TaskExample], source: str) -> list[int]:
+        for number, example in enumerate(examples, start=1):
+            if example.label not in self.index:
+                raise UserError(
+                    f"{source}: example {number} has label {example.label!r}, which the training file never uses "
+                    f"(labels: {', '.join(self.labels)}); fix the label or add training examples for it."
+                )
+        return [self.index[e.label] for e in examples]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def split_examples(
+    examples: Sequence[TaskExample], dev_size: int, seed: int
+) -> tuple[list[TaskExample], list[TaskExample]]:
+    """A seeded train/dev split, for tasks that ship one labelled file (AG News from ALPS)."""
+    if not 0 < dev_size < len(examples):
+        raise UserError(
+            f"dev size {dev_size} must be between 1 and {len(examples) - 1} for {len(examples)} examples."
+        )
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    dev = sorted(order[:dev_size])
+    rest = sorted(order[dev_size:])
+    return [examples[i] for i in rest], [examples[i] for i in dev]
+
+
+def write_jsonl(examples: Sequence[TaskExample], path: str | Path) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for example in examples:
+            handle.write(json.dumps({"text": example.text, "label": example.label}) + "\n")
+
+
+def mark_relation(tokens: Sequence[str], head: tuple[int, int], tail: tuple[int, int]) -> str:
+    """The sentence with `[[ head ]]` and `<< tail >>` around the two spans (inclusive token ranges).
+
+    These are the markers of SciBERT's / Don't Stop Pretraining's "sciie" relation task: the classifier sees which
+    pair is meant. Nested or shared spans keep well-formed brackets: openings before closings at a position.
+    """
+    before: dict[int, list[str]] = {}
+    after: dict[int, list[str]] = {}
+    before.setdefault(head[0], []).append("[[")
+    before.setdefault(tail[0], []).append("<<")
+    after.setdefault(head[1], []).append("]]")
+    after.setdefault(tail[1], []).append(">>")
+    out: list[str] = []
+    for i, token in enumerate(tokens):
+        out.extend(before.get(i, []))
+        out.append(token)
+        out.extend(reversed(after.get(i, [])))
+    return " ".join(out)
+
+
+def build_sciie(path: str | Path) -> list[TaskExample]:
+    """One example per annotated relation of a SciERC (DyGIE jsonl) file: marked sentence, relation label.
+
+    DyGIE stores spans as document-level token offsets; each relation lies inside one sentence, so offsets are made
+    sentence-relative. The counts match DSP's sciie splits (train 3,219 / dev 455 / test 974).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: SciERC file does not exist.")
+    examples = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+                sentences, relations = doc["sentences"], doc["relations"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise UserError(
+                    f"{path}:{number}: not a DyGIE document (need 'sentences' and 'relations' lists)."
+                ) from None
+            start = 0
+            for sentence, sentence_relations in zip(sentences, relations):
+                for relation in sentence_relations:
+                    h0, h1, t0, t1, label = relation
+                    head, tail = (h0 - start, h1 - start), (t0 - start, t1 - start)
+                    if min(head + tail) < 0 or max(head + tail) >= len(sentence):
+                        raise UserError(f"{path}:{number}: relation {relation} lies outside its sentence.")
+                    examples.append(TaskExample(text=mark_relation(sentence, head, tail), label=label))
+                start += len(sentence)
+    return examples
