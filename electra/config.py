@@ -13,7 +13,8 @@ from typing import Any
 
 from electra.errors import UserError
 
-OBJECTIVES = ("electra", "mlm", "electric", "electra-tt")
+OBJECTIVES = ("electra", "mlm", "electric", "electra-tt", "electra-15", "replace-mlm", "all-tokens-mlm")
+# the last three: the paper's efficiency-analysis stepping stones (electra/stepping_stones.py)
 GENERATORS = ("mlm", "unigram", "two-tower")
 EMBEDDING_SHARING = ("none", "embeddings", "all")
 MIXED_PRECISION = ("no", "bf16", "fp16")

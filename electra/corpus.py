@@ -14,6 +14,7 @@ import gzip
 import json
 import re
 import tarfile
+import warnings
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,8 +43,12 @@ _TAGGED_TOKEN = re.compile(r"^\S+/[a-z0-9\-+$*.,:;()`'!?]+$")
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
-def read_documents(path: str | Path, doc_boundary: str = "auto") -> Iterator[str]:
-    """Yield documents as text, one paragraph per line; raise UserError naming the file on unreadable input."""
+def read_documents(path: str | Path, doc_boundary: str = "auto", strict_utf8: bool = False) -> Iterator[str]:
+    """Yield documents as text, one paragraph per line; raise UserError naming the file on unreadable input.
+
+    Files that are not UTF-8 but look like 8-bit text (old corpora: Reuters, some Gutenberg books) are read as
+    Latin-1 with a warning, unless `strict_utf8`; bytes that are not text at all (NUL bytes, binaries) are an error.
+    """
     if doc_boundary not in DOC_BOUNDARIES:
         raise UserError(f"doc_boundary={doc_boundary!r} is not one of {', '.join(DOC_BOUNDARIES)}.")
     path = Path(path)
@@ -61,7 +66,7 @@ def read_documents(path: str | Path, doc_boundary: str = "auto") -> Iterator[str
     if boundary == "auto":
         boundary = "file" if path.is_dir() and len(files) > 1 else "blank"
     for file in files:
-        for name, text in _file_texts(file):
+        for name, text in _file_texts(file, strict_utf8):
             yield from _documents_of(name, text, boundary)
 
 
@@ -91,7 +96,7 @@ def _read_saved_dataset(path: Path) -> Iterator[str]:
                 yield text
 
 
-def _file_texts(file: Path) -> Iterator[tuple[str, str]]:
+def _file_texts(file: Path, strict_utf8: bool = False) -> Iterator[tuple[str, str]]:
     """(display name, decoded text) for a file or each text member of an archive."""
     name = file.name.lower()
     if name.endswith((".tar.gz", ".tgz", ".tar")):
@@ -101,7 +106,10 @@ def _file_texts(file: Path) -> Iterator[tuple[str, str]]:
                     if member.isfile() and _is_text_name(member.name):
                         handle = archive.extractfile(member)
                         if handle is not None:
-                            yield f"{file}:{member.name}", _decode(handle.read(), f"{file}:{member.name}")
+                            yield (
+                                f"{file}:{member.name}",
+                                _decode(handle.read(), f"{file}:{member.name}", strict_utf8),
+                            )
         except tarfile.TarError as exc:
             raise UserError(f"{file}: not a readable tar archive ({exc}).") from None
     elif name.endswith(".zip"):
@@ -109,7 +117,10 @@ def _file_texts(file: Path) -> Iterator[tuple[str, str]]:
             with zipfile.ZipFile(file) as archive:
                 for member in sorted(archive.namelist()):
                     if not member.endswith("/") and _is_text_name(member):
-                        yield f"{file}:{member}", _decode(archive.read(member), f"{file}:{member}")
+                        yield (
+                            f"{file}:{member}",
+                            _decode(archive.read(member), f"{file}:{member}", strict_utf8),
+                        )
         except zipfile.BadZipFile as exc:
             raise UserError(f"{file}: not a readable zip archive ({exc}).") from None
     elif name.endswith(".gz"):
@@ -117,9 +128,9 @@ def _file_texts(file: Path) -> Iterator[tuple[str, str]]:
             data = gzip.decompress(file.read_bytes())
         except OSError as exc:
             raise UserError(f"{file}: not a readable gzip file ({exc}).") from None
-        yield str(file.with_suffix("")), _decode(data, str(file))
+        yield str(file.with_suffix("")), _decode(data, str(file), strict_utf8)
     else:
-        yield str(file), _decode(file.read_bytes(), str(file))
+        yield str(file), _decode(file.read_bytes(), str(file), strict_utf8)
 
 
 def _is_text_name(name: str) -> bool:
@@ -130,14 +141,20 @@ def _is_text_name(name: str) -> bool:
     return suffix in TEXT_SUFFIXES or suffix in JSON_SUFFIXES
 
 
-def _decode(data: bytes, name: str) -> str:
+def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(
-            f"{name}: undecodable bytes at offset {exc.start} (not UTF-8); convert it with "
-            f"`iconv -f latin1 -t utf-8` or remove it from the corpus."
-        ) from None
+        looks_binary = b"\x00" in data[:65536] or sum(
+            b < 9 or 13 < b < 32 for b in data[:65536]
+        ) > 0.01 * min(len(data), 65536)
+        if strict_utf8 or looks_binary:
+            raise UserError(
+                f"{name}: undecodable bytes at offset {exc.start} (not UTF-8 text); convert it with "
+                f"`iconv -f latin1 -t utf-8` or remove it from the corpus."
+            ) from None
+        warnings.warn(f"{name} is not UTF-8; reading it as Latin-1", stacklevel=2)
+        return data.decode("latin-1")
 
 
 def _documents_of(name: str, text: str, boundary: str) -> Iterator[str]:

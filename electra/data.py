@@ -176,6 +176,7 @@ def build_pretraining_dataset(
     doc_boundary: str = "auto",
     settings: ExampleSettings | None = None,
     show_progress: bool = True,
+    strict_utf8: bool = False,
 ):
     """The packed, tokenised examples of a corpus as a memory-mapped `datasets.Dataset` (cached; see module doc)."""
     from datasets import disable_progress_bars, enable_progress_bars, load_from_disk
@@ -191,7 +192,7 @@ def build_pretraining_dataset(
             f"max_seq_length={settings.max_seq_length} is too short to hold [CLS] A [SEP] B [SEP]."
         )
     root = Path(cache_dir) if cache_dir else default_cache_root() / "examples"
-    key = examples_cache_key(corpus_path, tokenizer, settings, doc_boundary)
+    key = examples_cache_key(corpus_path, tokenizer, settings, f"{doc_boundary}/strict={strict_utf8}")
     final = root / key
     if (final / "dataset_info.json").is_file():
         return load_from_disk(str(final))
@@ -200,7 +201,7 @@ def build_pretraining_dataset(
     if not show_progress:
         disable_progress_bars()
     try:
-        documents = _documents_dataset(corpus_path, doc_boundary, work / "documents-cache")
+        documents = _documents_dataset(corpus_path, doc_boundary, work / "documents-cache", strict_utf8)
         if len(documents) == 0:
             raise UserError(f"corpus {corpus_path} is empty: it holds no text. Point --corpus at real text.")
         num_proc = num_proc if num_proc is not None else min(4, os.cpu_count() or 1)
@@ -230,17 +231,17 @@ def build_pretraining_dataset(
     return load_from_disk(str(final))
 
 
-def _documents_dataset(corpus_path, doc_boundary: str, cache_dir: Path):
+def _documents_dataset(corpus_path, doc_boundary: str, cache_dir: Path, strict_utf8: bool):
     """Stream documents into an Arrow file; a UserError raised while reading comes out as itself."""
     from datasets import Dataset, Features, Value
     from datasets.exceptions import DatasetGenerationError
 
-    if next(read_documents(corpus_path, doc_boundary=doc_boundary), None) is None:
+    if next(read_documents(corpus_path, doc_boundary, strict_utf8), None) is None:
         raise UserError(f"corpus {corpus_path} is empty: it holds no text. Point --corpus at real text.")
     try:
         return Dataset.from_generator(
             _document_records,
-            gen_kwargs={"corpus": str(corpus_path), "doc_boundary": doc_boundary},
+            gen_kwargs={"corpus": str(corpus_path), "doc_boundary": doc_boundary, "strict_utf8": strict_utf8},
             features=Features({"text": Value("string")}),
             cache_dir=str(cache_dir),
         )
@@ -251,8 +252,8 @@ def _documents_dataset(corpus_path, doc_boundary: str, cache_dir: Path):
         raise
 
 
-def _document_records(corpus: str, doc_boundary: str) -> Iterator[dict[str, str]]:
-    for document in read_documents(corpus, doc_boundary=doc_boundary):
+def _document_records(corpus: str, doc_boundary: str, strict_utf8: bool) -> Iterator[dict[str, str]]:
+    for document in read_documents(corpus, doc_boundary, strict_utf8):
         yield {"text": document}
 
 

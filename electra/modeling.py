@@ -84,7 +84,8 @@ class PretrainingModel(nn.Module):
 
             init_energy_offset(head, self.config.vocab_size, self.config.mask_prob)
             return
-        p = self.config.mask_prob
+        # ELECTRA 15% scores only the masked positions, most of which start out replaced: there the prior is ~even.
+        p = 0.5 if self.config.objective == "electra-15" else self.config.mask_prob
         with torch.no_grad():
             head.dense_prediction.bias.fill_(math.log(p / (1.0 - p)))
 

@@ -7,7 +7,15 @@ from pathlib import Path
 
 from electra.config import SIZES
 
-OBJECTIVE_CHOICES = ("electra", "mlm", "electric", "electra-tt")
+OBJECTIVE_CHOICES = (
+    "electra",
+    "mlm",
+    "electric",
+    "electra-tt",
+    "electra-15",
+    "replace-mlm",
+    "all-tokens-mlm",
+)
 
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +70,9 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--doc-boundary", default="auto", choices=("auto", "file", "blank"), help="what separates documents"
     )
+    parser.add_argument(
+        "--strict-utf8", action="store_true", help="reject non-UTF-8 files instead of reading them as Latin-1"
+    )
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG of training curves at the end")
     parser.add_argument(
         "--help-config", action="store_true", help="list every config field with its default and exit"
@@ -114,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         plot=not args.no_plot,
         doc_boundary=args.doc_boundary,
+        strict_utf8=args.strict_utf8,
     )
     train(config, inputs)
     return 0

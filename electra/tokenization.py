@@ -104,6 +104,7 @@ def load_or_train_tokenizer(
     vocab_size: int,
     lowercase: bool = True,
     cache_dir: str | Path | None = None,
+    strict_utf8: bool = False,
 ) -> PreTrainedTokenizerFast:
     """`--vocab` wins; otherwise train WordPiece on the corpus once and reuse it while the corpus is unchanged."""
     if vocab is not None:
@@ -126,9 +127,10 @@ def load_or_train_tokenizer(
     final = root / key
     if (final / "tokenizer.json").is_file():
         return load_saved_tokenizer(final)
-    if next(read_documents(corpus), None) is None:
+    if next(read_documents(corpus, strict_utf8=strict_utf8), None) is None:
         raise UserError(f"corpus {corpus} is empty: it holds no text. Point --corpus at real text.")
-    tokenizer = train_wordpiece_tokenizer(read_documents(corpus), vocab_size=vocab_size, lowercase=lowercase)
+    documents = read_documents(corpus, strict_utf8=strict_utf8)
+    tokenizer = train_wordpiece_tokenizer(documents, vocab_size=vocab_size, lowercase=lowercase)
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".{key}-{os.getpid()}"
     tokenizer.save_pretrained(str(staging))

@@ -46,6 +46,7 @@ class RunInputs:
     resume: bool = False
     plot: bool = True
     doc_boundary: str = "auto"
+    strict_utf8: bool = False
 
 
 def no_decay(name: str) -> bool:
@@ -112,6 +113,7 @@ def train(config: PretrainConfig, inputs: RunInputs) -> dict:
             num_proc=inputs.num_proc,
             doc_boundary=inputs.doc_boundary,
             show_progress=accelerator.is_main_process,
+            strict_utf8=inputs.strict_utf8,
         )
     config.vocab_size = len(tokenizer)
     counts = token_counts(dataset, len(tokenizer)) if config.generator == "unigram" else None

@@ -33,6 +33,10 @@ What each objective is charged (forward, per sequence; training doubles it):
   states at *every* position, since Electric needs the noise probability of every token.
 * electra-tt: ELECTRA's discriminator with the same two-tower generator (the cloze head again scores every position,
   as the reference computes it before gathering the masked ones).
+* electra-15 (`electra.stepping_stones`): exactly ELECTRA's cost; only the loss's averaging differs.
+* replace-mlm: ELECTRA's generator + a full-size masked LM whose head runs at the predicted positions only.
+* all-tokens-mlm: ELECTRA's generator + a full-size masked LM whose head runs at *every* position, plus a one-unit
+  copy-probability layer (2*hidden per token).
 
 The measured counterpart (`flops.measured`) runs the real modules under `FlopCounterMode`; matmul terms of this
 module are the ones it can see (`kind == "matmul"`), lookups and element-wise terms are convention only.
@@ -166,6 +170,23 @@ def token_classifier_terms(hidden: int, seq_len: int, network: str = "discrimina
     if energy:
         items.append(("add_noise_log_prob", ELEMENTWISE, 1))
     return _terms(network, "head", seq_len, items)
+
+
+# The efficiency-analysis objectives whose kept model is a masked LM (see electra/stepping_stones.py).
+MASKED_LM_MAIN = ("replace-mlm", "all-tokens-mlm")
+
+
+def masked_lm_main_head_terms(objective: str, disc: EncoderShape, seq_len: int, n_pred: float) -> list[Term]:
+    """Replace MLM predicts the masked positions; All-Tokens MLM every position, plus its copy probability."""
+    if objective == "replace-mlm":
+        return mlm_head_terms(disc.hidden, disc.embedding, disc.vocab, n_pred, "discriminator")
+    terms = mlm_head_terms(disc.hidden, disc.embedding, disc.vocab, seq_len, "discriminator")
+    return terms + _terms("discriminator", "head", seq_len, [("copy_logit", MATMUL, 2 * disc.hidden)])
+
+
+def masked_lm_main_head_params(objective: str, disc: EncoderShape) -> int:
+    copy_layer = disc.hidden + 1 if objective == "all-tokens-mlm" else 0
+    return mlm_head_params(disc.hidden, disc.embedding, disc.vocab) + copy_layer
 
 
 # ---------------------------------------------------------------------------------------------------- parameters
@@ -316,10 +337,16 @@ def count_flops(
     else:
         energy = objective == "electric"
         train = encoder_terms(disc, seq_len, "discriminator", paper_quirks)
-        train += token_classifier_terms(disc.hidden, seq_len, "discriminator", energy=energy)
-        params["discriminator"] = (
-            embedding_params(disc) + layers_params(disc) + token_classifier_params(disc.hidden)
-        )
+        if objective in MASKED_LM_MAIN:
+            train += masked_lm_main_head_terms(objective, disc, seq_len, n_pred)
+            params["discriminator"] = (
+                embedding_params(disc) + layers_params(disc) + masked_lm_main_head_params(objective, disc)
+            )
+        else:
+            train += token_classifier_terms(disc.hidden, seq_len, "discriminator", energy=energy)
+            params["discriminator"] = (
+                embedding_params(disc) + layers_params(disc) + token_classifier_params(disc.hidden)
+            )
         own_embeddings = embedding_params(gen) if sharing == "none" else 0
         if config.generator == "mlm":
             train += encoder_terms(gen, seq_len, "generator", paper_quirks)

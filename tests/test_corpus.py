@@ -52,10 +52,16 @@ def test_saved_dataset(tmp_path):
 def test_bad_inputs_name_the_file(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         list(read_documents(tmp_path / "missing"))
-    bad = tmp_path / "latin.txt"
-    bad.write_bytes("caf\xe9 au lait".encode("latin-1"))
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("caf\xe9 au lait".encode("latin-1"))
+    with pytest.warns(UserWarning, match="latin.txt is not UTF-8"):
+        assert list(read_documents(latin)) == ["caf\xe9 au lait"]
     with pytest.raises(UserError, match="latin.txt.*not UTF-8"):
-        list(read_documents(bad))
+        list(read_documents(latin, strict_utf8=True))
+    binary = tmp_path / "blob.txt"
+    binary.write_bytes(b"\x00\x01\xff\xfe" * 100)
+    with pytest.raises(UserError, match="blob.txt: undecodable bytes"):
+        list(read_documents(binary))
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"text": "ok"}\n{not json}\n')
     with pytest.raises(UserError, match="broken.jsonl:2"):

@@ -1,0 +1,545 @@
+"""`electra compare`: the ELECTRA paper's central experiment (score against pretraining FLOPs) on one machine.
+
+Every objective is pretrained on the same corpus, with the same WordPiece vocabulary (trained once, saved to
+OUT/tokenizer/) and the same cached examples, to the same budget of training FLOPs as `flops.analytic.count_flops`
+counts them (generator included). Each run's learning-rate schedule spans its own budget (max_steps = the steps
+the budget buys), and a checkpoint is exported at each of `--checkpoints` evenly spaced fractions of the budget:
+the training loop is driven once per fraction with `flops_budget = fraction x budget` and resumed from its own
+checkpoint for the next, so all fractions come from one uninterrupted-equivalent run. Every checkpoint is then
+fine-tuned on each GLUE task with every seed (`glue.finetune.run_glue`), and the per-task median and the paper's
+average are tabulated (OUT/results.{md,json}) and plotted against training FLOPs (OUT/curve.png, one line per
+objective, like the paper's Figure 5.1).
+
+Resumable at cell granularity: a pretraining fraction is done once its export (OUT/checkpoints/OBJ/KofN/cell.json)
+exists, a fine-tuning cell once OUT/glue/OBJ/KofN/TASK.json does; both are written by rename, so a killed run
+loses at most the cell in progress (and pretraining resumes from its latest checkpoint, saved twice per fraction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from electra.errors import UserError
+
+# Chosen so that tiny, electra+mlm, sst2,mrpc,stsb,rte, 3 seeds fit in about an hour on 2 CPU cores: see the README
+# ("Equal-compute comparison") for the measurement and the arithmetic.
+DEFAULT_BUDGET = 6.0e13
+DEFAULT_GLUE_MAX_TRAIN_EXAMPLES = 1000
+DEFAULT_GLUE_EPOCHS = 1.0
+DEFAULT_OBJECTIVES = "electra,mlm"
+DEFAULT_TASKS = "sst2,mrpc,stsb,rte"
+# Settings that define the pretraining runs: a rerun into the same OUT must agree on them.
+PRETRAINING_KEYS = ("corpus", "size", "overrides", "budget", "checkpoints")
+
+
+@dataclass
+class CompareSettings:
+    corpus: str
+    out: Path
+    objectives: list[str]
+    tasks: list[str]
+    glue_data: Path
+    size: str = "tiny"
+    budget: float = DEFAULT_BUDGET
+    checkpoints: int = 4
+    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
+    overrides: dict[str, Any] = field(default_factory=dict)
+    cache_dir: str | None = None
+    glue_max_train_examples: int | None = DEFAULT_GLUE_MAX_TRAIN_EXAMPLES
+    glue_epochs: float | None = DEFAULT_GLUE_EPOCHS
+    glue_max_steps: int | None = None
+    glue_batch_size: int = 32
+
+
+# ------------------------------------------------------------------------------------------------- pretraining
+def objective_config(settings: CompareSettings, objective: str, vocab_size: int):
+    """The objective's PretrainConfig with its schedule fitted to the budget (same batch for every objective)."""
+    from electra.config import build_config
+    from flops.analytic import count_flops
+
+    config = build_config(settings.size, None, {**settings.overrides, "objective": objective})
+    config.vocab_size = vocab_size
+    per_step = count_flops(config).train_flops_per_step
+    steps = math.ceil(settings.budget / per_step - 1e-9)
+    if steps < settings.checkpoints:
+        raise UserError(
+            f"--flops-budget {settings.budget:.3g} buys only {steps} step(s) of {objective} ({per_step:.3g} FLOPs "
+            f"each); give at least {settings.checkpoints * per_step:.3g} for {settings.checkpoints} checkpoints."
+        )
+    config.max_steps = steps
+    if "warmup_steps" not in settings.overrides:
+        config.warmup_steps = min(config.warmup_steps, max(1, steps // 10))
+    config.save_every = max(1, math.ceil(steps / (2 * settings.checkpoints)))
+    config.keep_checkpoints = 1_000_000  # pruned here, once a fraction is exported
+    config.flops_budget = settings.budget
+    return config.validate()
+
+
+def prepare_tokenizer(settings: CompareSettings, config) -> Path:
+    """Train (or reuse) the vocabulary once; every objective then loads it from OUT/tokenizer."""
+    from electra.tokenization import load_or_train_tokenizer
+
+    directory = settings.out / "tokenizer"
+    if not (directory / "tokenizer.json").is_file():
+        tokenizer = load_or_train_tokenizer(
+            None, settings.corpus, config.tokenizer_vocab_size, config.lowercase, _tokenizer_cache(settings)
+        )
+        staging = settings.out / ".tokenizer.partial"
+        tokenizer.save_pretrained(str(staging))
+        os.replace(staging, directory)
+    return directory
+
+
+def pretrain_objective(settings: CompareSettings, objective: str, tokenizer_dir: Path) -> list[dict]:
+    """Pretrain one objective through every budget fraction; returns one cell record per fraction."""
+    from electra.checkpoint import latest_checkpoint
+    from electra.tokenization import load_saved_tokenizer
+    from electra.train import RunInputs, train
+
+    tokenizer = load_saved_tokenizer(tokenizer_dir)
+    config = objective_config(settings, objective, len(tokenizer))
+    run_dir = settings.out / "pretrain" / objective
+    checkpoints_dir = run_dir / "checkpoints"
+    cells = []
+    for index in range(1, settings.checkpoints + 1):
+        dest = settings.out / "checkpoints" / objective / _fraction_name(index, settings.checkpoints)
+        if (dest / "cell.json").is_file():
+            cells.append(json.loads((dest / "cell.json").read_text()))
+            continue
+        target = settings.budget * index / settings.checkpoints
+        checkpoint = checkpoint_reaching(checkpoints_dir, target)
+        if checkpoint is None:
+            segment = copy.deepcopy(config)
+            segment.flops_budget = target
+            inputs = RunInputs(
+                corpus=settings.corpus,
+                output_dir=run_dir,
+                vocab=str(tokenizer_dir),
+                cache_dir=_cache(settings),
+                resume=latest_checkpoint(checkpoints_dir) is not None,
+                plot=False,
+            )
+            print(f"compare: pretraining {objective} to {target:.3g} FLOPs ({index}/{settings.checkpoints})")
+            train(segment, inputs)
+            checkpoint = checkpoint_reaching(checkpoints_dir, target)
+            if checkpoint is None:
+                raise RuntimeError(f"{run_dir}: training stopped before {target:.3g} FLOPs")
+        state = json.loads((checkpoint / "trainer_state.json").read_text())
+        export_checkpoint(checkpoint, config, tokenizer, dest)
+        cell = {
+            "objective": objective,
+            "index": index,
+            "fraction": index / settings.checkpoints,
+            "step": state["step"],
+            "train_flops": state["flops_spent"],
+            "target_flops": target,
+            "train_flops_per_step": _per_step(config),
+            "max_steps": config.max_steps,
+        }
+        _write_json(dest / "cell.json", cell)
+        _prune_before(checkpoints_dir, state["step"])
+        cells.append(cell)
+    return cells
+
+
+def checkpoint_reaching(checkpoints_dir: Path, flops: float) -> Path | None:
+    """The earliest saved checkpoint whose spent FLOPs reach `flops` (the step where the budget ran out)."""
+    found = []
+    for path in checkpoints_dir.glob("step-*"):
+        state_file = path / "trainer_state.json"
+        if path.is_dir() and state_file.is_file():
+            state = json.loads(state_file.read_text())
+            if state.get("flops_spent", 0.0) >= flops * (1 - 1e-12):
+                found.append((state["step"], path))
+    return min(found)[1] if found else None
+
+
+def export_checkpoint(checkpoint: Path, config, tokenizer, dest: Path) -> Path:
+    """Hugging Face exports (as the training loop writes them) of one saved checkpoint, published by rename."""
+    import shutil
+
+    from safetensors.torch import load_model
+
+    from electra.modeling import build_pretraining_model
+
+    model = build_pretraining_model(copy.deepcopy(config), tokenizer)
+    _, unexpected = load_model(model, str(checkpoint / "model.safetensors"), strict=False)
+    if unexpected:
+        raise UserError(
+            f"{checkpoint}: weights do not match the {config.objective} model ({unexpected[:3]})."
+        )
+    staging = dest.with_name(f".{dest.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    model.export(staging, tokenizer)
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staging, dest)
+    return dest
+
+
+def _prune_before(checkpoints_dir: Path, step: int) -> None:
+    import shutil
+
+    for path in checkpoints_dir.glob("step-*"):
+        if path.is_dir() and int(path.name.split("-")[1]) < step:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------- fine-tuning
+def glue_settings(settings: CompareSettings, config):
+    from glue.finetune import FinetuneSettings
+
+    return FinetuneSettings(
+        epochs=settings.glue_epochs,
+        max_steps=settings.glue_max_steps,
+        batch_size=settings.glue_batch_size,
+        max_seq_length=min(128, config.max_position_embeddings),
+        max_train_examples=settings.glue_max_train_examples,
+    )
+
+
+def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) -> dict:
+    """One (objective, fraction, task) cell: every seed, median per dev set. Skipped when already on disk."""
+    from electra.modeling import finetune_dir
+    from glue.finetune import run_glue
+    from glue.tasks import get_task
+
+    name = _fraction_name(cell["index"], settings.checkpoints)
+    path = settings.out / "glue" / cell["objective"] / name / f"{task}.json"
+    wanted = {"seeds": settings.seeds, "settings": asdict(finetune)}
+    if path.is_file():
+        done = json.loads(path.read_text())
+        if {k: done.get(k) for k in wanted} == wanted:
+            return done
+    model_dir = finetune_dir(settings.out / "checkpoints" / cell["objective"] / name)
+    print(f"compare: fine-tuning {cell['objective']} {name} on {task} (seeds {settings.seeds})")
+    results = run_glue(model_dir, [get_task(task)], settings.glue_data, finetune, settings.seeds)
+    done = dict(wanted, task=task, rows=results["results"], finetune_flops=results["finetune_flops"])
+    _write_json(path, done)
+    return done
+
+
+# ------------------------------------------------------------------------------------------------------ report
+def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], finetune) -> dict:
+    """The comparison so far, from whatever cells are on disk (missing scores are None)."""
+    from glue.finetune import glue_average
+
+    objectives = {}
+    for objective, records in cells.items():
+        rows_out = []
+        for cell in records:
+            rows: dict[str, dict] = {}
+            name = _fraction_name(cell["index"], settings.checkpoints)
+            for task in settings.tasks:
+                path = settings.out / "glue" / objective / name / f"{task}.json"
+                if path.is_file():
+                    rows.update(json.loads(path.read_text())["rows"])
+            for row in rows.values():  # JSON stores an undefined metric (NaN) as null
+                row["median"] = math.nan if row["median"] is None else row["median"]
+            average, _ = glue_average(rows)
+            rows_out.append(
+                {
+                    **{k: cell[k] for k in ("fraction", "step", "train_flops")},
+                    "scores": {k: None if math.isnan(r["median"]) else r["median"] for k, r in rows.items()},
+                    "average": None if math.isnan(average) else average,
+                }
+            )
+        objectives[objective] = {
+            "train_flops_per_step": records[0]["train_flops_per_step"] if records else None,
+            "max_steps": records[0]["max_steps"] if records else None,
+            "cells": rows_out,
+        }
+    return {
+        "corpus": settings.corpus,
+        "size": settings.size,
+        "budget": settings.budget,
+        "checkpoints": settings.checkpoints,
+        "tasks": settings.tasks,
+        "seeds": settings.seeds,
+        "overrides": settings.overrides,
+        "finetune_settings": asdict(finetune) if finetune is not None else None,
+        "objectives": objectives,
+    }
+
+
+def _score(value) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f}"
+
+
+def format_markdown(results: dict) -> str:
+    """Objective x budget fraction -> per-task median (x100, the paper's metric per task) and the average."""
+    keys: list[str] = []
+    for entry in results["objectives"].values():
+        for cell in entry["cells"]:
+            keys += [k for k in cell["scores"] if k not in keys]
+    header = ["objective", "fraction", "step", "train FLOPs", *keys, "average"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 4 + ["---:"] * (len(keys) + 1)) + "|"]
+    for objective, entry in results["objectives"].items():
+        for cell in entry["cells"]:
+            scores = [_score(cell["scores"].get(k)) for k in keys]
+            row = [objective, f"{cell['fraction']:.2f}", str(cell["step"]), f"{cell['train_flops']:.3g}"]
+            lines.append("| " + " | ".join(row + scores + [_score(cell["average"])]) + " |")
+    seeds = results.get("seeds") or []
+    lines.append("")
+    lines.append(
+        f"Budget {results['budget']:.3g} training FLOPs, size {results['size']}, corpus {results['corpus']}; "
+        f"median over {len(seeds)} seed(s); average = mean of the task medians (the paper's GLUE average)."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def plot_curve(results: dict, path: Path) -> Path:
+    """Average score against training FLOPs, one line per objective (the paper's Figure 5.1, left)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for objective, entry in results["objectives"].items():
+        points = [(c["train_flops"], 100 * c["average"]) for c in entry["cells"] if c["average"] is not None]
+        if points:
+            xs, ys = zip(*points)
+            axis.plot(xs, ys, marker="o", label=objective)
+    axis.set_xlabel("pretraining FLOPs")
+    axis.set_ylabel("average dev score")
+    axis.set_title(f"{results['size']}: score against training compute")
+    axis.grid(alpha=0.3)
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def write_report(results: dict, out: Path) -> dict[str, Path]:
+    """results.json, results.md and curve.png in `out` (each replaced atomically)."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "results.json", "markdown": out / "results.md", "plot": out / "curve.png"}
+    _write_json(paths["json"], results)
+    _write_text(paths["markdown"], format_markdown(results))
+    staging = out / ".curve.partial.png"
+    plot_curve(results, staging)
+    os.replace(staging, paths["plot"])
+    return paths
+
+
+# ------------------------------------------------------------------------------------------------------ driver
+def describe_plan(settings: CompareSettings) -> str:
+    """What a run will do: steps per objective and fraction, and the number of fine-tuning runs (trains nothing)."""
+    from electra.config import build_config
+
+    base = build_config(settings.size, None, dict(settings.overrides))
+    vocab, source = (
+        base.tokenizer_vocab_size,
+        "tokenizer_vocab_size (the trained vocabulary may be a little smaller)",
+    )
+    if (settings.out / "tokenizer" / "tokenizer.json").is_file():
+        from electra.tokenization import load_saved_tokenizer
+
+        vocab, source = len(load_saved_tokenizer(settings.out / "tokenizer")), "OUT/tokenizer"
+    lines = [f"budget {settings.budget:.3g} training FLOPs per objective; vocabulary {vocab} from {source}"]
+    for objective in settings.objectives:
+        config = objective_config(settings, objective, vocab)
+        per_step = _per_step(config)
+        steps = [
+            math.ceil(settings.budget * k / settings.checkpoints / per_step - 1e-9)
+            for k in range(1, settings.checkpoints + 1)
+        ]
+        lines.append(
+            f"{objective}: {per_step:.4g} FLOPs/step (batch {config.train_batch_size} x {config.max_seq_length}), "
+            f"{config.max_steps} steps, warmup {config.warmup_steps}, checkpoints at steps {steps}"
+        )
+    runs = len(settings.objectives) * settings.checkpoints * len(settings.tasks) * len(settings.seeds)
+    lines.append(
+        f"fine-tuning: {runs} runs ({len(settings.objectives)} objectives x {settings.checkpoints} checkpoints x "
+        f"{len(settings.tasks)} tasks x {len(settings.seeds)} seeds)"
+    )
+    return "\n".join(lines)
+
+
+def run_compare(settings: CompareSettings) -> dict:
+    from electra.config import OBJECTIVES, build_config
+
+    for objective in settings.objectives:
+        if objective not in OBJECTIVES:
+            raise UserError(f"--objectives: {objective!r} is not one of {', '.join(OBJECTIVES)}.")
+    if not Path(settings.corpus).exists():
+        raise UserError(f"{settings.corpus}: corpus not found; give --corpus a text file or directory.")
+    from glue.finetune import check_files
+    from glue.tasks import get_task
+
+    check_files([get_task(task) for task in settings.tasks], settings.glue_data, predict_test=False)
+    settings.out.mkdir(parents=True, exist_ok=True)
+    _check_manifest(settings)
+    base = build_config(settings.size, None, dict(settings.overrides))
+    tokenizer_dir = prepare_tokenizer(settings, base)
+    cells = {
+        objective: pretrain_objective(settings, objective, tokenizer_dir) for objective in settings.objectives
+    }
+    finetune = glue_settings(settings, base)
+    results = collect_results(settings, cells, finetune)
+    write_report(results, settings.out)
+    for index in range(settings.checkpoints):
+        for objective in settings.objectives:
+            for task in settings.tasks:
+                finetune_cell(settings, cells[objective][index], task, finetune)
+            results = collect_results(settings, cells, finetune)
+            write_report(results, settings.out)
+    print(format_markdown(results))
+    return results
+
+
+def _check_manifest(settings: CompareSettings) -> None:
+    path = settings.out / "compare.json"
+    current = {
+        "corpus": str(Path(settings.corpus).resolve()),
+        "size": settings.size,
+        "overrides": settings.overrides,
+        "budget": settings.budget,
+        "checkpoints": settings.checkpoints,
+    }
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        changed = [key for key in PRETRAINING_KEYS if saved.get(key) != current[key]]
+        if changed:
+            raise UserError(
+                f"{path}: this comparison was run with other {', '.join(changed)}; rerun with the same "
+                "settings to resume it, or choose another --out."
+            )
+        return
+    _write_json(path, current)
+
+
+def _fraction_name(index: int, total: int) -> str:
+    return f"{index}of{total}"
+
+
+def _per_step(config) -> float:
+    from flops.analytic import count_flops
+
+    return float(count_flops(config).train_flops_per_step)
+
+
+def _cache(settings: CompareSettings) -> str:
+    return settings.cache_dir or str(settings.out / "cache")
+
+
+def _tokenizer_cache(settings: CompareSettings) -> str:
+    return str(Path(_cache(settings)) / "tokenizers")
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.partial")
+    staging.write_text(text, encoding="utf-8")
+    os.replace(staging, path)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    from glue.report import _json_safe
+
+    _write_text(path, json.dumps(_json_safe(value), indent=2, allow_nan=False, default=str) + "\n")
+
+
+# --------------------------------------------------------------------------------------------------------- CLI
+def _list(value: str) -> list[str]:
+    items = []
+    for part in value.split(","):
+        part = part.strip().lower()
+        if part and part not in items:
+            items.append(part)
+    return items
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="pretrain objectives to equal FLOPs and compare their GLUE scores (paper Figure 5.1)",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--corpus", required=True, help="text file or directory every objective pretrains on")
+    parser.add_argument("--out", required=True, help="output directory (rerun with the same one to resume)")
+    parser.add_argument("--size", default="tiny", help="model size preset (tiny, mini, small, base, large)")
+    parser.add_argument(
+        "--objectives",
+        default=DEFAULT_OBJECTIVES,
+        help="comma list of electra, mlm, electric, electra-tt, electra-15, replace-mlm, all-tokens-mlm",
+    )
+    parser.add_argument(
+        "--flops-budget", type=float, default=DEFAULT_BUDGET, help="training FLOPs per objective"
+    )
+    parser.add_argument(
+        "--checkpoints", type=int, default=4, help="evenly spaced budget fractions to evaluate"
+    )
+    parser.add_argument("--glue-tasks", default=DEFAULT_TASKS, help="comma list of GLUE tasks")
+    parser.add_argument(
+        "--glue-data", default=None, help="GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR"
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task (median reported)")
+    parser.add_argument(
+        "--glue-max-train-examples",
+        type=int,
+        default=DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
+        help="fixed random subset of each task's train set; 0 = all",
+    )
+    parser.add_argument(
+        "--glue-epochs", type=float, default=DEFAULT_GLUE_EPOCHS, help="fine-tuning epochs; 0 = the paper's"
+    )
+    parser.add_argument(
+        "--glue-max-steps", type=int, default=None, help="fine-tuning updates (overrides epochs)"
+    )
+    parser.add_argument("--glue-batch-size", type=int, default=32)
+    parser.add_argument("--cache-dir", default=None, help="tokenizer/example cache (default OUT/cache)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a pretraining config field"
+    )
+    parser.add_argument("--plan", action="store_true", help="print the steps and runs it would do, and exit")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from electra.config import parse_overrides
+    from glue.tasks import parse_task_list, resolve_data_dir
+
+    if args.seeds < 1 or args.checkpoints < 1:
+        raise UserError("--seeds and --checkpoints must be at least 1.")
+    if args.flops_budget <= 0:
+        raise UserError("--flops-budget must be positive (e.g. 2e13).")
+    objectives = _list(args.objectives)
+    if not objectives:
+        raise UserError("--objectives is empty; name at least one (e.g. electra,mlm).")
+    overrides = parse_overrides(args.set)
+    if "objective" in overrides:
+        raise UserError("--set objective=... is not allowed here; list objectives with --objectives.")
+    settings = CompareSettings(
+        corpus=args.corpus,
+        out=Path(args.out),
+        objectives=objectives,
+        tasks=[spec.name for spec in parse_task_list(args.glue_tasks)],
+        glue_data=resolve_data_dir(args.glue_data),
+        size=args.size,
+        budget=args.flops_budget,
+        checkpoints=args.checkpoints,
+        seeds=[1 + i for i in range(args.seeds)],
+        overrides=overrides,
+        cache_dir=args.cache_dir,
+        glue_max_train_examples=args.glue_max_train_examples or None,
+        glue_epochs=args.glue_epochs or None,
+        glue_max_steps=args.glue_max_steps,
+        glue_batch_size=args.glue_batch_size,
+    )
+    if args.plan:
+        print(describe_plan(settings))
+        return 0
+    run_compare(settings)
+    return 0

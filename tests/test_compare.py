@@ -1,0 +1,302 @@
+"""`electra compare`: equal-FLOP budgets, resumable cells, and the table/plot writer."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from electra.cli import main
+from electra.compare import (
+    CompareSettings,
+    format_markdown,
+    prepare_tokenizer,
+    pretrain_objective,
+    write_report,
+)
+from electra.config import build_config
+
+PRETRAIN_KEYS = ("max_steps", "save_every", "log_every", "warmup_steps")
+
+
+def _micro(micro_overrides: dict) -> dict:
+    return {k: v for k, v in micro_overrides.items() if k not in PRETRAIN_KEYS}
+
+
+def _settings(tmp_path: Path, corpus: Path, micro_overrides: dict, budget: float, **extra) -> CompareSettings:
+    return CompareSettings(
+        corpus=str(corpus),
+        out=tmp_path / "out",
+        objectives=["electra", "mlm"],
+        tasks=["rte"],
+        glue_data=tmp_path,
+        budget=budget,
+        checkpoints=2,
+        seeds=[1],
+        overrides=_micro(micro_overrides),
+        **extra,
+    )
+
+
+def _prepared(tmp_path, corpus, micro_overrides):
+    """Settings, the shared tokenizer directory, and each objective's FLOPs per step for that vocabulary."""
+    from electra.tokenization import load_saved_tokenizer
+    from flops.analytic import count_flops
+
+    settings = _settings(tmp_path, corpus, micro_overrides, budget=1.0)
+    settings.out.mkdir(parents=True)
+    tokenizer_dir = prepare_tokenizer(settings, build_config("tiny", overrides=settings.overrides))
+    vocab = len(load_saved_tokenizer(tokenizer_dir))
+    per_step = {}
+    for objective in ("electra", "mlm"):
+        config = build_config("tiny", overrides=dict(settings.overrides, objective=objective))
+        config.vocab_size = vocab
+        per_step[objective] = count_flops(config).train_flops_per_step
+    return settings, tokenizer_dir, vocab, per_step
+
+
+def test_equal_budgets_stop_within_one_step_and_rerun_skips(small_corpus, tmp_path, micro_overrides):
+    settings, tokenizer_dir, vocab, per_step = _prepared(tmp_path, small_corpus, micro_overrides)
+    assert per_step["mlm"] < 0.8 * per_step["electra"]
+    settings.budget = 5 * per_step["electra"]  # 5 ELECTRA steps buy more of the cheaper MLM's
+
+    cells = {o: pretrain_objective(settings, o, tokenizer_dir) for o in ("electra", "mlm")}
+    for objective, records in cells.items():
+        assert [c["fraction"] for c in records] == [0.5, 1.0]
+        for cell in records:
+            target = settings.budget * cell["fraction"]
+            assert (
+                target <= cell["train_flops"] < target + per_step[objective]
+            )  # within one step, never under
+            assert cell["step"] == math.ceil(target / per_step[objective] - 1e-9)
+        assert records[-1]["max_steps"] == records[-1]["step"]  # the schedule spans exactly the budget
+    assert cells["electra"][-1]["step"] == 5 and cells["mlm"][-1]["step"] > 5
+    assert abs(cells["electra"][-1]["train_flops"] - cells["mlm"][-1]["train_flops"]) < per_step["electra"]
+
+    # every fraction is a loadable export; the pretraining run kept only what resuming needs
+    from transformers import AutoModel
+
+    from electra.modeling import finetune_dir
+
+    for objective in cells:
+        for name in ("1of2", "2of2"):
+            model_dir = finetune_dir(settings.out / "checkpoints" / objective / name)
+            assert AutoModel.from_pretrained(str(model_dir)).config.vocab_size == vocab
+    assert (settings.out / "checkpoints" / "mlm" / "2of2" / "mlm").is_dir()
+    assert (settings.out / "checkpoints" / "electra" / "2of2" / "generator").is_dir()
+
+    # a rerun trains nothing: the cells come back from disk unchanged
+    stamps = {p: p.stat().st_mtime_ns for p in (settings.out / "pretrain").rglob("*") if p.is_file()}
+    again = {o: pretrain_objective(settings, o, tokenizer_dir) for o in ("electra", "mlm")}
+    assert again == cells
+    assert {p: p.stat().st_mtime_ns for p in (settings.out / "pretrain").rglob("*") if p.is_file()} == stamps
+
+
+def test_a_killed_run_resumes_from_its_checkpoint(small_corpus, tmp_path, micro_overrides):
+    """Export of the second fraction lost (killed after training): the rerun exports without training again."""
+    import shutil
+
+    settings, tokenizer_dir, _, per_step = _prepared(tmp_path, small_corpus, micro_overrides)
+    settings.budget = 4 * per_step["mlm"]
+    first = pretrain_objective(settings, "mlm", tokenizer_dir)
+    shutil.rmtree(settings.out / "checkpoints" / "mlm" / "2of2")
+    metrics = (settings.out / "pretrain" / "mlm" / "metrics.csv").read_text()
+    assert pretrain_objective(settings, "mlm", tokenizer_dir) == first
+    assert (settings.out / "pretrain" / "mlm" / "metrics.csv").read_text() == metrics
+
+
+def _fake_results() -> dict:
+    def cell(fraction, step, flops, scores):
+        known = [v for v in scores.values() if v is not None]
+        return {
+            "fraction": fraction,
+            "step": step,
+            "train_flops": flops,
+            "scores": scores,
+            "average": sum(known) / len(known) if known else None,
+        }
+
+    return {
+        "corpus": "corpus/",
+        "size": "tiny",
+        "budget": 2e12,
+        "checkpoints": 2,
+        "tasks": ["sst2", "rte"],
+        "seeds": [1, 2, 3],
+        "objectives": {
+            "electra": {
+                "cells": [
+                    cell(0.5, 10, 1.0e12, {"sst2": 0.8, "rte": 0.5}),
+                    cell(1.0, 20, 2.0e12, {"sst2": 0.85, "rte": 0.55}),
+                ]
+            },
+            "mlm": {
+                "cells": [
+                    cell(0.5, 16, 1.02e12, {"sst2": 0.75, "rte": 0.5}),
+                    cell(1.0, 32, 2.01e12, {}),
+                ]
+            },
+        },
+    }
+
+
+def test_writer_table_json_and_plot(tmp_path):
+    results = _fake_results()
+    paths = write_report(results, tmp_path)
+    table = paths["markdown"].read_text()
+    lines = table.splitlines()
+    assert lines[0] == "| objective | fraction | step | train FLOPs | sst2 | rte | average |"
+    assert "| electra | 0.50 | 10 | 1e+12 | 80.0 | 50.0 | 65.0 |" in lines
+    assert "| electra | 1.00 | 20 | 2e+12 | 85.0 | 55.0 | 70.0 |" in lines
+    assert "| mlm | 0.50 | 16 | 1.02e+12 | 75.0 | 50.0 | 62.5 |" in lines
+    assert "| mlm | 1.00 | 32 | 2.01e+12 | – | – | – |" in lines  # a cell not fine-tuned yet
+    assert "median over 3 seed(s)" in table
+    assert json.loads(paths["json"].read_text()) == results
+    assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from matplotlib.image import imread
+
+    image = imread(paths["plot"])
+    assert image.shape[0] > 200 and image.shape[1] > 300
+    assert not list(tmp_path.glob(".*partial*"))  # written by rename, nothing left behind
+    assert format_markdown(results) == table
+
+
+def test_cli_rejects_bad_input(tmp_path, small_corpus, capsys):
+    argv = [
+        "compare",
+        "--corpus",
+        str(small_corpus),
+        "--out",
+        str(tmp_path / "o"),
+        "--glue-data",
+        str(tmp_path),
+    ]
+    assert main(argv + ["--objectives", "electra,bert"]) == 2
+    assert "'bert' is not one of" in capsys.readouterr().err
+    assert main(argv + ["--flops-budget", "0"]) == 2
+    assert (
+        main(
+            [
+                "compare",
+                "--corpus",
+                str(tmp_path / "missing"),
+                "--out",
+                str(tmp_path / "o"),
+                "--glue-data",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
+    assert "corpus not found" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_miniature_end_to_end_compare_and_resume(small_corpus, tmp_path, micro_overrides, shared_data):
+    out = tmp_path / "cmp"
+    argv = ["compare", "--corpus", str(small_corpus), "--out", str(out), "--objectives", "electra,mlm"]
+    argv += ["--flops-budget", "4e9", "--checkpoints", "2", "--glue-tasks", "rte", "--seeds", "1"]
+    argv += [
+        "--glue-data",
+        str(shared_data / "glue"),
+        "--glue-max-steps",
+        "3",
+        "--glue-max-train-examples",
+        "32",
+    ]
+    for key, value in _micro(micro_overrides).items():
+        argv += ["--set", f"{key}={value}"]
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert list(results["objectives"]) == ["electra", "mlm"]
+    for entry in results["objectives"].values():
+        assert [c["fraction"] for c in entry["cells"]] == [0.5, 1.0]
+        for cell in entry["cells"]:
+            assert 0.0 <= cell["scores"]["rte"] <= 1.0 and cell["average"] == cell["scores"]["rte"]
+            assert cell["train_flops"] >= 4e9 * cell["fraction"]
+    assert (out / "curve.png").stat().st_size > 1000
+    table = (out / "results.md").read_text()
+    assert table.count("| electra |") == 2 and table.count("| mlm |") == 2
+
+    cells = sorted((out / "glue").rglob("*.json"))
+    assert len(cells) == 4
+    stamps = [p.stat().st_mtime_ns for p in cells]
+    assert main(argv) == 0  # resumed: every cell is on disk, nothing is retrained
+    assert [p.stat().st_mtime_ns for p in cells] == stamps
+    assert json.loads((out / "results.json").read_text()) == results
+    assert main(argv[:-2] + ["--set", "hidden_size=64"]) == 2  # another model into the same OUT is refused
+
+
+def test_plan_prints_the_steps_each_budget_buys(tmp_path, small_corpus, shared_data, capsys):
+    from flops.analytic import count_flops
+
+    argv = ["compare", "--corpus", str(small_corpus), "--out", str(tmp_path / "o")]
+    argv += ["--glue-data", str(shared_data / "glue"), "--flops-budget", "1e13", "--plan"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    for objective in ("electra", "mlm"):
+        config = build_config("tiny", overrides={"objective": objective})
+        config.vocab_size = (
+            config.tokenizer_vocab_size
+        )  # no vocabulary trained yet: the plan assumes its size
+        steps = math.ceil(1e13 / count_flops(config).train_flops_per_step)
+        quarter = math.ceil(1e13 / 4 / count_flops(config).train_flops_per_step)
+        assert f"{objective}: " in printed and f"{steps} steps" in printed and f"[{quarter}, " in printed
+    assert "fine-tuning: 96 runs" in printed
+    assert not (tmp_path / "o").exists()  # a plan trains and writes nothing
+
+
+def test_results_are_collected_from_the_cells_on_disk(tmp_path):
+    """An undefined metric (NaN, stored as null) shows as missing and stays out of the average."""
+    from electra.compare import collect_results
+
+    settings = CompareSettings(
+        corpus="c",
+        out=tmp_path,
+        objectives=["mlm"],
+        tasks=["sst2", "stsb", "rte"],
+        glue_data=tmp_path,
+        checkpoints=1,
+    )
+    cell_dir = tmp_path / "glue" / "mlm" / "1of1"
+    cell_dir.mkdir(parents=True)
+    (cell_dir / "sst2.json").write_text(json.dumps({"rows": {"sst2": {"median": 0.8}}}))
+    (cell_dir / "stsb.json").write_text(json.dumps({"rows": {"stsb": {"median": None}}}))
+    cell = {
+        "index": 1,
+        "fraction": 1.0,
+        "step": 7,
+        "train_flops": 3e9,
+        "train_flops_per_step": 5e8,
+        "max_steps": 7,
+    }
+    results = collect_results(settings, {"mlm": [cell]}, None)
+    row = results["objectives"]["mlm"]["cells"][0]
+    assert row["scores"] == {"sst2": 0.8, "stsb": None} and row["average"] == pytest.approx(0.8)
+    assert "| mlm | 1.00 | 7 | 3e+09 | 80.0 | – | 80.0 |" in format_markdown(results)
+
+
+@pytest.mark.parametrize("objective", ["electra-15", "replace-mlm", "all-tokens-mlm"])
+def test_stepping_stones_train_to_the_budget_and_export(objective, small_corpus, tmp_path, micro_overrides):
+    from transformers import AutoModel
+
+    from electra.modeling import finetune_dir
+    from electra.tokenization import load_saved_tokenizer
+    from flops.analytic import count_flops
+
+    settings, tokenizer_dir, vocab, _ = _prepared(tmp_path, small_corpus, micro_overrides)
+    config = build_config("tiny", overrides=dict(settings.overrides, objective=objective))
+    config.vocab_size = len(load_saved_tokenizer(tokenizer_dir))
+    per_step = count_flops(config).train_flops_per_step
+    settings.budget = 3 * per_step
+    settings.checkpoints = 1
+    (cell,) = pretrain_objective(settings, objective, tokenizer_dir)
+    assert cell["step"] == 3 and cell["train_flops"] == pytest.approx(3 * per_step)
+    summary = json.loads((settings.out / "pretrain" / objective / "summary.json").read_text())
+    assert summary["stop_reason"] == "flops_budget"
+    # measured matmuls agree with the analytic count (All-Tokens MLM's head skips padding the count charges)
+    assert summary["flop_counter_check"]["ratio"] == pytest.approx(1.0, abs=0.05)
+    model_dir = finetune_dir(settings.out / "checkpoints" / objective / "1of1")
+    assert AutoModel.from_pretrained(str(model_dir)).config.vocab_size == vocab
