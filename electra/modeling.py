@@ -246,11 +246,27 @@ def _discriminator_metrics(logits, is_replaced, attention_mask) -> dict[str, tor
         n_real = real.sum().clamp_min(1)
         true_positive = (predicted & actual).sum().float()
         return {
+            "discriminator_auc": _auc(logits[real].float(), actual[real]),
             "discriminator_accuracy": ((predicted == actual) & real).sum().float() / n_real,
             "replaced_precision": true_positive / predicted.sum().clamp_min(1),
             "replaced_recall": true_positive / actual.sum().clamp_min(1),
             "replaced_fraction": actual.sum().float() / n_real,
         }
+
+
+def _auc(scores: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
+    """Area under the ROC curve (Mann-Whitney): how well the scores rank replaced above original tokens.
+
+    Accuracy stays at the always-"original" baseline until some token is judged more likely replaced than not;
+    the AUC shows the discriminator learning long before that (the reference implementation logs it too).
+    """
+    n_pos = positive.sum()
+    n_neg = positive.numel() - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return torch.tensor(float("nan"), device=scores.device)
+    ranks = scores.argsort().argsort().float()
+    pairs_below = ranks[positive].sum() - n_pos * (n_pos - 1) / 2
+    return pairs_below / (n_pos * n_neg)
 
 
 def build_pretraining_model(config: PretrainConfig, tokenizer, token_counts=None) -> PretrainingModel:

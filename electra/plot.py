@@ -10,8 +10,9 @@ from electra.errors import UserError
 
 PANELS = (
     ("loss", ("loss", "generator_loss", "discriminator_loss", "mlm_loss")),
-    ("accuracy", ("discriminator_accuracy", "generator_accuracy", "mlm_accuracy", "replaced_fraction")),
-    ("replaced tokens", ("replaced_precision", "replaced_recall")),
+    ("generator", ("generator_accuracy", "mlm_accuracy", "replaced_fraction")),
+    ("discriminator accuracy", ("discriminator_accuracy",)),
+    ("replaced tokens", ("replaced_precision", "replaced_recall", "discriminator_auc")),
     ("learning rate", ("learning_rate",)),
 )
 
@@ -53,10 +54,12 @@ def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
             axis.set_yscale("log")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
-    if "discriminator_accuracy" in columns and "replaced_fraction" in columns:
-        baseline = [1.0 - f for f in columns["replaced_fraction"]]
-        axes[0][1].plot(steps, baseline, "--", color="grey", label='always "original"')
-        axes[0][1].legend(fontsize=7)
+    titles = [title for title, _ in panels]
+    if "discriminator accuracy" in titles and "replaced_fraction" in columns:
+        # The baseline a discriminator must beat: answering "original" everywhere. Same axis, zoomed to both.
+        axis = axes[0][titles.index("discriminator accuracy")]
+        axis.plot(steps, [1.0 - f for f in columns["replaced_fraction"]], "--", color="grey", label='always "original"')
+        axis.legend(fontsize=7)
     figure.suptitle(run_dir.name)
     figure.tight_layout()
     output = Path(output) if output else run_dir / "curves.png"

@@ -129,3 +129,13 @@ def test_unigram_generator_and_mlm_objective(micro_overrides, tokenizer, tmp_pat
     written = mlm.export(tmp_path, tokenizer)
     assert finetune_dir(tmp_path) == written["mlm"]
     ElectraForMaskedLM.from_pretrained(written["mlm"])
+
+
+def test_auc_against_hand_worked_ranking():
+    from electra.modeling import _auc
+
+    scores = torch.tensor([0.9, 0.1, 0.8, 0.3, 0.5])
+    positive = torch.tensor([True, False, False, True, False])
+    # positives 0.9 and 0.3 against negatives 0.1, 0.8, 0.5: 0.9 beats all 3, 0.3 beats 1 -> 4 of 6 pairs
+    assert _auc(scores, positive).item() == pytest.approx(4 / 6)
+    assert torch.isnan(_auc(scores, torch.zeros(5, dtype=torch.bool)))
