@@ -58,7 +58,13 @@ def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
     if "discriminator accuracy" in titles and "replaced_fraction" in columns:
         # The baseline a discriminator must beat: answering "original" everywhere. Same axis, zoomed to both.
         axis = axes[0][titles.index("discriminator accuracy")]
-        axis.plot(steps, [1.0 - f for f in columns["replaced_fraction"]], "--", color="grey", label='always "original"')
+        axis.plot(
+            steps,
+            [1.0 - f for f in columns["replaced_fraction"]],
+            "--",
+            color="grey",
+            label='always "original"',
+        )
         axis.legend(fontsize=7)
     figure.suptitle(run_dir.name)
     figure.tight_layout()

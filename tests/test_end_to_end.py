@@ -47,10 +47,25 @@ def test_tiny_learns_on_real_text(shared_data, tmp_path):
     are easy to spot), drops once the generator has learnt word frequencies, then climbs as context is learnt.
     """
     out = tmp_path / "run"
-    code = main([
-        "pretrain", "--size", "tiny", "--corpus", str(shared_data / "corpus" / "brown"), "--output", str(out),
-        "--cache-dir", str(tmp_path / "cache"), "--max-steps", "300", "--set", "log_every=30", "--set", "save_every=300",
-    ])
+    code = main(
+        [
+            "pretrain",
+            "--size",
+            "tiny",
+            "--corpus",
+            str(shared_data / "corpus" / "brown"),
+            "--output",
+            str(out),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--max-steps",
+            "300",
+            "--set",
+            "log_every=30",
+            "--set",
+            "save_every=300",
+        ]
+    )
     assert code == 0
     rows = _rows(out)
     first, last = rows[0], rows[-1]
