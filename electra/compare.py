@@ -445,9 +445,9 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    from glue.report import _json_safe
+    from glue.report import json_safe
 
-    _write_text(path, json.dumps(_json_safe(value), indent=2, allow_nan=False, default=str) + "\n")
+    _write_text(path, json.dumps(json_safe(value), indent=2, allow_nan=False, default=str) + "\n")
 
 
 # --------------------------------------------------------------------------------------------------------- CLI

@@ -72,20 +72,20 @@ def write_test_predictions(predictions: dict[str, list[tuple[str, str]]], direct
     return written
 
 
-def _json_safe(value):
+def json_safe(value):
     """NaN (an undefined correlation, an average over no task) becomes null: strict JSON has no NaN."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
 def write_outputs(results: dict, output_dir: Path, test_predictions: dict | None = None) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_json_safe(results), indent=2, default=str, allow_nan=False)
+    text = json.dumps(json_safe(results), indent=2, default=str, allow_nan=False)
     (output_dir / "results.json").write_text(text + "\n", encoding="utf-8")
     (output_dir / "results.md").write_text(format_markdown(results), encoding="utf-8")
     if test_predictions:
