@@ -127,6 +127,28 @@ class PretrainingModel(nn.Module):
 
             return stepping_stone_step(self, input_ids, attention_mask, token_type_ids, positions)
 
+        corrupted, logits, log_probs = self.corrupt(input_ids, attention_mask, token_type_ids, positions)
+        is_replaced = corrupted != input_ids  # a sample equal to the original counts as original
+
+        disc_logits = self.discriminator(corrupted, attention_mask, token_type_ids)
+        disc_loss = replaced_token_loss(disc_logits, is_replaced, attention_mask)
+        loss = cfg.discriminator_loss_weight * disc_loss
+        metrics = {"discriminator_loss": disc_loss.detach()}
+        if self.generator.trainable:
+            gen_loss = F.nll_loss(log_probs, targets)
+            loss = loss + cfg.generator_loss_weight * gen_loss
+            metrics["generator_loss"] = gen_loss.detach()
+        metrics.update(_generator_metrics(logits, targets))
+        metrics.update(_discriminator_metrics(disc_logits, is_replaced, attention_mask))
+        metrics["loss"] = loss.detach()
+        return PretrainingOutput(loss, metrics)
+
+    def corrupt(self, input_ids, attention_mask, token_type_ids, positions):
+        """ELECTRA's corruption: the generator reads the (masked) input and its samples replace the picked positions.
+
+        Returns (corrupted ids, generator logits at the picked positions, their fp32 log-probabilities).
+        """
+        cfg = self.config
         generator_input = input_ids
         if self.generator.needs_masked_input:
             generator_input = apply_mask_tokens(
@@ -143,21 +165,7 @@ class PretrainingModel(nn.Module):
             samples = sample_from_log_probs(log_probs)
         else:
             samples = sample_tokens(logits, cfg.sampling_temperature)
-        corrupted = input_ids.masked_scatter(positions, samples)
-        is_replaced = corrupted != input_ids  # a sample equal to the original counts as original
-
-        disc_logits = self.discriminator(corrupted, attention_mask, token_type_ids)
-        disc_loss = replaced_token_loss(disc_logits, is_replaced, attention_mask)
-        loss = cfg.discriminator_loss_weight * disc_loss
-        metrics = {"discriminator_loss": disc_loss.detach()}
-        if self.generator.trainable:
-            gen_loss = F.nll_loss(log_probs, targets)
-            loss = loss + cfg.generator_loss_weight * gen_loss
-            metrics["generator_loss"] = gen_loss.detach()
-        metrics.update(_generator_metrics(logits, targets))
-        metrics.update(_discriminator_metrics(disc_logits, is_replaced, attention_mask))
-        metrics["loss"] = loss.detach()
-        return PretrainingOutput(loss, metrics)
+        return input_ids.masked_scatter(positions, samples), logits, log_probs
 
     def _mlm_step(self, input_ids, attention_mask, token_type_ids, positions, targets) -> PretrainingOutput:
         cfg = self.config

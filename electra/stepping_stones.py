@@ -36,7 +36,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from discriminators.replaced_token import replaced_token_loss
-from electra.masking import apply_mask_tokens, sample_from_log_probs, sample_tokens
 
 STEPPING_STONES = ("electra-15", "replace-mlm", "all-tokens-mlm")
 # the objectives whose kept model predicts tokens instead of classifying them
@@ -103,9 +102,7 @@ def stepping_stone_step(model, input_ids, attention_mask, token_type_ids, positi
 
     cfg = model.config
     targets = input_ids[positions]
-    corrupted, gen_logits, gen_log_probs = generator_corruption(
-        model, input_ids, attention_mask, token_type_ids, positions
-    )
+    corrupted, gen_logits, gen_log_probs = model.corrupt(input_ids, attention_mask, token_type_ids, positions)
     metrics: dict[str, torch.Tensor] = {}
     if cfg.objective == "electra-15":
         is_replaced = corrupted != input_ids
@@ -134,31 +131,6 @@ def stepping_stone_step(model, input_ids, attention_mask, token_type_ids, positi
     metrics.update(_generator_metrics(gen_logits, targets))
     metrics["loss"] = loss.detach()
     return PretrainingOutput(loss, metrics)
-
-
-def generator_corruption(model, input_ids, attention_mask, token_type_ids, positions):
-    """ELECTRA's corruption: the generator reads the masked input and its samples replace the picked positions.
-
-    Returns (corrupted ids, generator logits at the picked positions, their log-probabilities).
-    """
-    cfg = model.config
-    generator_input = input_ids
-    if model.generator.needs_masked_input:
-        generator_input = apply_mask_tokens(
-            input_ids,
-            positions,
-            model.special.mask,
-            cfg.vocab_size,
-            cfg.mask_token_prob,
-            cfg.random_token_prob,
-        )
-    logits = model.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
-    log_probs = torch.log_softmax(logits.float(), dim=-1)
-    if cfg.sampling_temperature == 1.0:
-        samples = sample_from_log_probs(log_probs)
-    else:
-        samples = sample_tokens(logits, cfg.sampling_temperature)
-    return input_ids.masked_scatter(positions, samples), logits, log_probs
 
 
 def predicted_everywhere(attention_mask) -> torch.Tensor:
