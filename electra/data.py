@@ -313,8 +313,8 @@ class ResumableBatchOrder:
 def token_counts(dataset, vocab_size: int, max_examples: int = 200_000) -> np.ndarray:
     """Token frequencies over (a prefix of) the examples, for the unigram generator."""
     counts = np.zeros(vocab_size, dtype=np.int64)
-    subset = dataset.select(range(min(len(dataset), max_examples)))
-    for batch in subset.select_columns(["input_ids"]).iter(batch_size=2000):
-        flat = np.fromiter((t for ids in batch["input_ids"] for t in ids), dtype=np.int64)
+    subset = dataset.select(range(min(len(dataset), max_examples))).select_columns(["input_ids"])
+    for table in subset.with_format("arrow").iter(batch_size=2000):
+        flat = table["input_ids"].combine_chunks().flatten().to_numpy().astype(np.int64)
         counts += np.bincount(flat, minlength=vocab_size)[:vocab_size]
     return counts

@@ -116,6 +116,7 @@ def load_or_train_tokenizer(
     import hashlib
     import json
     import os
+    import shutil
 
     from electra.corpus import read_documents
     from electra.data import corpus_fingerprint, default_cache_root
@@ -134,5 +135,8 @@ def load_or_train_tokenizer(
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".{key}-{os.getpid()}"
     tokenizer.save_pretrained(str(staging))
-    os.replace(staging, final) if not final.exists() else None
+    if final.exists():  # another process finished first: keep its copy
+        shutil.rmtree(staging, ignore_errors=True)
+    else:
+        os.replace(staging, final)
     return tokenizer

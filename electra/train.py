@@ -177,7 +177,9 @@ def train(config: PretrainConfig, inputs: RunInputs) -> dict:
     stop_reason = "max_steps"
     while step < config.max_steps:
         for micro in range(config.gradient_accumulation_steps):
-            batch = {k: v.to(accelerator.device, non_blocking=True) for k, v in next(batches).items()}
+            cpu_batch = next(batches)
+            window_tokens += int(cpu_batch["attention_mask"].sum())  # counted on the host: no device sync
+            batch = {k: v.to(accelerator.device, non_blocking=True) for k, v in cpu_batch.items()}
             sync = micro == config.gradient_accumulation_steps - 1
             with contextlib.nullcontext() if sync else accelerator.no_sync(model):
                 with accelerator.autocast():
@@ -187,7 +189,6 @@ def train(config: PretrainConfig, inputs: RunInputs) -> dict:
                 window_metrics[name] = (
                     window_metrics.get(name, 0.0) + value / config.gradient_accumulation_steps
                 )
-            window_tokens += int(batch["attention_mask"].sum())
         grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         optimizer.step()
         scheduler.step()
