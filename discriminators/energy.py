@@ -114,8 +114,8 @@ def electric_training_step(
     """One Electric step on a `electra.modeling.PretrainingModel` (objective=electric, generator=two-tower).
 
     The two-tower generator reads the original sequence, is trained by maximum likelihood at every candidate
-    position, and its logits there are reused (detached, fp32) to draw the noise and to give log q of both the
-    kept and the replaced tokens. The discriminator's head output is -E (the export contract), so the energies
+    position, and its log-probabilities there are reused (detached, fp32) to draw the noise and to give log q of
+    both the kept and the replaced tokens. The discriminator's head output is -E (the export contract), so the energies
     are its negative. `positions` (the shared masking draw) is not used: Algorithm 2 picks its own
     k = ceil(mask_prob * n) positions.
     """
@@ -124,8 +124,10 @@ def electric_training_step(
 
     cfg = model.config
     candidates = attention_mask.bool() & ~torch.isin(input_ids, model.special_ids)
-    gen_loss, cand_logits = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
-    noise = sample_noise(cand_logits.detach(), input_ids, candidates, cfg.mask_prob, cfg.sampling_temperature)
+    gen_loss, cand_log_q = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
+    noise = sample_noise(
+        cand_log_q, input_ids, candidates, cfg.mask_prob, cfg.sampling_temperature, normalized=True
+    )
     energies = -model.discriminator(noise.input_ids, attention_mask, token_type_ids)
     nce = electric_nce_loss(energies, noise.log_q, noise.replaced_mask, candidates, noise.k)
     loss = cfg.generator_loss_weight * gen_loss + cfg.discriminator_loss_weight * nce
@@ -136,7 +138,7 @@ def electric_training_step(
         metrics = {
             "generator_loss": gen_loss.detach(),
             "discriminator_loss": nce.detach(),
-            "generator_accuracy": (cand_logits.argmax(-1) == input_ids[candidates]).float().mean(),
+            "generator_accuracy": (cand_log_q.argmax(-1) == input_ids[candidates]).float().mean(),
             "nce_accuracy": (((z > 0) == replaced) & candidates).sum().float() / counted,
             "sample_is_original": (noise.input_ids == input_ids)[replaced].float().mean(),
             "mean_energy_kept": energies.detach().float()[candidates & ~replaced].mean(),

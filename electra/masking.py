@@ -51,7 +51,7 @@ def sample_tokens(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tenso
         return sample_from_log_probs(torch.log_softmax(logits.detach().float() / temperature, dim=-1))
 
 
-def sample_from_log_probs(log_probs: torch.Tensor) -> torch.Tensor:
+def sample_from_log_probs(log_probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """Inverse-CDF sampling: one uniform number per row instead of Gumbel noise for every vocabulary entry.
 
     ELECTRA samples without gradient (the generator is trained by maximum likelihood, not through its samples), so
@@ -60,6 +60,7 @@ def sample_from_log_probs(log_probs: torch.Tensor) -> torch.Tensor:
     """
     with torch.no_grad():
         cumulative = log_probs.detach().float().exp().cumsum(dim=-1)
-        draw = torch.rand(cumulative.shape[0], 1, device=cumulative.device) * cumulative[:, -1:]
+        draw = torch.rand(cumulative.shape[0], 1, device=cumulative.device, generator=generator)
+        draw = draw * cumulative[:, -1:]
         picked = torch.searchsorted(cumulative, draw, right=True).squeeze(1)
         return picked.clamp_(max=cumulative.shape[1] - 1)

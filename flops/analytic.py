@@ -296,12 +296,15 @@ def _inference_terms(
     )
 
 
-def _two_tower_terms(gen: EncoderShape, disc: EncoderShape, seq_len: int, paper_quirks: bool) -> list[Term]:
-    """Electric's cloze generator: one embedding pass (and projection) feeding two towers, head everywhere."""
+def _two_tower_terms(
+    gen: EncoderShape, disc: EncoderShape, seq_len: int, paper_quirks: bool, cloze_positions: float
+) -> list[Term]:
+    """Electric's cloze generator: one embedding pass (and projection) feeding two towers, head at the cloze
+    positions."""
     terms = embedding_terms(gen, seq_len, "generator")
     for tower in ("generator_ltr", "generator_rtl"):
         terms += [t for t in encoder_terms(gen, seq_len, tower, paper_quirks) if t.component != "embeddings"]
-    return terms + mlm_head_terms(2 * gen.hidden, disc.embedding, disc.vocab, seq_len, "generator")
+    return terms + mlm_head_terms(2 * gen.hidden, disc.embedding, disc.vocab, cloze_positions, "generator")
 
 
 def count_flops(
@@ -310,11 +313,14 @@ def count_flops(
     output_positions: str | int | float = "ceil",
     paper_quirks: bool = True,
     inference_seq_len: int = 128,
+    cloze_positions: float | None = None,
 ) -> FlopReport:
     """Parameters, inference and training FLOPs of a `PretrainConfig` (see the module docstring for what is charged).
 
     `seq_len` defaults to `config.max_seq_length` (training length); inference is always counted for one sequence
-    of `inference_seq_len` (128, the paper's convention), capped at the training length.
+    of `inference_seq_len` (128, the paper's convention), capped at the training length. `cloze_positions` is
+    where a two-tower generator's vocabulary head runs per sequence: every position by default (the convention for
+    a full-length sequence); the model itself skips [CLS]/[SEP]/padding, which the start-up check passes here.
     """
     seq_len = int(seq_len or config.max_seq_length)
     if seq_len < 1:
@@ -356,7 +362,8 @@ def count_flops(
                 own_embeddings + body + mlm_head_params(gen.hidden, gen.embedding, gen.vocab)
             )
         elif config.generator == "two-tower":
-            train += _two_tower_terms(gen, disc, seq_len, paper_quirks)
+            cloze = seq_len if cloze_positions is None else cloze_positions
+            train += _two_tower_terms(gen, disc, seq_len, paper_quirks, cloze)
             projection = layers_params(gen) - layers_params(gen, with_projection=False)
             params["generator"] = (
                 own_embeddings

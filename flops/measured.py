@@ -319,15 +319,21 @@ def fvcore_forward_flops(
     return 2.0 * float(sum(count for op, count in by_op.items() if op in FVCORE_MATMUL_OPS))
 
 
-def _masked_per_sequence(model: nn.Module, batch: dict[str, Any], mask_prob: float) -> float | None:
-    """Mean positions per row the library's masking picks: round(mask_prob * n), at least 1, n = non-special
-    real tokens (electra.masking.choose_positions). None when the model does not expose its special ids."""
+def _candidates_per_sequence(model: nn.Module, batch: dict[str, Any]) -> torch.Tensor | None:
+    """[B] non-special real tokens per row (what masking and the two-tower head work on); None when the model does
+    not expose its special ids."""
     special_ids = getattr(model, "special_ids", None)
     if special_ids is None or "attention_mask" not in batch:
         return None
     input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
-    candidates = attention_mask.bool() & ~torch.isin(input_ids, special_ids.to(input_ids.device))
-    n = candidates.sum(dim=1)
+    return (attention_mask.bool() & ~torch.isin(input_ids, special_ids.to(input_ids.device))).sum(dim=1)
+
+
+def _masked_per_sequence(n: torch.Tensor | None, mask_prob: float) -> float | None:
+    """Mean positions per row the library's masking picks: round(mask_prob * n), at least 1
+    (electra.masking.choose_positions)."""
+    if n is None:
+        return None
     k = torch.minimum(torch.round(n.float() * mask_prob).long().clamp(min=1), n)
     return float(k.float().mean())
 
@@ -339,15 +345,20 @@ def startup_check(
 
     Meant to run once when training starts: it guards the analytic counter (which the loop then uses for every
     step) against a model that computes something else. The batch's padded length is the sequence length; the
-    number of masked positions is taken from the batch the way the library's masking picks them.
+    number of masked positions (and of two-tower cloze positions) is taken from the batch the way the library
+    picks them.
     """
     input_ids = batch["input_ids"]
     batch_size, seq_len = int(input_ids.shape[0]), int(input_ids.shape[1])
-    positions = _masked_per_sequence(model, batch, config.mask_prob)
+    candidates = _candidates_per_sequence(model, batch)
+    positions = _masked_per_sequence(candidates, config.mask_prob)
     with torch.no_grad():
         measured = measure_training_step(model, batch, backward=False)
     report = count_flops(
-        config, seq_len=seq_len, output_positions=positions if positions is not None else "ceil"
+        config,
+        seq_len=seq_len,
+        output_positions=positions if positions is not None else "ceil",
+        cloze_positions=float(candidates.float().mean()) if candidates is not None else None,
     )
     analytic = report.matmul_flops("train") * batch_size
     ratio = measured["forward"] / analytic if analytic else float("nan")

@@ -180,17 +180,20 @@ class TwoTowerGenerator(Generator):
         token_type_ids: torch.Tensor | None = None,
         loss_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean -log q(x_t | x_\\t) over the True entries of `loss_mask`, their logits [N, V] row-major).
+        """(mean -log q(x_t | x_\\t) over the True entries of `loss_mask`, their fp32 log-probabilities [N, V]).
 
-        The returned logits are what Electric's noise sampling needs (`sample_noise`), so the vocabulary projection
-        is paid once per step. `loss_mask` defaults to every real token.
+        The log-probabilities are what Electric's noise sampling needs (`sample_noise`, after `.detach()`): the
+        vocabulary projection and the full-vocabulary log-softmax, the two costliest parts of an Electric step,
+        are paid once. `loss_mask` defaults to every real token.
         """
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         mask = (loss_mask if loss_mask is not None else attention_mask).bool()
-        logits = self.logits_at(input_ids, attention_mask, token_type_ids, mask)
-        loss = F.cross_entropy(logits.float(), input_ids[mask], reduction="sum") / mask.sum().clamp(min=1)
-        return loss, logits
+        log_probs = torch.log_softmax(
+            self.logits_at(input_ids, attention_mask, token_type_ids, mask).float(), dim=-1
+        )
+        loss = F.nll_loss(log_probs, input_ids[mask], reduction="sum") / mask.sum().clamp(min=1)
+        return loss, log_probs
 
     # ---- persistence: safetensors + JSON, no pickles ----
     def save_pretrained(self, directory: str | Path) -> None:
@@ -316,19 +319,23 @@ class NoiseSample:
 
 @torch.no_grad()
 def sample_noise(
-    candidate_logits: torch.Tensor,
+    candidate_log_probs: torch.Tensor,
     input_ids: torch.Tensor,
     candidate_mask: torch.Tensor,
     mask_prob: float = 0.15,
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
+    normalized: bool = False,
 ) -> NoiseSample:
     """Algorithm 2's steps 1-2: pick k = ceil(mask_prob * n) of the n candidate positions and replace them with
     samples from q, all at once. No gradient flows through the sample or log q (fp32 throughout).
 
-    candidate_logits: [N, V] logits of q at the N True entries of `candidate_mask` [B, L], in row-major order
-    (what `TwoTowerGenerator.logits_at(..., candidate_mask)` returns).
+    candidate_log_probs: [N, V] logits of q at the N True entries of `candidate_mask` [B, L], in row-major order;
+    with `normalized=True` they are already log-probabilities (what `TwoTowerGenerator.mle_loss(...,
+    candidate_mask)` returns) and are not renormalised at temperature 1 (a full [N, V] pass saved).
     """
+    from electra.masking import sample_from_log_probs
+
     candidates = candidate_mask.bool()
     n = candidates.sum(-1)
     k = torch.where(n > 0, torch.ceil(n.double() * mask_prob).long().clamp(min=1), torch.zeros_like(n))
@@ -338,9 +345,11 @@ def sample_noise(
     scores = scores.masked_fill(~candidates, 2.0)
     ranks = scores.argsort(-1).argsort(-1)
     replaced = (ranks < k[:, None]) & candidates
-    log_probs = torch.log_softmax(candidate_logits.float() / temperature, dim=-1)  # [N, V]
+    log_probs = candidate_log_probs.detach().float()  # [N, V]
+    if temperature != 1.0 or not normalized:
+        log_probs = torch.log_softmax(log_probs / temperature, dim=-1)
     replaced_flat = replaced[candidates]  # [N]: which candidate rows are replaced
-    sampled = torch.multinomial(log_probs[replaced_flat].exp(), 1, generator=generator).squeeze(-1)
+    sampled = sample_from_log_probs(log_probs[replaced_flat], generator=generator)
     noised = input_ids.clone()
     noised[replaced] = sampled
     log_q = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)

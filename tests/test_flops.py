@@ -385,12 +385,15 @@ def test_library_two_tower_generator_matches_analytic():
     )
 
 
-def test_startup_check_on_a_padded_batch():
+@pytest.mark.parametrize("objective", ["electra", "electric"])
+def test_startup_check_on_a_padded_batch(objective):
+    """Padding changes no encoder matmul, but fewer masked positions (ELECTRA) and fewer cloze positions
+    (Electric's two-tower head skips [CLS]/[SEP]/padding): the check must count what the model computes."""
     from electra.modeling import build_pretraining_model
     from flops.measured import startup_check
 
-    tokenizer = _tokenizer()
-    config = build_config("tiny", overrides={"max_seq_length": 48})
+    tokenizer = _tokenizer(4000)  # a vocabulary large enough for the two-tower head to matter
+    config = build_config("tiny", overrides={"max_seq_length": 48, "objective": objective})
     model = build_pretraining_model(config, tokenizer)
     batch = _full_batch(tokenizer, 48, batch_size=3)
     batch["attention_mask"][1, 30:] = 0  # a shorter row: fewer masked positions, same padded matmuls
