@@ -62,8 +62,9 @@ def _scoring_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--method",
         default="auto",
-        choices=("auto", "electric", "electra-tt", "mlm"),
-        help="auto: what the model directory supports (Electric > ELECTRA-TT > masked LM)",
+        choices=("auto", "electric", "electra-tt", "cloze", "mlm"),
+        help="auto: what the model directory supports (Electric > ELECTRA-TT > masked LM); cloze: an Electric or "
+        "ELECTRA-TT run's two-tower generator alone",
     )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences (or masked copies) per forward")
     parser.add_argument(

@@ -22,7 +22,7 @@ from electra.errors import UserError
 
 log = logging.getLogger(__name__)
 
-METHODS = ("auto", "electric", "electra-tt", "mlm")
+METHODS = ("auto", "electric", "electra-tt", "cloze", "mlm")
 WITHIN_WORD = ("none", "l2r", "whole")
 
 
@@ -165,12 +165,7 @@ class ElectraTTScorer(Scorer):
         for batch in tqdm(list(self.sentence_batches(encoded)), desc="electra-tt", disable=None, leave=False):
             ids, mask = self.pad([encoded[i].ids for i in batch])
             disc_logits = self.discriminator(input_ids=ids, attention_mask=mask).logits.float()
-            contexts = self.generator.contexts(ids, mask)
-            real = mask.bool()
-            # The vocabulary projection only at real tokens, not at padding.
-            log_q_real = torch.log_softmax(self.generator.project(contexts[real]).float(), dim=-1)
-            log_q = torch.zeros(ids.shape, device=ids.device)
-            log_q[real] = log_q_real.gather(-1, ids[real][:, None]).squeeze(-1)
+            log_q = two_tower_log_q(self.generator, ids, mask)
             for row, i in enumerate(batch):
                 pos = encoded[i].scored
                 if not pos:
@@ -180,6 +175,39 @@ class ElectraTTScorer(Scorer):
                 )
                 out[i] = est[0].cpu().tolist()
         return out
+
+
+class ClozeScorer(Scorer):
+    """The two-tower generator alone: Σ log q(x_t | x_\\t), a normalised cloze PLL in one pass.
+
+    Electric and ELECTRA-TT runs carry this generator; early in training it ranks sentences far better than the
+    energy head, which NCE only teaches where the generator is wrong.
+    """
+
+    method = "cloze"
+
+    def __init__(self, generator: Any, tokenizer: Any, device: torch.device, batch_size: int = 64):
+        super().__init__(tokenizer, device, batch_size, generator.config.max_position_embeddings)
+        self.generator = generator.to(device).eval()
+
+    def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
+        out: list[list[float]] = [[] for _ in encoded]
+        for batch in tqdm(list(self.sentence_batches(encoded)), desc="cloze", disable=None, leave=False):
+            ids, mask = self.pad([encoded[i].ids for i in batch])
+            log_q = two_tower_log_q(self.generator, ids, mask).cpu()
+            for row, i in enumerate(batch):
+                out[i] = log_q[row, encoded[i].scored].tolist()
+        return out
+
+
+def two_tower_log_q(generator: Any, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B, L] log q(x_t | x_\\t) at real tokens (0 at padding); the vocabulary projection skips padding."""
+    contexts = generator.contexts(ids, mask)
+    real = mask.bool()
+    log_q_real = torch.log_softmax(generator.project(contexts[real]).float(), dim=-1)
+    log_q = torch.zeros(ids.shape, device=ids.device)
+    log_q[real] = log_q_real.gather(-1, ids[real][:, None]).squeeze(-1)
+    return log_q
 
 
 class MaskedLMScorer(Scorer):
@@ -342,6 +370,11 @@ def resolve_method(layout: ModelLayout, method: str) -> str:
         raise UserError(
             f"{root}: an Electric discriminator outputs energies, not replaced-token logits; use --method electric."
         )
+    if method == "cloze" and not layout.two_tower:
+        raise UserError(
+            f"{root}: cloze scoring needs a two-tower generator (generator/ with two_tower_config.json, written by "
+            "Electric and ELECTRA-TT runs); none found."
+        )
     if method == "mlm" and not layout.masked_lm:
         raise UserError(
             f"{root}: no masked LM here (no config.json with a ...ForMaskedLM architecture), so no masked-LM PLL."
@@ -389,6 +422,11 @@ def load_scorer(
         model = AutoModelForMaskedLM.from_pretrained(str(layout.masked_lm))
         tok = load_tokenizer([layout.masked_lm, layout.root, layout.masked_lm.parent])
         return MaskedLMScorer(model, tok, dev, batch_size, within_word)
+    if method == "cloze":
+        from generators.two_tower import TwoTowerGenerator
+
+        tok = load_tokenizer([layout.two_tower, layout.root, layout.discriminator, layout.two_tower.parent])
+        return ClozeScorer(TwoTowerGenerator.from_pretrained(layout.two_tower), tok, dev, batch_size)
     disc = ElectraForPreTraining.from_pretrained(str(layout.discriminator))
     tok = load_tokenizer([layout.discriminator, layout.root, layout.discriminator.parent])
     if method == "electric":

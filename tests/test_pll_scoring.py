@@ -17,7 +17,7 @@ from transformers import (
 )
 
 from electra.errors import UserError
-from pll.scoring import ElectraTTScorer, ElectricScorer, MaskedLMScorer, load_scorer
+from pll.scoring import ClozeScorer, ElectraTTScorer, ElectricScorer, MaskedLMScorer, load_scorer
 
 VOCAB = [
     "[PAD]",
@@ -152,11 +152,10 @@ def test_electric_scores_are_the_negative_energies(tmp_path):
             assert res.pll == pytest.approx(neg_energy.sum().item(), abs=1e-4)
 
 
-def test_electra_tt_scores_follow_the_estimate(tmp_path):
+def save_two_tower(root):
     from electra.config import build_config
     from generators.two_tower import TwoTowerGenerator
 
-    disc = save_electric_run(tmp_path, objective="electra-tt")
     cfg = build_config(
         "tiny",
         overrides=dict(
@@ -171,8 +170,13 @@ def test_electra_tt_scores_follow_the_estimate(tmp_path):
         ),
     )
     gen = TwoTowerGenerator(cfg)
-    gen.save_pretrained(tmp_path / "generator")
-    gen.eval()
+    gen.save_pretrained(root / "generator")
+    return gen.eval()
+
+
+def test_electra_tt_scores_follow_the_estimate(tmp_path):
+    disc = save_electric_run(tmp_path, objective="electra-tt")
+    gen = save_two_tower(tmp_path)
     scorer = load_scorer(tmp_path)
     assert isinstance(scorer, ElectraTTScorer)
     tok = tokenizer()
@@ -188,6 +192,26 @@ def test_electra_tt_scores_follow_the_estimate(tmp_path):
                 d = torch.sigmoid(-logit[p]).item()  # P(original)
                 q = log_q[p, ids[0, p]].exp().item()
                 assert got.tokens[j][1] == pytest.approx(math.log(k * q * d / (n * (1 - d))), abs=1e-4)
+
+
+def test_cloze_scores_are_the_generator_log_probabilities(tmp_path):
+    """`--method cloze`: log q(x_t | x_\\t) of the two-tower generator alone, batched with padding."""
+    save_electric_run(tmp_path / "run")
+    gen = save_two_tower(tmp_path / "run")
+    scorer = load_scorer(tmp_path / "run", method="cloze", batch_size=2)
+    assert isinstance(scorer, ClozeScorer)
+    tok = tokenizer()
+    with torch.no_grad():
+        for sentence, got in zip(SENTENCES, scorer.score(SENTENCES)):
+            ids = tok(sentence, return_tensors="pt")["input_ids"]
+            log_q = torch.log_softmax(gen(ids)[0], -1)  # one sentence alone: no padding
+            want = [log_q[p, ids[0, p]].item() for p in range(1, ids.shape[1] - 1)]
+            assert [v for _, v in got.tokens] == pytest.approx(want, abs=1e-4)
+            assert got.pll == pytest.approx(sum(want), abs=1e-3)
+    plain = tmp_path / "no_generator"
+    save_electric_run(plain)
+    with pytest.raises(UserError, match="needs a two-tower generator"):
+        load_scorer(plain, method="cloze")
 
 
 def test_loader_dispatch_and_clear_errors(tmp_path):
