@@ -267,16 +267,28 @@ class PretrainingCollator:
 
     def __call__(self, examples: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         longest = max(len(example["input_ids"]) for example in examples)
-        length = self.pad_to or -(-longest // self.multiple) * self.multiple
-        input_ids = torch.full((len(examples), length), self.pad_token_id, dtype=torch.long)
-        token_type_ids = torch.zeros((len(examples), length), dtype=torch.long)
-        attention_mask = torch.zeros((len(examples), length), dtype=torch.long)
-        for row, example in enumerate(examples):
-            n = len(example["input_ids"])
-            input_ids[row, :n] = torch.as_tensor(example["input_ids"])
-            token_type_ids[row, :n] = torch.as_tensor(example["token_type_ids"])
-            attention_mask[row, :n] = 1
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        return pad_batch(
+            examples, self.pad_token_id, self.pad_to or -(-longest // self.multiple) * self.multiple
+        )
+
+
+def pad_batch(
+    rows: Sequence[dict[str, Any]], pad_token_id: int, length: int | None = None
+) -> dict[str, torch.Tensor]:
+    """input_ids, token_type_ids and attention_mask of `rows`, right-padded to `length` (default: the longest).
+
+    The one padding routine of pretraining, GLUE and SQuAD batches; callers add their own label columns.
+    """
+    length = length or max(len(row["input_ids"]) for row in rows)
+    input_ids = torch.full((len(rows), length), pad_token_id, dtype=torch.long)
+    token_type_ids = torch.zeros((len(rows), length), dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), length), dtype=torch.long)
+    for i, row in enumerate(rows):
+        n = len(row["input_ids"])
+        input_ids[i, :n] = torch.as_tensor(row["input_ids"])
+        token_type_ids[i, :n] = torch.as_tensor(row["token_type_ids"])
+        attention_mask[i, :n] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
 
 
 class ResumableBatchOrder:

@@ -41,16 +41,9 @@ class Collator:
         self.regression = regression
 
     def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        length = max(len(f["input_ids"]) for f in features)
-        ids = torch.full((len(features), length), self.pad_token_id, dtype=torch.long)
-        types = torch.zeros((len(features), length), dtype=torch.long)
-        mask = torch.zeros((len(features), length), dtype=torch.long)
-        for row, feature in enumerate(features):
-            n = len(feature["input_ids"])
-            ids[row, :n] = torch.tensor(feature["input_ids"])
-            types[row, :n] = torch.tensor(feature["token_type_ids"])
-            mask[row, :n] = 1
-        batch = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+        from electra.data import pad_batch
+
+        batch = pad_batch(features, self.pad_token_id)
         if "labels" in features[0]:
             dtype = torch.float32 if self.regression else torch.long
             batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=dtype)

@@ -74,16 +74,9 @@ class SquadSettings:
 
 def collate(rows: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torch.Tensor]:
     """Pad a batch to its longest window (dynamic padding: short contexts cost less)."""
-    length = max(len(r["input_ids"]) for r in rows)
-    input_ids = torch.full((len(rows), length), pad_token_id, dtype=torch.long)
-    token_type_ids = torch.zeros((len(rows), length), dtype=torch.long)
-    attention_mask = torch.zeros((len(rows), length), dtype=torch.long)
-    for i, r in enumerate(rows):
-        n = len(r["input_ids"])
-        input_ids[i, :n] = torch.tensor(r["input_ids"])
-        token_type_ids[i, :n] = torch.tensor(r["token_type_ids"])
-        attention_mask[i, :n] = 1
-    batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask}
+    from electra.data import pad_batch
+
+    batch = pad_batch(rows, pad_token_id)
     for name in ("start_positions", "end_positions", "is_impossible", "window"):
         if name in rows[0]:
             batch[name] = torch.tensor([r[name] for r in rows], dtype=torch.long)

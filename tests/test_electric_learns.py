@@ -41,8 +41,8 @@ def test_electric_tiny_scores_real_sentences_above_shuffled(shared_data, tmp_pat
 
     Measured: 144 of 200 real sentences beat their shuffled copy at 800 steps (119 at 200, 129 at 400, 146 at
     1,000), mean gap 0.67 nats and widening. Chance gives 100 +- 7, so 60% is far outside it. The energy learns word
-    order slowly: NCE only teaches it where its noise (the two-tower generator, which itself separates 199 of 200
-    after 200 steps) is wrong, so the bar is set for a brief run, not for a converged model.
+    order slowly (one binary label per token, and noise from a two-tower generator that is plausible in context
+    after ~200 steps; see the README), so the bar is set for a brief run, not for a converged model.
     """
     corpus = shared_data / "corpus" / "wikitext-2-raw"
     out = tmp_path / "electric"
