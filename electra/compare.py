@@ -221,17 +221,36 @@ def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) ->
 
     name = _fraction_name(cell["index"], settings.checkpoints)
     path = settings.out / "glue" / cell["objective"] / name / f"{task}.json"
-    wanted = {"seeds": settings.seeds, "settings": asdict(finetune)}
-    if path.is_file():
-        done = json.loads(path.read_text())
-        if {k: done.get(k) for k in wanted} == wanted:
-            return done
+    done = _current_cell(path, settings, finetune)
+    if done is not None:
+        return done
     model_dir = finetune_dir(settings.out / "checkpoints" / cell["objective"] / name)
     print(f"compare: fine-tuning {cell['objective']} {name} on {task} (seeds {settings.seeds})")
     results = run_glue(model_dir, [get_task(task)], settings.glue_data, finetune, settings.seeds)
-    done = dict(wanted, task=task, rows=results["results"], finetune_flops=results["finetune_flops"])
+    done = dict(
+        _cell_key(settings, finetune),
+        task=task,
+        rows=results["results"],
+        finetune_flops=results["finetune_flops"],
+    )
     _write_json(path, done)
     return done
+
+
+def _cell_key(settings: CompareSettings, finetune) -> dict:
+    return {"seeds": settings.seeds, "settings": asdict(finetune)}
+
+
+def _current_cell(path: Path, settings: CompareSettings, finetune) -> dict | None:
+    """A fine-tuning cell on disk, unless it was made with other seeds or settings (then it is stale: redone, and
+    left out of the report meanwhile). `finetune=None` accepts any cell."""
+    if not path.is_file():
+        return None
+    done = json.loads(path.read_text())
+    if finetune is None:
+        return done
+    wanted = _cell_key(settings, finetune)
+    return done if {k: done.get(k) for k in wanted} == wanted else None
 
 
 # ------------------------------------------------------------------------------------------------------ report
@@ -246,9 +265,11 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
             rows: dict[str, dict] = {}
             name = _fraction_name(cell["index"], settings.checkpoints)
             for task in settings.tasks:
-                path = settings.out / "glue" / objective / name / f"{task}.json"
-                if path.is_file():
-                    rows.update(json.loads(path.read_text())["rows"])
+                done = _current_cell(
+                    settings.out / "glue" / objective / name / f"{task}.json", settings, finetune
+                )
+                if done is not None:
+                    rows.update(done["rows"])
             for row in rows.values():  # JSON stores an undefined metric (NaN) as null
                 row["median"] = math.nan if row["median"] is None else row["median"]
             average, _ = glue_average(rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -12,6 +13,7 @@ from electra.cli import main
 from electra.compare import (
     CompareSettings,
     format_markdown,
+    glue_settings,
     prepare_tokenizer,
     pretrain_objective,
     write_report,
@@ -276,6 +278,15 @@ def test_results_are_collected_from_the_cells_on_disk(tmp_path):
     row = results["objectives"]["mlm"]["cells"][0]
     assert row["scores"] == {"sst2": 0.8, "stsb": None} and row["average"] == pytest.approx(0.8)
     assert "| mlm | 1.00 | 7 | 3e+09 | 80.0 | – | 80.0 |" in format_markdown(results)
+    # A cell fine-tuned with other settings (a rerun with new fine-tuning options) is stale: not reported.
+    finetune = glue_settings(settings, build_config("tiny"))
+    (cell_dir / "sst2.json").write_text(
+        json.dumps({"seeds": settings.seeds, "settings": {"epochs": 99}, "rows": {"sst2": {"median": 0.8}}})
+    )
+    current = dict(seeds=settings.seeds, settings=dataclasses.asdict(finetune))
+    (cell_dir / "stsb.json").write_text(json.dumps({**current, "rows": {"stsb": {"median": 0.5}}}))
+    row = collect_results(settings, {"mlm": [cell]}, finetune)["objectives"]["mlm"]["cells"][0]
+    assert row["scores"] == {"stsb": 0.5}
 
 
 @pytest.mark.parametrize("objective", ["electra-15", "replace-mlm", "all-tokens-mlm"])
