@@ -115,8 +115,8 @@ def electric_training_step(
 
     The two-tower generator reads the original sequence, is trained by maximum likelihood at every candidate
     position, and its log-probabilities there are reused (detached, fp32) to draw the noise and to give log q of
-    both the kept and the replaced tokens. The discriminator's head output is -E (the export contract), so the energies
-    are its negative. `positions` (the shared masking draw) is not used: Algorithm 2 picks its own
+    both the kept and the replaced tokens. The discriminator's head output is -E (the export contract), so the
+    energies are its negative. `positions` (the shared masking draw) is not used: Algorithm 2 picks its own
     k = ceil(mask_prob * n) positions.
     """
     from electra.modeling import PretrainingOutput

@@ -59,9 +59,8 @@ class CompareSettings:
     glue_epochs: float | None = DEFAULT_GLUE_EPOCHS
     glue_max_steps: int | None = None
     glue_batch_size: int = 32
-    glue_learning_rate: float | None = (
-        None  # None: CPU_SIZE_GLUE_LEARNING_RATE for tiny/mini, else the paper's
-    )
+    # None: CPU_SIZE_GLUE_LEARNING_RATE for tiny/mini, the paper's rate by width otherwise
+    glue_learning_rate: float | None = None
 
 
 # ------------------------------------------------------------------------------------------------- pretraining

@@ -330,9 +330,9 @@ def sample_noise(
     """Algorithm 2's steps 1-2: pick k = ceil(mask_prob * n) of the n candidate positions and replace them with
     samples from q, all at once. No gradient flows through the sample or log q (fp32 throughout).
 
-    candidate_log_probs: [N, V] logits of q at the N True entries of `candidate_mask` [B, L], in row-major order;
-    with `normalized=True` they are already log-probabilities (what `TwoTowerGenerator.mle_loss(...,
-    candidate_mask)` returns) and are not renormalised at temperature 1 (a full [N, V] pass saved).
+    candidate_log_probs: [N, V] q at the N True entries of `candidate_mask` [B, L], in row-major order: unnormalised
+    logits by default, or, with `normalized=True`, log-probabilities (what `TwoTowerGenerator.mle_loss(...,
+    candidate_mask)` returns), which are not renormalised at temperature 1 (a full [N, V] pass saved).
     """
     from electra.masking import sample_from_log_probs
 

@@ -181,7 +181,7 @@ class ClozeScorer(Scorer):
     """The two-tower generator alone: Σ log q(x_t | x_\\t), a normalised cloze PLL in one pass.
 
     Electric and ELECTRA-TT runs carry this generator; early in training it ranks sentences far better than the
-    energy head, which NCE only teaches where the generator is wrong.
+    energy head, which learns word order much later (README, "Scoring sentences").
     """
 
     method = "cloze"
