@@ -119,11 +119,12 @@ def electric_training_step(
     energies are its negative. `positions` (the shared masking draw) is not used: Algorithm 2 picks its own
     k = ceil(mask_prob * n) positions.
     """
+    from electra.masking import candidate_mask
     from electra.modeling import PretrainingOutput
     from generators.two_tower import sample_noise
 
     cfg = model.config
-    candidates = attention_mask.bool() & ~torch.isin(input_ids, model.special_ids)
+    candidates = candidate_mask(input_ids, attention_mask, model.special_ids)
     gen_loss, cand_log_q = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
     noise = sample_noise(
         cand_log_q, input_ids, candidates, cfg.mask_prob, cfg.sampling_temperature, normalized=True

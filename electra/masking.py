@@ -5,8 +5,11 @@ from __future__ import annotations
 import torch
 
 
-def special_token_mask(input_ids: torch.Tensor, special_ids: torch.Tensor) -> torch.Tensor:
-    return torch.isin(input_ids, special_ids)
+def candidate_mask(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ids: torch.Tensor
+) -> torch.Tensor:
+    """Positions that can be masked, replaced or predicted: real tokens other than [CLS]/[SEP]/[MASK]/[PAD]."""
+    return attention_mask.bool() & ~torch.isin(input_ids, special_ids.to(input_ids.device))
 
 
 def choose_positions(
@@ -17,7 +20,7 @@ def choose_positions(
     A fixed count per row (rather than an independent coin per token) is what the reference implementation does;
     it keeps the number of generator predictions, and so the step's cost, steady.
     """
-    candidates = attention_mask.bool() & ~special_token_mask(input_ids, special_ids)
+    candidates = candidate_mask(input_ids, attention_mask, special_ids)
     n_candidates = candidates.sum(dim=1)
     k = torch.round(n_candidates.float() * mask_prob).long().clamp(min=1)
     k = torch.minimum(k, n_candidates)

@@ -325,8 +325,9 @@ def _candidates_per_sequence(model: nn.Module, batch: dict[str, Any]) -> torch.T
     special_ids = getattr(model, "special_ids", None)
     if special_ids is None or "attention_mask" not in batch:
         return None
-    input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
-    return (attention_mask.bool() & ~torch.isin(input_ids, special_ids.to(input_ids.device))).sum(dim=1)
+    from electra.masking import candidate_mask
+
+    return candidate_mask(batch["input_ids"], batch["attention_mask"], special_ids).sum(dim=1)
 
 
 def _masked_per_sequence(n: torch.Tensor | None, mask_prob: float) -> float | None:

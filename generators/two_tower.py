@@ -13,7 +13,6 @@ needs no per-sequence reversal: a real token only ever attends to itself and rea
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -355,17 +354,3 @@ def sample_noise(
     log_q = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
     log_q[candidates] = log_probs.gather(-1, noised[candidates][:, None]).squeeze(-1)
     return NoiseSample(input_ids=noised, replaced_mask=replaced, log_q=log_q, k=k, n=n)
-
-
-def candidate_positions(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ids: list[int]
-) -> torch.Tensor:
-    """Positions that can be predicted or replaced: real tokens that are not [CLS]/[SEP]/[PAD]."""
-    mask = attention_mask.bool().clone()
-    for token_id in special_ids:
-        mask &= input_ids != token_id
-    return mask
-
-
-def expected_k(n: int, mask_prob: float = 0.15) -> int:
-    return max(1, math.ceil(n * mask_prob)) if n > 0 else 0

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from electra.config import build_config
-from generators.two_tower import TwoTowerGenerator, candidate_positions, sample_noise, tower_masks
+from electra.masking import candidate_mask
+from generators.two_tower import TwoTowerGenerator, sample_noise, tower_masks
 
 
 def _config(**overrides):
@@ -118,7 +119,7 @@ def test_sample_noise_replaces_k_candidates_and_reports_log_q():
     torch.manual_seed(0)
     ids = torch.tensor([[2, 10, 11, 12, 13, 14, 15, 16, 3, 0], [2, 20, 21, 3, 0, 0, 0, 0, 0, 0]])
     mask = (ids != 0).long()
-    cand = candidate_positions(ids, mask, [0, 2, 3])
+    cand = candidate_mask(ids, mask, torch.tensor([0, 2, 3]))
     logits = torch.randn(2, 10, 50)
     gen = torch.Generator().manual_seed(1)
     noise = sample_noise(logits[cand], ids, cand, mask_prob=0.15, generator=gen)
