@@ -1,31 +1,41 @@
-"""Training throughput of our ELECTRA step against the step users assemble from `transformers` by hand.
+"""Training throughput and model-FLOPs utilisation of our pretraining step, against the step users assemble from
+`transformers` by hand, on the CPU or a GPU, in the same run.
 
-Baseline (measured in the same run, same shapes, same optimizer): `ElectraForMaskedLM` generator that computes
-full-vocabulary logits at every position, `ElectraForPreTraining` discriminator, shared embeddings, eager
-attention, fp32, Gumbel sampling over the masked rows. Ours: `electra.modeling.PretrainingModel` (logits only at
-masked rows, SDPA attention, sampling from the loss's own log-probabilities), in fp32 and in bf16 autocast.
+Baseline (same shapes and optimizer): `ElectraForMaskedLM` generator computing full-vocabulary logits at every
+position, `ElectraForPreTraining` discriminator, shared embeddings, eager attention, fp32, Gumbel sampling over the
+masked rows. Ours: `electra.model.PretrainingModel` (the configured objective), in each requested precision, eager
+and (with --compile) under `torch.compile`, the optimizer the engine uses (AdamW, fused on CUDA).
 
-    python bench/pretrain_throughput.py --size small --batch-size 32 --steps 5
+For every variant it prints tokens/s (min/median/max over the timed steps), the FLOPs per token actually executed
+(FlopCounterMode on the real model's forward, plus a backward of twice the forward: not the paper's accounting),
+the machine's dense matmul peak for that precision measured in the same run, the resulting MFU, and peak memory.
 
-Prints tokens/s for each and the ratio to the baseline. Timings on a shared machine vary: compare the ratio.
+    python bench/pretrain_throughput.py --size small --batch-size 32 --steps 20
+    python bench/pretrain_throughput.py --device cuda --batch-size 128 --dtypes bf16 --compile --no-baseline
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import resource
 import statistics
 import time
 
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config import build_config
+from electra.config import parse_overrides
 from electra.hf_configs import discriminator_hf_config, generator_hf_config
-from electra.modeling import PretrainingModel, SpecialIds
-from electra.train import build_optimizer
+from electra.model import PretrainingModel
+from electra.objectives import build_config
+from electra.optim import build_adamw, parameter_groups
+from electra.outputs import SpecialIds
+from flops.measured import flop_counter, matmul_peak
 
 SPECIAL = SpecialIds(pad=0, cls=101, sep=102, mask=103)
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class NaiveElectra(torch.nn.Module):
@@ -40,11 +50,11 @@ class NaiveElectra(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids):
         special = (input_ids == SPECIAL.cls) | (input_ids == SPECIAL.sep) | (input_ids == SPECIAL.pad)
-        probability = torch.full(input_ids.shape, 0.15).masked_fill(special, 0.0)
+        probability = torch.full(input_ids.shape, 0.15, device=input_ids.device).masked_fill(special, 0.0)
         masked = torch.bernoulli(probability).bool()
         labels = input_ids.masked_fill(~masked, -100)
         masked_input = input_ids.clone()
-        masked_input[masked & (torch.rand(input_ids.shape) < 0.85)] = SPECIAL.mask
+        masked_input[masked & (torch.rand(input_ids.shape, device=input_ids.device) < 0.85)] = SPECIAL.mask
         gen = self.generator(
             masked_input, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels
         )
@@ -61,25 +71,88 @@ class NaiveElectra(torch.nn.Module):
         return gen.loss + 50.0 * disc.loss
 
 
-def make_batch(batch_size: int, length: int, vocab: int) -> dict[str, torch.Tensor]:
-    ids = torch.randint(1000, vocab, (batch_size, length))
+def make_batch(batch_size: int, length: int, vocab: int, device: torch.device) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, vocab, (batch_size, length), generator=generator)
     ids[:, 0] = SPECIAL.cls
     ids[:, length // 2] = SPECIAL.sep
     ids[:, -1] = SPECIAL.sep
     types = torch.zeros_like(ids)
     types[:, length // 2 + 1 :] = 1
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": types}
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": types}
+    return {k: v.to(device) for k, v in batch.items()}
 
 
-def time_steps(step, steps: int, warmup: int) -> list[float]:
+def loss_of(output) -> torch.Tensor:
+    return output if torch.is_tensor(output) else output.loss
+
+
+def executed_flops_per_step(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> float:
+    """Matmul FLOPs of one forward as FlopCounterMode sees them, times 3 (a backward costs twice the forward)."""
+    with torch.no_grad(), flop_counter() as counter:
+        model(**batch)
+    return 3.0 * counter.get_total_flops()
+
+
+def peak_memory_bytes(device: torch.device) -> float:
+    if device.type == "cuda":
+        return float(torch.cuda.max_memory_allocated(device))
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
+
+
+def measure(name, model, batch, dtype, device, steps, warmup, compile_model, flops_per_step, peak) -> dict:
+    torch.manual_seed(0)
+    model.to(device).train()
+    optimizer = build_adamw(parameter_groups(model, 1e-4, 0.01), lr=1e-4)
+    runner = torch.compile(model) if compile_model else model
+    autocast = (
+        torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
+    )
+
+    def step() -> None:
+        with autocast:
+            loss = loss_of(runner(**batch))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def synced() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    start = synced()
     for _ in range(warmup):
         step()
+    warmup_seconds = synced() - start
     times = []
     for _ in range(steps):
-        start = time.perf_counter()
+        start = synced()
         step()
-        times.append(time.perf_counter() - start)
-    return times
+        times.append(synced() - start)
+    tokens = batch["input_ids"].numel()
+    rates = sorted(tokens / t for t in times)
+    median = statistics.median(rates)
+    row = {
+        "variant": name,
+        "tokens_per_second": {"min": rates[0], "median": median, "max": rates[-1]},
+        "step_seconds_median": statistics.median(times),
+        "warmup_seconds": warmup_seconds,
+        "executed_flops_per_token": flops_per_step / tokens,
+        "peak_flops_per_second": peak,
+        "mfu": median * flops_per_step / tokens / peak,
+        "peak_memory_gib": peak_memory_bytes(device) / 2**30,
+    }
+    print(
+        f"{name:<34} {rates[0]:>10,.0f} {median:>10,.0f} {rates[-1]:>10,.0f} tok/s   "
+        f"{row['executed_flops_per_token'] / 1e6:7.1f} MFLOP/tok   MFU {100 * row['mfu']:5.1f}%   "
+        f"peak {peak / 1e12:7.2f} TFLOP/s   mem {row['peak_memory_gib']:6.2f} GiB   warmup {warmup_seconds:6.1f} s",
+        flush=True,
+    )
+    return row
 
 
 def main() -> None:
@@ -87,56 +160,88 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--size", default="small")
+    parser.add_argument("--objective", default="electra")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps (min/median/max over them)")
+    parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--vocab-size", type=int, default=30522)
-    parser.add_argument("--no-bf16", action="store_true", help="skip the bf16 autocast measurement")
+    parser.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16, fp16 (autocast)")
+    parser.add_argument("--compile", action="store_true", help="also time each dtype under torch.compile")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the naive transformers step")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    parser.add_argument("--json", help="write every figure here as JSON")
     args = parser.parse_args()
-
-    config = build_config(
-        args.size, overrides={"vocab_size": args.vocab_size, "max_seq_length": args.seq_len}
-    )
-    batch = make_batch(args.batch_size, args.seq_len, args.vocab_size)
-    tokens = args.batch_size * args.seq_len
-    results: dict[str, float] = {}
-
-    def measure(name: str, model: torch.nn.Module, loss_of, autocast: bool = False) -> None:
-        torch.manual_seed(0)
-        optimizer = build_optimizer(model, config)
-        context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-
-        def step():
-            with context:
-                loss = loss_of(model)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
-        times = time_steps(step, args.steps, args.warmup)
-        results[name] = tokens / statistics.median(times)
-        print(
-            f"{name:<28} {results[name]:>9.0f} tok/s   (median of {args.steps} steps, {statistics.median(times):.2f} s/step)",
-            flush=True,
-        )
-
+    device = torch.device(args.device)
+    overrides = {
+        "vocab_size": args.vocab_size,
+        "max_seq_length": args.seq_len,
+        "objective": args.objective,
+        **parse_overrides(args.set),
+    }
+    config = build_config(args.size, overrides=overrides)
+    batch = make_batch(args.batch_size, args.seq_len, args.vocab_size, device)
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     print(
-        f"size={args.size} batch={args.batch_size} seq={args.seq_len} vocab={args.vocab_size} threads={torch.get_num_threads()}"
+        f"size={args.size} objective={args.objective} device={device} batch={args.batch_size} seq={args.seq_len} "
+        f"vocab={args.vocab_size} threads={torch.get_num_threads()} torch={torch.__version__}"
+        + (f" gpu={torch.cuda.get_device_name(device)}" if device.type == "cuda" else "")
     )
+    peaks = {name: matmul_peak(device, DTYPES[name]) for name in {"fp32", *dtypes}}
+    for name, peak in sorted(peaks.items()):
+        print(f"matmul peak {name}: {peak / 1e12:.2f} TFLOP/s (2 n^3 / best time)")
+    print(f"{'variant':<34} {'min':>10} {'median':>10} {'max':>10}")
+    rows = []
+    if not args.no_baseline:
+        torch.manual_seed(0)
+        eager = build_config(args.size, overrides={**overrides, "attn_implementation": "eager"})
+        naive = NaiveElectra(discriminator_hf_config(eager), generator_hf_config(eager)).to(device)
+        flops = executed_flops_per_step(naive, batch)
+        rows.append(
+            measure(
+                "baseline (HF naive, fp32)",
+                naive,
+                batch,
+                torch.float32,
+                device,
+                args.steps,
+                args.warmup,
+                False,
+                flops,
+                peaks["fp32"],
+            )
+        )
+        del naive
     torch.manual_seed(0)
-    eager = build_config(args.size, overrides={"vocab_size": args.vocab_size, "attn_implementation": "eager"})
-    naive = NaiveElectra(discriminator_hf_config(eager), generator_hf_config(eager)).train()
-    measure("baseline (HF, naive, fp32)", naive, lambda m: m(**batch))
-    del naive
-    ours = PretrainingModel(config, SPECIAL).train()
-    measure("ours fp32", ours, lambda m: m(**batch).loss)
-    if not args.no_bf16:
-        measure("ours bf16 autocast", ours, lambda m: m(**batch).loss, autocast=True)
-    base = results["baseline (HF, naive, fp32)"]
-    for name, value in results.items():
-        print(f"ratio {name:<28} {value / base:5.2f}x")
+    ours = PretrainingModel(config, SPECIAL).to(device)
+    flops = executed_flops_per_step(ours, batch)
+    for name in dtypes:
+        for compiled in (False, True) if args.compile else (False,):
+            label = f"ours {args.objective} {name}" + (" compiled" if compiled else "")
+            rows.append(
+                measure(
+                    label,
+                    ours,
+                    batch,
+                    DTYPES[name],
+                    device,
+                    args.steps,
+                    args.warmup,
+                    compiled,
+                    flops,
+                    peaks[name],
+                )
+            )
+    if not args.no_baseline:
+        base = rows[0]["tokens_per_second"]["median"]
+        for row in rows[1:]:
+            print(
+                f"ratio {row['variant']:<34} {row['tokens_per_second']['median'] / base:5.2f}x the baseline"
+            )
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"args": vars(args), "peaks": peaks, "rows": rows}, handle, indent=2)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from electra.config import parse_overrides  # noqa: E402
+from electra.corpus import read_documents  # noqa: E402
+from electra.errors import UserError  # noqa: E402
 from tlm.retrieval import BM25Index, build_index, retrieve_corpus  # noqa: E402
 from tlm.tasks import read_task_file, split_examples, write_jsonl  # noqa: E402
 from tlm.train import TLMSettings, train_tlm  # noqa: E402
@@ -52,9 +54,6 @@ def reuters_articles(path: Path):
 
 def part_documents(path: Path):
     """The library reader's documents of each file under `path`; Latin-1 blank-line blocks where it refuses one."""
-    from electra.corpus import read_documents
-    from electra.errors import UserError
-
     for file in sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]:
         try:
             yield from list(read_documents(str(file)))

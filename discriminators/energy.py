@@ -19,7 +19,6 @@ distribution and gets no gradient from this loss.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -102,48 +101,3 @@ def electra_tt_token_log_likelihood(
     if log_ratio.dim() == 1:
         log_ratio = log_ratio[:, None]
     return log_ratio + log_q.float() - discriminator_logits.float()
-
-
-def electric_training_step(
-    model: Any,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    token_type_ids: torch.Tensor | None,
-    positions: torch.Tensor | None = None,
-) -> Any:
-    """One Electric step on a `electra.modeling.PretrainingModel` (objective=electric, generator=two-tower).
-
-    The two-tower generator reads the original sequence, is trained by maximum likelihood at every candidate
-    position, and its log-probabilities there are reused (detached, fp32) to draw the noise and to give log q of
-    both the kept and the replaced tokens. The discriminator's head output is -E (the export contract), so the
-    energies are its negative. `positions` (the shared masking draw) is not used: Algorithm 2 picks its own
-    k = ceil(mask_prob * n) positions.
-    """
-    from electra.masking import candidate_mask
-    from electra.modeling import PretrainingOutput
-    from generators.two_tower import sample_noise
-
-    cfg = model.config
-    candidates = candidate_mask(input_ids, attention_mask, model.special_ids)
-    gen_loss, cand_log_q = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
-    noise = sample_noise(
-        cand_log_q, input_ids, candidates, cfg.mask_prob, cfg.sampling_temperature, normalized=True
-    )
-    energies = -model.discriminator(noise.input_ids, attention_mask, token_type_ids)
-    nce = electric_nce_loss(energies, noise.log_q, noise.replaced_mask, candidates, noise.k)
-    loss = cfg.generator_loss_weight * gen_loss + cfg.discriminator_loss_weight * nce
-    with torch.no_grad():
-        z = electric_nce_logits(energies, noise.log_q, noise.k, noise.n)
-        counted = candidates.sum().clamp(min=1)
-        replaced = noise.replaced_mask
-        metrics = {
-            "generator_loss": gen_loss.detach(),
-            "discriminator_loss": nce.detach(),
-            "generator_accuracy": (cand_log_q.argmax(-1) == input_ids[candidates]).float().mean(),
-            "nce_accuracy": (((z > 0) == replaced) & candidates).sum().float() / counted,
-            "sample_is_original": (noise.input_ids == input_ids)[replaced].float().mean(),
-            "mean_energy_kept": energies.detach().float()[candidates & ~replaced].mean(),
-            "mean_energy_replaced": energies.detach().float()[replaced].mean(),
-            "loss": loss.detach(),
-        }
-    return PretrainingOutput(loss, metrics)

@@ -169,6 +169,15 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def save_tensors_atomically(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """A safetensors file replaced in one rename, so a reader sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(temporary))
+    _fsync(temporary)
+    os.replace(temporary, path)
+
+
 def _write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(text)

@@ -1,29 +1,25 @@
 """The `electra` console script: one subcommand per job, each owned by the package that does the job.
 
-Every package exposes `register(subparsers)` in its `cli.py`, which adds its parser and sets `func`; heavy imports
-happen inside `func`, so `electra --help` stays fast. A `UserError` anywhere becomes one line on stderr and exit 2.
+Every package's `cli.py` exposes `register(subparsers)`, which adds its parser and sets `func`. Those modules import
+only argparse-level code at the top and do their heavy imports inside `func`, so `electra --help` and a bad flag
+answer at once. A `UserError` anywhere becomes one line on stderr and exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from electra import compare_cli, plot, pretrain_cli
 from electra.errors import UserError
+from flops import cli as flops_cli
+from glue import cli as glue_cli
+from pll import cli as pll_cli
+from squad import cli as squad_cli
+from tlm import cli as tlm_cli
 
-# (module, note) in the order `electra --help` lists them. A module that is missing is skipped silently, so a
-# partial install (or a package still being written) never breaks the others.
-SUBCOMMAND_MODULES = (
-    "electra.pretrain_cli",
-    "electra.plot",
-    "flops.cli",
-    "glue.cli",
-    "squad.cli",
-    "pll.cli",
-    "tlm.cli",
-    "electra.compare",
-)
+# In the order `electra --help` lists them.
+SUBCOMMANDS = (pretrain_cli, plot, flops_cli, glue_cli, squad_cli, pll_cli, tlm_cli, compare_cli)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,13 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="electra", description="Pretrain, count, fine-tune and score ELECTRA / Electric models."
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name and name.startswith(exc.name):
-                continue
-            raise
+    for module in SUBCOMMANDS:
         module.register(subparsers)
     return parser
 

@@ -1,7 +1,7 @@
 """`electra compare`: the ELECTRA paper's central experiment (score against pretraining FLOPs) on one machine.
 
 Every objective is pretrained on the same corpus, with the same WordPiece vocabulary (trained once, saved to
-OUT/tokenizer/) and the same cached examples, to the same budget of training FLOPs as `flops.analytic.count_flops`
+OUT/tokenizer/) and the same cached examples, to the same budget of training FLOPs as `electra.objectives.flop_report`
 counts them (generator included). Each run's learning-rate schedule spans its own budget (max_steps = the steps
 the budget buys), and a checkpoint is exported at each of `--checkpoints` evenly spaced fractions of the budget:
 the training loop is driven once per fraction with `flops_budget = fraction x budget` and resumed from its own
@@ -17,61 +17,36 @@ loses at most the cell in progress (and pretraining resumes from its latest chec
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+import shutil
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from safetensors.torch import load_model
+
+from electra.checkpoint import latest_checkpoint
+from electra.compare_settings import CPU_SIZE_GLUE_LEARNING_RATE, PRETRAINING_KEYS, CompareSettings
 from electra.errors import UserError
-
-# Chosen so that tiny, electra+mlm, sst2,mrpc,stsb,rte, 3 seeds fit in about an hour on 2 CPU cores: see the README
-# ("Equal-compute comparison") for the measurement and the arithmetic.
-DEFAULT_BUDGET = 6.0e13
-DEFAULT_GLUE_MAX_TRAIN_EXAMPLES = 1000
-DEFAULT_GLUE_EPOCHS = 3.0
-# The paper has no fine-tuning recipe for our CPU sizes; its Small rate (3e-4, what their width would get) leaves a
-# ~100-update fine-tuning of `tiny` at the majority class, 1e-3 does not (README, "Equal-compute comparison").
-CPU_SIZE_GLUE_LEARNING_RATE = 1e-3
-DEFAULT_OBJECTIVES = "electra,mlm"
-DEFAULT_TASKS = "sst2,mrpc,stsb,rte"
-# Settings that define the pretraining runs: a rerun into the same OUT must agree on them.
-PRETRAINING_KEYS = ("corpus", "size", "overrides", "budget", "checkpoints")
-
-
-@dataclass
-class CompareSettings:
-    corpus: str
-    out: Path
-    objectives: list[str]
-    tasks: list[str]
-    glue_data: Path
-    size: str = "tiny"
-    budget: float = DEFAULT_BUDGET
-    checkpoints: int = 4
-    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
-    overrides: dict[str, Any] = field(default_factory=dict)
-    cache_dir: str | None = None
-    glue_max_train_examples: int | None = DEFAULT_GLUE_MAX_TRAIN_EXAMPLES
-    glue_epochs: float | None = DEFAULT_GLUE_EPOCHS
-    glue_max_steps: int | None = None
-    glue_batch_size: int = 32
-    # None: CPU_SIZE_GLUE_LEARNING_RATE for tiny/mini, the paper's rate by width otherwise
-    glue_learning_rate: float | None = None
+from electra.export import finetune_dir
+from electra.model import build_pretraining_model
+from electra.objectives import build_config, flop_report, objective_names
+from electra.pretraining import RunInputs, pretrain
+from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
+from glue.finetune import FinetuneSettings, check_files, glue_average, run_glue
+from glue.report import json_safe
+from glue.tasks import get_task
 
 
 # ------------------------------------------------------------------------------------------------- pretraining
 def objective_config(settings: CompareSettings, objective: str, vocab_size: int):
     """The objective's PretrainConfig with its schedule fitted to the budget (same batch for every objective)."""
-    from electra.config import build_config
-    from flops.analytic import count_flops
-
     config = build_config(settings.size, None, {**settings.overrides, "objective": objective})
     config.vocab_size = vocab_size
-    per_step = count_flops(config).train_flops_per_step
+    per_step = flop_report(config).train_flops_per_step
     steps = math.ceil(settings.budget / per_step - 1e-9)
     if steps < settings.checkpoints:
         raise UserError(
@@ -89,8 +64,6 @@ def objective_config(settings: CompareSettings, objective: str, vocab_size: int)
 
 def prepare_tokenizer(settings: CompareSettings, config) -> Path:
     """Train (or reuse) the vocabulary once; every objective then loads it from OUT/tokenizer."""
-    from electra.tokenization import load_or_train_tokenizer
-
     directory = settings.out / "tokenizer"
     if not (directory / "tokenizer.json").is_file():
         tokenizer = load_or_train_tokenizer(
@@ -104,10 +77,6 @@ def prepare_tokenizer(settings: CompareSettings, config) -> Path:
 
 def pretrain_objective(settings: CompareSettings, objective: str, tokenizer_dir: Path) -> list[dict]:
     """Pretrain one objective through every budget fraction; returns one cell record per fraction."""
-    from electra.checkpoint import latest_checkpoint
-    from electra.tokenization import load_saved_tokenizer
-    from electra.train import RunInputs, train
-
     tokenizer = load_saved_tokenizer(tokenizer_dir)
     config = objective_config(settings, objective, len(tokenizer))
     run_dir = settings.out / "pretrain" / objective
@@ -129,10 +98,9 @@ def pretrain_objective(settings: CompareSettings, objective: str, tokenizer_dir:
                 vocab=str(tokenizer_dir),
                 cache_dir=_cache(settings),
                 resume=latest_checkpoint(checkpoints_dir) is not None,
-                plot=False,
             )
             print(f"compare: pretraining {objective} to {target:.3g} FLOPs ({index}/{settings.checkpoints})")
-            train(segment, inputs)
+            pretrain(segment, inputs)
             checkpoint = checkpoint_reaching(checkpoints_dir, target)
             if checkpoint is None:
                 raise RuntimeError(f"{run_dir}: training stopped before {target:.3g} FLOPs")
@@ -168,12 +136,6 @@ def checkpoint_reaching(checkpoints_dir: Path, flops: float) -> Path | None:
 
 def export_checkpoint(checkpoint: Path, config, tokenizer, dest: Path) -> Path:
     """Hugging Face exports (as the training loop writes them) of one saved checkpoint, published by rename."""
-    import shutil
-
-    from safetensors.torch import load_model
-
-    from electra.modeling import build_pretraining_model
-
     model = build_pretraining_model(copy.deepcopy(config), tokenizer)
     _, unexpected = load_model(model, str(checkpoint / "model.safetensors"), strict=False)
     if unexpected:
@@ -190,8 +152,6 @@ def export_checkpoint(checkpoint: Path, config, tokenizer, dest: Path) -> Path:
 
 
 def _prune_before(checkpoints_dir: Path, step: int) -> None:
-    import shutil
-
     for path in checkpoints_dir.glob("step-*"):
         if path.is_dir() and int(path.name.split("-")[1]) < step:
             shutil.rmtree(path, ignore_errors=True)
@@ -199,8 +159,6 @@ def _prune_before(checkpoints_dir: Path, step: int) -> None:
 
 # ------------------------------------------------------------------------------------------------- fine-tuning
 def glue_settings(settings: CompareSettings, config):
-    from glue.finetune import FinetuneSettings
-
     return FinetuneSettings(
         epochs=settings.glue_epochs,
         max_steps=settings.glue_max_steps,
@@ -214,10 +172,6 @@ def glue_settings(settings: CompareSettings, config):
 
 def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) -> dict:
     """One (objective, fraction, task) cell: every seed, median per dev set. Skipped when already on disk."""
-    from electra.modeling import finetune_dir
-    from glue.finetune import run_glue
-    from glue.tasks import get_task
-
     name = _fraction_name(cell["index"], settings.checkpoints)
     path = settings.out / "glue" / cell["objective"] / name / f"{task}.json"
     done = _current_cell(path, settings, finetune)
@@ -255,8 +209,6 @@ def _current_cell(path: Path, settings: CompareSettings, finetune) -> dict | Non
 # ------------------------------------------------------------------------------------------------------ report
 def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], finetune) -> dict:
     """The comparison so far, from whatever cells are on disk (missing scores are None)."""
-    from glue.finetune import glue_average
-
     objectives = {}
     for objective, records in cells.items():
         rows_out = []
@@ -363,16 +315,12 @@ def write_report(results: dict, out: Path) -> dict[str, Path]:
 # ------------------------------------------------------------------------------------------------------ driver
 def describe_plan(settings: CompareSettings) -> str:
     """What a run will do: steps per objective and fraction, and the number of fine-tuning runs (trains nothing)."""
-    from electra.config import build_config
-
     base = build_config(settings.size, None, dict(settings.overrides))
     vocab, source = (
         base.tokenizer_vocab_size,
         "tokenizer_vocab_size (the trained vocabulary may be a little smaller)",
     )
     if (settings.out / "tokenizer" / "tokenizer.json").is_file():
-        from electra.tokenization import load_saved_tokenizer
-
         vocab, source = len(load_saved_tokenizer(settings.out / "tokenizer")), "OUT/tokenizer"
     lines = [f"budget {settings.budget:.3g} training FLOPs per objective; vocabulary {vocab} from {source}"]
     for objective in settings.objectives:
@@ -395,16 +343,11 @@ def describe_plan(settings: CompareSettings) -> str:
 
 
 def run_compare(settings: CompareSettings) -> dict:
-    from electra.config import OBJECTIVES, build_config
-
     for objective in settings.objectives:
-        if objective not in OBJECTIVES:
-            raise UserError(f"--objectives: {objective!r} is not one of {', '.join(OBJECTIVES)}.")
+        if objective not in objective_names():
+            raise UserError(f"--objectives: {objective!r} is not one of {', '.join(objective_names())}.")
     if not Path(settings.corpus).exists():
         raise UserError(f"{settings.corpus}: corpus not found; give --corpus a text file or directory.")
-    from glue.finetune import check_files
-    from glue.tasks import get_task
-
     check_files([get_task(task) for task in settings.tasks], settings.glue_data, predict_test=False)
     settings.out.mkdir(parents=True, exist_ok=True)
     _check_manifest(settings)
@@ -452,9 +395,7 @@ def _fraction_name(index: int, total: int) -> str:
 
 
 def _per_step(config) -> float:
-    from flops.analytic import count_flops
-
-    return float(count_flops(config).train_flops_per_step)
+    return float(flop_report(config).train_flops_per_step)
 
 
 def _cache(settings: CompareSettings) -> str:
@@ -473,109 +414,4 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    from glue.report import json_safe
-
     _write_text(path, json.dumps(json_safe(value), indent=2, allow_nan=False, default=str) + "\n")
-
-
-# --------------------------------------------------------------------------------------------------------- CLI
-def _list(value: str) -> list[str]:
-    items = []
-    for part in value.split(","):
-        part = part.strip().lower()
-        if part and part not in items:
-            items.append(part)
-    return items
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "compare",
-        help="pretrain objectives to equal FLOPs and compare their GLUE scores (paper Figure 5.1)",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--corpus", required=True, help="text file or directory every objective pretrains on")
-    parser.add_argument("--out", required=True, help="output directory (rerun with the same one to resume)")
-    parser.add_argument("--size", default="tiny", help="model size preset (tiny, mini, small, base, large)")
-    parser.add_argument(
-        "--objectives",
-        default=DEFAULT_OBJECTIVES,
-        help="comma list of electra, mlm, electric, electra-tt, electra-15, replace-mlm, all-tokens-mlm",
-    )
-    parser.add_argument(
-        "--flops-budget", type=float, default=DEFAULT_BUDGET, help="training FLOPs per objective"
-    )
-    parser.add_argument(
-        "--checkpoints", type=int, default=4, help="evenly spaced budget fractions to evaluate"
-    )
-    parser.add_argument("--glue-tasks", default=DEFAULT_TASKS, help="comma list of GLUE tasks")
-    parser.add_argument(
-        "--glue-data", default=None, help="GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR"
-    )
-    parser.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task (median reported)")
-    parser.add_argument(
-        "--glue-max-train-examples",
-        type=int,
-        default=DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
-        help="fixed random subset of each task's train set; 0 = all",
-    )
-    parser.add_argument(
-        "--glue-epochs", type=float, default=DEFAULT_GLUE_EPOCHS, help="fine-tuning epochs; 0 = the paper's"
-    )
-    parser.add_argument(
-        "--glue-max-steps", type=int, default=None, help="fine-tuning updates (overrides epochs)"
-    )
-    parser.add_argument("--glue-batch-size", type=int, default=32)
-    parser.add_argument(
-        "--glue-learning-rate",
-        type=float,
-        default=None,
-        help=f"fine-tuning peak rate (default {CPU_SIZE_GLUE_LEARNING_RATE:g} for tiny/mini, the paper's by width "
-        "for small/base/large)",
-    )
-    parser.add_argument("--cache-dir", default=None, help="tokenizer/example cache (default OUT/cache)")
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a pretraining config field"
-    )
-    parser.add_argument("--plan", action="store_true", help="print the steps and runs it would do, and exit")
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from electra.config import parse_overrides
-    from glue.tasks import parse_task_list, resolve_data_dir
-
-    if args.seeds < 1 or args.checkpoints < 1:
-        raise UserError("--seeds and --checkpoints must be at least 1.")
-    if args.flops_budget <= 0:
-        raise UserError("--flops-budget must be positive (e.g. 2e13).")
-    objectives = _list(args.objectives)
-    if not objectives:
-        raise UserError("--objectives is empty; name at least one (e.g. electra,mlm).")
-    overrides = parse_overrides(args.set)
-    if "objective" in overrides:
-        raise UserError("--set objective=... is not allowed here; list objectives with --objectives.")
-    settings = CompareSettings(
-        corpus=args.corpus,
-        out=Path(args.out),
-        objectives=objectives,
-        tasks=[spec.name for spec in parse_task_list(args.glue_tasks)],
-        glue_data=resolve_data_dir(args.glue_data),
-        size=args.size,
-        budget=args.flops_budget,
-        checkpoints=args.checkpoints,
-        seeds=[1 + i for i in range(args.seeds)],
-        overrides=overrides,
-        cache_dir=args.cache_dir,
-        glue_max_train_examples=args.glue_max_train_examples or None,
-        glue_epochs=args.glue_epochs or None,
-        glue_max_steps=args.glue_max_steps,
-        glue_batch_size=args.glue_batch_size,
-        glue_learning_rate=args.glue_learning_rate,
-    )
-    if args.plan:
-        print(describe_plan(settings))
-        return 0
-    run_compare(settings)
-    return 0

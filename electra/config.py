@@ -7,14 +7,13 @@ run reproducible from its saved `config.json`. Unknown keys are errors: a typo m
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from electra.errors import UserError
 
-OBJECTIVES = ("electra", "mlm", "electric", "electra-tt", "electra-15", "replace-mlm", "all-tokens-mlm")
-# the last three: the paper's efficiency-analysis stepping stones (electra/stepping_stones.py)
 GENERATORS = ("mlm", "unigram", "two-tower")
 EMBEDDING_SHARING = ("none", "embeddings", "all")
 MIXED_PRECISION = ("no", "bf16", "fp16")
@@ -43,7 +42,7 @@ class PretrainConfig:
     generator_num_layers: int | None = None  # None: same depth as the discriminator (the paper's choice)
     embedding_sharing: str = "embeddings"  # none | embeddings | all ('all' needs a same-size generator)
     # ---- objective ----
-    objective: str = "electra"  # electra | mlm | electric | electra-tt
+    objective: str = "electra"  # a registered objective (electra.objectives.objective_names())
     mask_prob: float = 0.15  # 0.25 for Large
     mask_token_prob: float = (
         0.85  # of the picked positions: [MASK]; the rest keep their token (no random tokens)
@@ -84,8 +83,11 @@ class PretrainConfig:
 
     # ------------------------------------------------------------------
     def validate(self) -> PretrainConfig:
-        """Reject inconsistent settings early, with the field name in the message."""
-        _choice("objective", self.objective, OBJECTIVES)
+        """Reject inconsistent settings early, with the field name in the message.
+
+        The objective's name and its own constraints are checked by `electra.objectives.check_config`, which
+        reads the registry (this module sits below it and knows no objective).
+        """
         _choice("generator", self.generator, GENERATORS)
         _choice("embedding_sharing", self.embedding_sharing, EMBEDDING_SHARING)
         _choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
@@ -107,10 +109,6 @@ class PretrainConfig:
         if self.embedding_sharing == "all" and self.generator_hidden_multiplier != 1.0:
             raise UserError(
                 "config: embedding_sharing=all ties every weight, so it needs generator_hidden_multiplier=1.0."
-            )
-        if self.objective == "electric" and self.generator != "two-tower":
-            raise UserError(
-                "config: objective=electric needs generator=two-tower (Electric's noise distribution)."
             )
         if self.train_batch_size < 1 or self.gradient_accumulation_steps < 1:
             raise UserError("config: train_batch_size and gradient_accumulation_steps must be at least 1.")
@@ -237,13 +235,6 @@ SIZES: dict[str, dict[str, Any]] = {
     ),
 }
 
-# Objective-specific defaults applied before user overrides (BERT's baseline masks 80/10/10).
-OBJECTIVE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "mlm": dict(mask_token_prob=0.8, random_token_prob=0.1),
-    "electric": dict(generator="two-tower"),
-    "electra-tt": dict(generator="two-tower"),
-}
-
 
 def field_names() -> set[str]:
     return {f.name for f in fields(PretrainConfig)}
@@ -273,12 +264,17 @@ def _coerce(name: str, raw: Any) -> Any:
     return raw
 
 
-def build_config(
-    size: str = "tiny",
-    config_file: str | Path | None = None,
-    overrides: dict[str, Any] | None = None,
+def assemble_config(
+    size: str,
+    config_file: str | Path | None,
+    overrides: dict[str, Any] | None,
+    objective_defaults: Callable[[str], Mapping[str, Any]],
 ) -> PretrainConfig:
-    """Size preset < objective defaults < config file < explicit overrides (later wins)."""
+    """Size preset < the objective's defaults < config file < explicit overrides (later wins); generic checks only.
+
+    `objective_defaults(name)` gives the named objective's defaults: the objective registry passes it in
+    (`electra.objectives.build_config`, the function to call).
+    """
     if size not in SIZES:
         raise UserError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}.")
     values: dict[str, Any] = dict(SIZES[size])
@@ -293,7 +289,7 @@ def build_config(
             f"unknown config key(s){where}: {', '.join(unknown)}. Run `electra pretrain --help-config` for the list."
         )
     objective = layered.get("objective", values.get("objective", "electra"))
-    values.update(OBJECTIVE_DEFAULTS.get(objective, {}))
+    values.update(objective_defaults(objective))
     values.update({k: _coerce(k, v) for k, v in layered.items()})
     return PretrainConfig(**values).validate()
 

@@ -22,8 +22,7 @@ def discriminator_hf_config(config: PretrainConfig, pad_token_id: int = 0) -> El
 
 
 def generator_hf_config(config: PretrainConfig, pad_token_id: int = 0) -> ElectraConfig:
-    if config.objective == "mlm":  # the BERT baseline: the masked LM is the full-size model
-        return discriminator_hf_config(config, pad_token_id)
+    """The generator's shape: the configured fraction of the discriminator's width, heads and FFN."""
     return _hf_config(
         config,
         hidden_size=config.generator_hidden_size,

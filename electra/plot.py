@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 from electra.errors import UserError
+from electra.run_log import read_metrics as read_rows
 
 PANELS = (
     ("loss", ("loss", "generator_loss", "discriminator_loss", "mlm_loss")),
@@ -18,19 +18,15 @@ PANELS = (
 
 
 def read_metrics(run_dir: Path) -> dict[str, list[float]]:
+    """The training columns of RUN/metrics.csv (`train/` stripped), one list per metric, aligned with `step`."""
     path = run_dir / "metrics.csv"
     if not path.is_file():
         raise UserError(f"{path} does not exist; is {run_dir} a pretraining run directory?")
-    columns: dict[str, list[float]] = {}
-    for row in csv.DictReader(path.open()):
-        for key, value in row.items():
-            try:
-                columns.setdefault(key, []).append(float(value))
-            except (TypeError, ValueError):
-                continue
-    if not columns.get("step"):
+    rows = read_rows(run_dir, "train")
+    if not rows:
         raise UserError(f"{path} has no rows yet.")
-    return columns
+    keys = [k for k in rows[0] if all(k in row for row in rows)]
+    return {key: [row[key] for row in rows] for key in keys}
 
 
 def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:

@@ -5,17 +5,27 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from electra.config import SIZES
+from electra.config import GENERATORS, SIZES
+from electra.plot import plot_run
 
-OBJECTIVE_CHOICES = (
-    "electra",
-    "mlm",
-    "electric",
-    "electra-tt",
-    "electra-15",
-    "replace-mlm",
-    "all-tokens-mlm",
-)
+
+class RegisteredObjectives:
+    """argparse `choices` read from the objective registry only when used (a check or `pretrain --help`), so
+    `electra --help` and the other commands start without importing the models."""
+
+    def _names(self) -> tuple[str, ...]:
+        from electra.objectives import objective_names
+
+        return objective_names()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+
+OBJECTIVE_CHOICES = RegisteredObjectives()
 
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,9 +48,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output", default=None, help="run directory (default: runs/<size>-<objective>)")
     parser.add_argument("--objective", choices=OBJECTIVE_CHOICES, help="pretraining objective")
-    parser.add_argument(
-        "--generator", choices=("mlm", "unigram", "two-tower"), help="generator (noise distribution)"
-    )
+    parser.add_argument("--generator", choices=GENERATORS, help="generator (noise distribution)")
     parser.add_argument("--max-steps", type=int, help="optimizer steps")
     parser.add_argument(
         "--batch-size", type=int, dest="train_batch_size", help="global batch size (sequences)"
@@ -75,18 +83,16 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG of training curves at the end")
     parser.add_argument(
-        "--help-config", action="store_true", help="list every config field with its default and exit"
+        "--help-config",
+        action="store_true",
+        help="list every config field with its value for this --size/--config/--set and exit",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from electra.config import PretrainConfig, build_config, parse_overrides
+    from electra.config import parse_overrides
+    from electra.objectives import build_config
 
-    if args.help_config:
-        defaults = PretrainConfig()
-        for name, value in sorted(defaults.to_dict().items()):
-            print(f"{name} = {value!r}")
-        return 0
     overrides = parse_overrides(args.set)
     for name in (
         "objective",
@@ -106,8 +112,12 @@ def run(args: argparse.Namespace) -> int:
         if value is not None:
             overrides[name] = value
     config = build_config(args.size, args.config_file, overrides)
+    if args.help_config:
+        for name, value in sorted(config.to_dict().items()):
+            print(f"{name} = {value!r}")
+        return 0
 
-    from electra.train import RunInputs, train
+    from electra.pretraining import RunInputs, pretrain
 
     corpus = args.corpus
     if corpus is None:
@@ -123,11 +133,12 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         num_proc=args.num_proc,
         resume=args.resume,
-        plot=not args.no_plot,
         doc_boundary=args.doc_boundary,
         strict_utf8=args.strict_utf8,
     )
-    train(config, inputs)
+    result = pretrain(config, inputs)
+    if not args.no_plot and result.is_main_process:
+        print(f"curves: {plot_run(result.output_dir)}")
     return 0
 
 

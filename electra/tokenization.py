@@ -6,11 +6,17 @@ code (`AutoTokenizer.from_pretrained(run/discriminator)`) needs nothing from thi
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from transformers import ElectraTokenizerFast, PreTrainedTokenizerFast
 
+from electra.corpus import read_documents
+from electra.data import corpus_fingerprint, default_cache_root
 from electra.errors import UserError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -113,14 +119,6 @@ def load_or_train_tokenizer(
         return tokenizer
     if corpus is None:
         raise UserError("give --vocab vocab.txt or a --corpus to train a vocabulary on.")
-    import hashlib
-    import json
-    import os
-    import shutil
-
-    from electra.corpus import read_documents
-    from electra.data import corpus_fingerprint, default_cache_root
-
     key = hashlib.sha256(
         json.dumps([corpus_fingerprint(corpus), vocab_size, lowercase], sort_keys=True).encode()
     ).hexdigest()[:20]

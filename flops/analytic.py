@@ -22,21 +22,18 @@ term, and keep its quirks so that its published figures come out (see `flops.pap
 * Inference FLOPs are one sequence of length 128 through the kept encoder plus a per-token binary classifier (the
   discriminator head), which is how the paper's 3.7e9 / 2.9e10 were computed; no generator.
 
-What each objective is charged (forward, per sequence; training doubles it):
-* electra: discriminator (embeddings, layers, per-token binary head) + MLM generator of the configured width
-  (runs the shared embeddings again, projects them to its width, layers, MLM head at predicted positions). With
-  generator=unigram the generator is free (a table lookup). embedding_sharing only changes parameter counts.
-* mlm: one full-size masked LM (the BERT baseline): embeddings, layers, MLM head at predicted positions.
-* electric: the discriminator with an energy head (same dense-gelu-dense shape as ELECTRA's) + one add per token for
-  the noise log-probability, and a two-tower cloze generator (`generators.two_tower`): one pass of the shared
-  embeddings and projection, two generator-width towers, and one output head on the concatenated (2 x width)
-  states at *every* position, since Electric needs the noise probability of every token.
-* electra-tt: ELECTRA's discriminator with the same two-tower generator (the cloze head again scores every position,
-  as the reference computes it before gathering the masked ones).
-* electra-15 (`electra.stepping_stones`): exactly ELECTRA's cost; only the loss's averaging differs.
-* replace-mlm: ELECTRA's generator + a full-size masked LM whose head runs at the predicted positions only.
-* all-tokens-mlm: ELECTRA's generator + a full-size masked LM whose head runs at *every* position, plus a one-unit
-  copy-probability layer (2*hidden per token).
+What is charged is what the objective declares it computes (`FlopPlan`, from `Objective.flop_plan`; forward, per
+sequence; training doubles it):
+* the kept full-size model: embeddings and layers, plus its head: ELECTRA's per-token binary classifier; Electric's
+  energy head (the same dense-gelu-dense shape, plus one add per token for the noise log-probability); a masked-LM
+  head at the predicted positions (the MLM baseline, Replace MLM); or at every position plus a one-unit copy
+  probability, 2*hidden per token (All-Tokens MLM).
+* the generator beside it: a masked LM of the configured width (runs the shared embeddings again, projects them to
+  its width, layers, MLM head at predicted positions); a two-tower cloze generator (`generators.two_tower`: one
+  pass of the shared embeddings and projection, two generator-width towers, and one output head on the
+  concatenated 2 x width states) whose head runs at every candidate position (Electric needs the noise probability
+  of every token) or at the predicted ones only (ELECTRA-TT); a unigram table (free); or none (the MLM baseline).
+  embedding_sharing only changes parameter counts.
 
 The measured counterpart (`flops.measured`) runs the real modules under `FlopCounterMode`; matmul terms of this
 module are the ones it can see (`kind == "matmul"`), lookups and element-wise terms are convention only.
@@ -172,21 +169,46 @@ def token_classifier_terms(hidden: int, seq_len: int, network: str = "discrimina
     return _terms(network, "head", seq_len, items)
 
 
-# The efficiency-analysis objectives whose kept model is a masked LM (see electra/stepping_stones.py).
-MASKED_LM_MAIN = ("replace-mlm", "all-tokens-mlm")
-
-
-def masked_lm_main_head_terms(objective: str, disc: EncoderShape, seq_len: int, n_pred: float) -> list[Term]:
-    """Replace MLM predicts the masked positions; All-Tokens MLM every position, plus its copy probability."""
-    if objective == "replace-mlm":
+def masked_lm_main_head_terms(head: str, disc: EncoderShape, seq_len: int, n_pred: float) -> list[Term]:
+    """A kept masked LM's head: at the predicted positions, or at every position plus a copy probability."""
+    if head == "masked_lm":
         return mlm_head_terms(disc.hidden, disc.embedding, disc.vocab, n_pred, "discriminator")
     terms = mlm_head_terms(disc.hidden, disc.embedding, disc.vocab, seq_len, "discriminator")
     return terms + _terms("discriminator", "head", seq_len, [("copy_logit", MATMUL, 2 * disc.hidden)])
 
 
-def masked_lm_main_head_params(objective: str, disc: EncoderShape) -> int:
-    copy_layer = disc.hidden + 1 if objective == "all-tokens-mlm" else 0
+def masked_lm_main_head_params(head: str, disc: EncoderShape) -> int:
+    copy_layer = disc.hidden + 1 if head == "masked_lm_everywhere_with_copy" else 0
     return mlm_head_params(disc.hidden, disc.embedding, disc.vocab) + copy_layer
+
+
+HEADS = ("binary", "energy", "masked_lm", "masked_lm_everywhere_with_copy")
+GENERATORS = ("mlm", "two-tower", "unigram")
+
+
+@dataclass(frozen=True)
+class FlopPlan:
+    """What one training sequence computes, as an objective declares it (`Objective.flop_plan`).
+
+    head: the kept full-size model's head: `binary` (ELECTRA's per-token classifier), `energy` (Electric's: the
+        same shape plus one add per token for log q), `masked_lm` (a masked-LM head at the predicted positions),
+        `masked_lm_everywhere_with_copy` (at every position, plus All-Tokens MLM's copy probability).
+    generator: None, or the generator that runs beside it (`mlm`, `two-tower`, `unigram`).
+    two_tower_head_at: where a two-tower generator's vocabulary head runs: at every candidate position
+        (`candidates`, Electric's noise needs them all) or only at the predicted ones (`predicted`, ELECTRA-TT).
+    """
+
+    head: str
+    generator: str | None = None
+    two_tower_head_at: str = "candidates"
+
+    def __post_init__(self) -> None:
+        if self.head not in HEADS:
+            raise ValueError(f"FlopPlan head {self.head!r} is not one of {HEADS}")
+        if self.generator is not None and self.generator not in GENERATORS:
+            raise ValueError(f"FlopPlan generator {self.generator!r} is not one of {GENERATORS}")
+        if self.two_tower_head_at not in ("candidates", "predicted"):
+            raise ValueError("FlopPlan two_tower_head_at must be 'candidates' or 'predicted'")
 
 
 # ---------------------------------------------------------------------------------------------------- parameters
@@ -236,6 +258,7 @@ class FlopReport:
     train_terms: list[Term] = field(
         default_factory=list, repr=False
     )  # forward terms of one training sequence
+    plan: FlopPlan | None = None  # what was counted
     inference_terms: list[Term] = field(default_factory=list, repr=False)
 
     def matmul_flops(self, part: str = "train", network: str | None = None) -> float:
@@ -309,77 +332,70 @@ def _two_tower_terms(
 
 def count_flops(
     config: Any,
+    plan: FlopPlan,
     seq_len: int | None = None,
     output_positions: str | int | float = "ceil",
     paper_quirks: bool = True,
     inference_seq_len: int = 128,
     cloze_positions: float | None = None,
 ) -> FlopReport:
-    """Parameters, inference and training FLOPs of a `PretrainConfig` (see the module docstring for what is charged).
+    """Parameters, inference and training FLOPs of a `PretrainConfig` training what `plan` says.
 
-    `seq_len` defaults to `config.max_seq_length` (training length); inference is always counted for one sequence
-    of `inference_seq_len` (128, the paper's convention), capped at the training length. `cloze_positions` is
-    where a two-tower generator's vocabulary head runs per sequence: every position by default (the convention for
-    a full-length sequence); the model itself skips [CLS]/[SEP]/padding, which the start-up check passes here.
+    Callers with only a config use `electra.objectives.flop_report(config)`, which asks the config's objective
+    for its plan. `seq_len` defaults to `config.max_seq_length` (training length); inference is always counted
+    for one sequence of `inference_seq_len` (128, the paper's convention), capped at the training length.
+    `cloze_positions` is where a two-tower generator's vocabulary head runs per sequence when the plan says
+    `candidates`: every position by default (the convention for a full-length sequence); the model itself skips
+    [CLS]/[SEP]/padding, which the start-up check passes here.
     """
     seq_len = int(seq_len or config.max_seq_length)
     if seq_len < 1:
         raise UserError(f"sequence length must be positive, got {seq_len}.")
-    objective = config.objective
     disc = discriminator_shape(config)
     gen = generator_shape(config)
     n_pred = predicted_positions(config.mask_prob, seq_len, output_positions)
     sharing = config.embedding_sharing
 
     params = {"discriminator": 0, "generator": 0}
-    if objective == "mlm":
-        train = encoder_terms(disc, seq_len, "discriminator", paper_quirks)
-        train += mlm_head_terms(disc.hidden, disc.embedding, disc.vocab, n_pred, "discriminator")
+    train = encoder_terms(disc, seq_len, "discriminator", paper_quirks)
+    if plan.head in ("masked_lm", "masked_lm_everywhere_with_copy"):
+        train += masked_lm_main_head_terms(plan.head, disc, seq_len, n_pred)
         params["discriminator"] = (
-            embedding_params(disc)
-            + layers_params(disc)
-            + mlm_head_params(disc.hidden, disc.embedding, disc.vocab)
+            embedding_params(disc) + layers_params(disc) + masked_lm_main_head_params(plan.head, disc)
         )
     else:
-        energy = objective == "electric"
-        train = encoder_terms(disc, seq_len, "discriminator", paper_quirks)
-        if objective in MASKED_LM_MAIN:
-            train += masked_lm_main_head_terms(objective, disc, seq_len, n_pred)
-            params["discriminator"] = (
-                embedding_params(disc) + layers_params(disc) + masked_lm_main_head_params(objective, disc)
-            )
+        train += token_classifier_terms(disc.hidden, seq_len, "discriminator", energy=plan.head == "energy")
+        params["discriminator"] = (
+            embedding_params(disc) + layers_params(disc) + token_classifier_params(disc.hidden)
+        )
+    own_embeddings = embedding_params(gen) if sharing == "none" else 0
+    if plan.generator == "mlm":
+        train += encoder_terms(gen, seq_len, "generator", paper_quirks)
+        train += mlm_head_terms(gen.hidden, gen.embedding, gen.vocab, n_pred, "generator")
+        body = 0 if sharing == "all" else layers_params(gen)
+        params["generator"] = own_embeddings + body + mlm_head_params(gen.hidden, gen.embedding, gen.vocab)
+    elif plan.generator == "two-tower":
+        if plan.two_tower_head_at == "predicted":
+            cloze = n_pred
         else:
-            train += token_classifier_terms(disc.hidden, seq_len, "discriminator", energy=energy)
-            params["discriminator"] = (
-                embedding_params(disc) + layers_params(disc) + token_classifier_params(disc.hidden)
-            )
-        own_embeddings = embedding_params(gen) if sharing == "none" else 0
-        if config.generator == "mlm":
-            train += encoder_terms(gen, seq_len, "generator", paper_quirks)
-            train += mlm_head_terms(gen.hidden, gen.embedding, gen.vocab, n_pred, "generator")
-            body = 0 if sharing == "all" else layers_params(gen)
-            params["generator"] = (
-                own_embeddings + body + mlm_head_params(gen.hidden, gen.embedding, gen.vocab)
-            )
-        elif config.generator == "two-tower":
             cloze = seq_len if cloze_positions is None else cloze_positions
-            train += _two_tower_terms(gen, disc, seq_len, paper_quirks, cloze)
-            projection = layers_params(gen) - layers_params(gen, with_projection=False)
-            params["generator"] = (
-                own_embeddings
-                + projection
-                + 2 * layers_params(gen, with_projection=False)
-                + mlm_head_params(2 * gen.hidden, gen.embedding, gen.vocab)
-            )
-        # generator == "unigram": sampling from a frequency table costs nothing worth counting.
+        train += _two_tower_terms(gen, disc, seq_len, paper_quirks, cloze)
+        projection = layers_params(gen) - layers_params(gen, with_projection=False)
+        params["generator"] = (
+            own_embeddings
+            + projection
+            + 2 * layers_params(gen, with_projection=False)
+            + mlm_head_params(2 * gen.hidden, gen.embedding, gen.vocab)
+        )
+    # generator == "unigram" (or None): sampling from a frequency table costs nothing worth counting.
     params["total"] = params["discriminator"] + params["generator"]
 
     inf_len = min(inference_seq_len, seq_len) if inference_seq_len else seq_len
-    inference = _inference_terms(disc, inf_len, paper_quirks, energy=objective == "electric")
+    inference = _inference_terms(disc, inf_len, paper_quirks, energy=plan.head == "energy")
     factor = 1.0 + 1.0  # forward + backward, backward = forward
     per_sequence = factor * sum(t.flops for t in train)
     return FlopReport(
-        objective=objective,
+        objective=config.objective,
         seq_len=seq_len,
         predicted_positions=n_pred,
         params=params,
@@ -393,6 +409,7 @@ def count_flops(
         max_steps=config.max_steps,
         train_terms=train,
         inference_terms=inference,
+        plan=plan,
     )
 
 

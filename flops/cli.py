@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2) if args.json else format_paper(rows))
         return 0
 
-    from electra.config import build_config, parse_overrides
-    from flops.analytic import count_flops
+    from electra.config import parse_overrides
+    from electra.objectives import build_config, flop_report, get_objective
     from flops.report import format_report
 
     config = build_config(args.size, args.config, parse_overrides(args.overrides))
@@ -82,13 +82,14 @@ def run(args: argparse.Namespace) -> int:
             "raise it with --set max_position_embeddings=N."
         )
     positions = _output_positions(args.output_positions)
-    report = count_flops(config, seq_len=args.seq_len, output_positions=positions)
+    report = flop_report(config, seq_len=args.seq_len, output_positions=positions)
     measured = None
     if args.measure:
         from flops.measured import matmul_flops_of_config
 
         measured = matmul_flops_of_config(
             config,
+            get_objective(config.objective).flop_plan(config),
             seq_len=args.seq_len,
             backward=True,
             output_positions=positions,

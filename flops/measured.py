@@ -21,13 +21,15 @@ What a measured counter sees, and how we make it comparable:
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from flops.analytic import count_flops
+from electra.masking import candidate_mask
+from flops.analytic import FlopPlan, count_flops
 from flops.shapes import EncoderShape, discriminator_shape, generator_shape, predicted_positions
 
 
@@ -146,7 +148,7 @@ class ReferencePretrainingModel(nn.Module):
     count as masked, and the discriminator sees the same input. Those shortcuts change no matmul shape.
     """
 
-    def __init__(self, config: Any, n_pred: int, attn_implementation: str = "eager"):
+    def __init__(self, config: Any, plan: FlopPlan, n_pred: int, attn_implementation: str = "eager"):
         super().__init__()
         from transformers.models.electra.modeling_electra import (
             ElectraDiscriminatorPredictions,
@@ -155,20 +157,22 @@ class ReferencePretrainingModel(nn.Module):
             ElectraModel,
         )
 
-        self.objective, self.kind, self.n_pred = config.objective, config.generator, n_pred
+        self.masked_lm_only = plan.head == "masked_lm" and plan.generator is None  # the MLM baseline
+        self.kind, self.n_pred = plan.generator, n_pred
+        self.cloze_everywhere = plan.two_tower_head_at == "candidates"
         disc_shape, gen_shape = discriminator_shape(config), generator_shape(config)
         disc_config = _hf_config(disc_shape, attn_implementation)
         self.discriminator = ElectraModel(disc_config)
         word_embeddings = self.discriminator.embeddings.word_embeddings
         self.generator: nn.Module | None = None
         self.towers: nn.ModuleList | None = None
-        if self.objective == "mlm":
+        if self.masked_lm_only:
             self.mlm_head = _MaskedLMHead(
                 disc_shape.hidden, disc_shape.embedding, disc_shape.vocab, word_embeddings
             )
             return
         self.discriminator_head = ElectraDiscriminatorPredictions(disc_config)
-        if self.kind == "unigram":
+        if self.kind in ("unigram", None):
             return
         gen_config = _hf_config(gen_shape, attn_implementation)
         if self.kind == "two-tower":
@@ -203,7 +207,7 @@ class ReferencePretrainingModel(nn.Module):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> dict[str, torch.Tensor]:
         kwargs = dict(attention_mask=attention_mask, token_type_ids=token_type_ids)
         hidden = self.discriminator(input_ids, **kwargs).last_hidden_state
-        if self.objective == "mlm":
+        if self.masked_lm_only:
             return {"loss": self._masked_lm_loss(self.mlm_head, hidden, input_ids, self.n_pred)}
         logits = self.discriminator_head(hidden)
         loss = nn.functional.binary_cross_entropy_with_logits(
@@ -212,7 +216,8 @@ class ReferencePretrainingModel(nn.Module):
         if self.towers is not None:
             embedded = self.tower_project(self.tower_embeddings(input_ids, token_type_ids=token_type_ids))
             states = torch.cat([tower(embedded).last_hidden_state for tower in self.towers], dim=-1)
-            loss = loss + self._masked_lm_loss(self.generator_head, states, input_ids, input_ids.shape[1])
+            cloze = input_ids.shape[1] if self.cloze_everywhere else self.n_pred
+            loss = loss + self._masked_lm_loss(self.generator_head, states, input_ids, cloze)
         elif self.generator is not None:
             states = self.generator(input_ids, **kwargs).last_hidden_state
             loss = loss + self._masked_lm_loss(self.generator_head, states, input_ids, self.n_pred)
@@ -225,13 +230,14 @@ def _integer_positions(config: Any, seq_len: int, output_positions: Any) -> int:
 
 def build_reference_model(
     config: Any,
+    plan: FlopPlan,
     seq_len: int | None = None,
     output_positions: Any = "ceil",
     attn_implementation: str = "eager",
 ) -> ReferencePretrainingModel:
     seq_len = int(seq_len or config.max_seq_length)
     return ReferencePretrainingModel(
-        config, _integer_positions(config, seq_len, output_positions), attn_implementation
+        config, plan, _integer_positions(config, seq_len, output_positions), attn_implementation
     )
 
 
@@ -254,6 +260,7 @@ def random_batch(config: Any, seq_len: int, batch_size: int = 1, seed: int = 0, 
 
 def matmul_flops_of_config(
     config: Any,
+    plan: FlopPlan,
     seq_len: int | None = None,
     batch_size: int = 1,
     backward: bool = False,
@@ -270,7 +277,7 @@ def matmul_flops_of_config(
     seq_len = int(seq_len or config.max_seq_length)
     n_pred = _integer_positions(config, seq_len, output_positions)
     with torch.device(device):
-        model = ReferencePretrainingModel(config, n_pred, attn_implementation)
+        model = ReferencePretrainingModel(config, plan, n_pred, attn_implementation)
     model.train(backward)
     batch = random_batch(config, seq_len, batch_size, device=device)
     if backward:
@@ -278,7 +285,7 @@ def matmul_flops_of_config(
     else:
         with torch.no_grad():
             measured = measure_training_step(model, batch, backward=False)
-    report = count_flops(config, seq_len=seq_len, output_positions=n_pred)
+    report = count_flops(config, plan, seq_len=seq_len, output_positions=n_pred)
     analytic = report.matmul_flops("train")
     forward = measured["forward"] / batch_size
     return {
@@ -325,8 +332,6 @@ def _candidates_per_sequence(model: nn.Module, batch: dict[str, Any]) -> torch.T
     special_ids = getattr(model, "special_ids", None)
     if special_ids is None or "attention_mask" not in batch:
         return None
-    from electra.masking import candidate_mask
-
     return candidate_mask(batch["input_ids"], batch["attention_mask"], special_ids).sum(dim=1)
 
 
@@ -340,7 +345,7 @@ def _masked_per_sequence(n: torch.Tensor | None, mask_prob: float) -> float | No
 
 
 def startup_check(
-    model: nn.Module, batch: dict[str, Any], config: Any, tolerance: float = 0.02
+    model: nn.Module, batch: dict[str, Any], config: Any, plan: FlopPlan, tolerance: float = 0.02
 ) -> dict[str, Any]:
     """Measure one forward of the training model and compare its matmuls with the analytic count.
 
@@ -357,6 +362,7 @@ def startup_check(
         measured = measure_training_step(model, batch, backward=False)
     report = count_flops(
         config,
+        plan,
         seq_len=seq_len,
         output_positions=positions if positions is not None else "ceil",
         cloze_positions=float(candidates.float().mean()) if candidates is not None else None,
@@ -372,3 +378,35 @@ def startup_check(
         "batch_size": batch_size,
         "predicted_positions": report.predicted_positions,
     }
+
+
+def matmul_peak(
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    size: int | None = None,
+    repeats: int = 10,
+) -> float:
+    """The machine's dense matmul rate for `dtype` (FLOP/s, best of `repeats` square products): the denominator
+    of model-FLOPs utilisation, measured where the model runs rather than read off a data sheet.
+
+    2048^3 on a CPU (a few hundred ms), 8192^3 on a GPU (large enough to fill an H100).
+    """
+    device = torch.device(device)
+    size = size or (8192 if device.type == "cuda" else 2048)
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
+    b = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    torch.mm(a, b)
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from electra.objectives import build_config, flop_report
+
 TABLE_SMALL_BASE = "paper Table 1 / dissertation Table 5.3"
 TABLE_LARGE = "paper Table 2 / dissertation Table 5.4"
 TOLERANCE = 0.03
@@ -173,9 +175,6 @@ def _relative(ours: float | None, paper: float | None) -> float | None:
 
 def reproduce(model: PaperModel) -> dict[str, Any]:
     """Our figures for one published row (None for rows of other architectures), with relative differences."""
-    from electra.config import build_config
-    from flops.analytic import count_flops
-
     row: dict[str, Any] = {
         "name": model.name,
         "table": model.table,
@@ -191,7 +190,7 @@ def reproduce(model: PaperModel) -> dict[str, Any]:
     if model.size is None:
         return row
     config = build_config(model.size, overrides=model.overrides)
-    report = count_flops(config, output_positions=model.output_positions)
+    report = flop_report(config, output_positions=model.output_positions)
     row.update(
         size=model.size,
         overrides=dict(model.overrides),

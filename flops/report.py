@@ -15,8 +15,8 @@ def format_report(report: FlopReport, config: Any, measured: dict[str, Any] | No
     gen = (
         f"generator={config.generator} (hidden {config.generator_hidden_size}, FFN {config.generator_intermediate_size},"
         f" heads {config.generator_num_attention_heads}, layers {config.generator_layers})"
-        if config.objective != "mlm"
-        else "masked-LM baseline"
+        if report.plan is None or report.plan.generator is not None
+        else "no generator"
     )
     p = report.params
     lines = [
@@ -77,6 +77,6 @@ def format_paper(rows: list[dict[str, Any]]) -> str:
         if row["note"]:
             lines.append(f"{'':<4}note: {row['note']}")
     lines.append(
-        "ours: flops.analytic.count_flops on the named size preset and overrides (`electra flops --size S --set k=v`)."
+        "ours: flops.analytic.count_flops (the objective's FlopPlan) on the named size preset and overrides (`electra flops --size S --set k=v`)."
     )
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import ElectraConfig
 from transformers.models.electra.modeling_electra import (
@@ -27,6 +28,8 @@ from transformers.models.electra.modeling_electra import (
     ElectraGeneratorPredictions,
 )
 
+from electra.errors import UserError
+from electra.masking import sample_from_log_probs
 from generators.base import Generator
 
 CONFIG_NAME = "two_tower_config.json"
@@ -196,8 +199,6 @@ class TwoTowerGenerator(Generator):
 
     # ---- persistence: safetensors + JSON, no pickles ----
     def save_pretrained(self, directory: str | Path) -> None:
-        from safetensors.torch import save_file
-
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         fields = {k: v for k, v in _config_dict(self.config).items() if k in _SAVED_FIELDS}
@@ -211,10 +212,6 @@ class TwoTowerGenerator(Generator):
     def from_pretrained(
         cls, directory: str | Path, map_location: str | torch.device = "cpu"
     ) -> TwoTowerGenerator:
-        from safetensors.torch import load_file
-
-        from electra.errors import UserError
-
         directory = Path(directory)
         if not is_two_tower_dir(directory):
             raise UserError(f"{directory}: no {CONFIG_NAME}; it does not hold a two-tower generator.")
@@ -333,8 +330,6 @@ def sample_noise(
     logits by default, or, with `normalized=True`, log-probabilities (what `TwoTowerGenerator.mle_loss(...,
     candidate_mask)` returns), which are not renormalised at temperature 1 (a full [N, V] pass saved).
     """
-    from electra.masking import sample_from_log_probs
-
     candidates = candidate_mask.bool()
     n = candidates.sum(-1)
     k = torch.where(n > 0, torch.ceil(n.double() * mask_prob).long().clamp(min=1), torch.zeros_like(n))

@@ -76,6 +76,17 @@ def register(subparsers) -> None:
         "--save-best", action="store_true", help="save the best seed per task to OUTPUT/checkpoints/"
     )
     parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"), default="no")
+    parser.add_argument(
+        "--save-every",
+        type=int,
+        default=0,
+        help="checkpoint each seed's run every N updates under OUTPUT/runs/ (0: never), for --resume",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the seeds OUTPUT already finished and continue an interrupted one from its checkpoint",
+    )
     parser.set_defaults(func=run)
 
 
@@ -91,8 +102,10 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--{flag.replace('_', '-')} must be at least 1.")
     if args.max_steps is not None and args.max_steps < 1:
         raise UserError("--max-steps must be at least 1.")
-    if (args.predict_test or args.save_best) and not args.output:
-        raise UserError("--predict-test and --save-best write files: give --output DIR.")
+    if (args.predict_test or args.save_best or args.resume or args.save_every) and not args.output:
+        raise UserError("--predict-test, --save-best, --save-every and --resume need --output DIR.")
+    if args.save_every < 0:
+        raise UserError("--save-every must not be negative (0 turns checkpoints off).")
     specs = parse_task_list(args.task)
     data_dir = resolve_data_dir(args.data_dir)
     settings = FinetuneSettings(
@@ -109,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         max_train_examples=args.max_train_examples,
         skip_malformed=args.skip_malformed,
         mixed_precision=args.mixed_precision,
+        save_every=args.save_every,
     )
     run_glue(
         args.model,
@@ -120,5 +134,6 @@ def run(args: argparse.Namespace) -> int:
         init_from=args.init_from,
         predict_test=args.predict_test,
         save_best=args.save_best,
+        resume=args.resume,
     )
     return 0

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
+from electra.data import pad_batch
 from glue.tasks import Example, TaskSpec
 
 
@@ -41,8 +42,6 @@ class Collator:
         self.regression = regression
 
     def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        from electra.data import pad_batch
-
         batch = pad_batch(features, self.pad_token_id)
         if "labels" in features[0]:
             dtype = torch.float32 if self.regression else torch.long

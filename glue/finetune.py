@@ -8,8 +8,10 @@ The training loop runs through Accelerate, so `accelerate launch` gives multi-GP
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 import random
 import statistics
 import time
@@ -19,11 +21,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch.utils.data import DataLoader
+from transformers import AutoConfig, AutoTokenizer
 
+from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
 from electra.errors import UserError
+from electra.export import finetune_dir
+from electra.optim import describe_lr_groups, warmup_steps_of
+from electra.outputs import StepOutput
+from flops.analytic import finetune_flops as analytic_finetune_flops
 from glue.data import Collator, encode_examples
 from glue.metrics import compute_metrics
 from glue.model import GlueModel, load_encoder
+from glue.report import format_table, write_outputs
 from glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, read_examples, swap_pairs, task_file
 
 logger = logging.getLogger(__name__)
@@ -59,10 +71,13 @@ class FinetuneSettings:
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0  # the reference clips the global gradient norm at 1
     double_unordered: bool = True  # MRPC / STS-B also train on (B, A)
-    original_off_by_one: bool = False  # the reference code's layer-wise rates (see electra/finetuning.py)
+    original_off_by_one: bool = False  # the reference code's layer-wise rates (see electra/optim.py)
     max_train_examples: int | None = None  # a fixed random subset of train (quick runs, tests)
     skip_malformed: bool = False  # drop rows with too few fields instead of stopping at the first
     mixed_precision: str = "no"
+    save_every: int = 0  # checkpoint every N updates (needs an output directory), so a killed run can resume
+    log_every: int = 10
+    progress: bool = True
 
 
 @dataclass
@@ -84,23 +99,19 @@ class SeedRun:
     eval_shapes: dict[int, int]  # padded length -> sequences evaluated/predicted at it
     seconds: float
     test_predictions: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    flops: float = 0.0
+    flops_method: str = ""
 
 
 def resolve_model_dir(path: str | Path) -> Path:
     """A Hugging Face checkpoint directory, or a pretraining run directory (its export.json names the model to
     fine-tune: the discriminator, or the MLM model for the MLM baseline)."""
     path = Path(path)
-    if (path / "config.json").is_file():
-        return path
-    if (path / "export.json").is_file():
-        from electra.modeling import finetune_dir
-
-        exported = finetune_dir(path)
-        if (exported / "config.json").is_file():
-            return exported
-        path = exported
+    model_dir = finetune_dir(path)
+    if (model_dir / "config.json").is_file():
+        return model_dir
     raise UserError(
-        f"{path}/config.json: not found; --model must be a Hugging Face checkpoint directory "
+        f"{model_dir}/config.json: not found; --model must be a Hugging Face checkpoint directory "
         "(e.g. RUN/discriminator) or a pretraining run directory with export.json."
     )
 
@@ -168,8 +179,6 @@ def _predict(
     shapes: Counter | None = None,
 ) -> np.ndarray:
     """Logits for `features` in order (gathered over processes); counts padded batch shapes into `shapes`."""
-    from torch.utils.data import DataLoader
-
     if shapes is not None:
         for start in range(0, len(features), batch_size):
             chunk = features[start : start + batch_size]
@@ -193,6 +202,39 @@ def _decide(spec: TaskSpec, logits: np.ndarray) -> np.ndarray:
     return logits if spec.is_regression else logits.argmax(-1)
 
 
+class GlueSeedTask(Task):
+    """One seed's fine-tuning for the engine: shuffled batches from a generator seeded per run (so a resumed run
+    replays the same order), the task loss, and the padded shapes it trained at (for the FLOP count)."""
+
+    def __init__(
+        self, data: TaskData, model: GlueModel, collator: Collator, per_device: int, seed: int, accelerator
+    ):
+        self.model, self.data, self.collator = model, data, collator
+        self.per_device, self.seed, self.accelerator = per_device, seed, accelerator
+        self.train_shapes: Counter = Counter()
+
+    def batches(self, start: int):
+        return shuffled_epochs(
+            self.data.train, self.per_device, self.seed, self.collator, self.accelerator, start
+        )
+
+    def step(self, model, batch) -> StepOutput:
+        loss, _ = model(**batch)
+        self.train_shapes[batch["input_ids"].shape[1]] += (
+            batch["input_ids"].shape[0] * self.accelerator.num_processes
+        )
+        return StepOutput(loss, {"loss": loss.detach()})
+
+    def tokens(self, batch) -> int:
+        return batch["input_ids"].numel()
+
+    def state_dict(self) -> dict:
+        return {"train_shapes": {str(k): v for k, v in self.train_shapes.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.train_shapes = Counter({int(k): v for k, v in state.get("train_shapes", {}).items()})
+
+
 def run_seed(
     data: TaskData,
     model_dir: str | Path,
@@ -202,14 +244,13 @@ def run_seed(
     accelerator,
     init_from: str | Path | None = None,
     show_groups: bool = False,
+    run_dir: Path | None = None,
+    resume: bool = False,
 ) -> tuple[SeedRun, GlueModel]:
-    """One fine-tuning run: train, evaluate on every dev set, predict the test sets that were loaded."""
-    from accelerate.utils import set_seed
-    from torch.utils.data import DataLoader
-    from tqdm.auto import tqdm
+    """One fine-tuning run: train, evaluate on every dev set, predict the test sets that were loaded.
 
-    from electra.finetuning import build_finetune_optimizer, describe_lr_groups
-
+    With `run_dir`, its logs go there (metrics.csv, TensorBoard) and, with `settings.save_every`, checkpoints a
+    `resume=True` call continues from."""
     spec = data.spec
     started = time.time()
     set_seed(seed)
@@ -223,56 +264,33 @@ def run_seed(
 
     collator = Collator(tokenizer.pad_token_id or 0, spec.is_regression)
     per_device = max(1, settings.batch_size // accelerator.num_processes)
-    generator = torch.Generator().manual_seed(seed)
-    loader = DataLoader(
-        data.train, batch_size=per_device, shuffle=True, collate_fn=collator, generator=generator
-    )
     steps_per_epoch = math.ceil(len(data.train) / (per_device * accelerator.num_processes))
     epochs = settings.epochs if settings.epochs is not None else paper_epochs(spec.name)
     total = settings.max_steps or max(1, round(epochs * steps_per_epoch))
-
-    model.to(accelerator.device)
-    optimizer, scheduler = build_finetune_optimizer(
-        model,
-        lr,
-        decay,
-        total,
-        warmup_fraction=settings.warmup_fraction,
+    args = TrainArgs(
+        max_steps=total,
+        learning_rate=lr,
+        warmup_steps=warmup_steps_of(settings.warmup_fraction, total),
+        schedule="reference",
         weight_decay=settings.weight_decay,
+        layer_decay=decay,
+        original_layer_decay=settings.original_off_by_one,
         adam_epsilon=settings.adam_epsilon,
-        original_off_by_one=settings.original_off_by_one,
+        max_grad_norm=settings.max_grad_norm,
+        output_dir=run_dir,
+        log_every=settings.log_every,
+        save_every=settings.save_every if run_dir is not None else 0,
+        progress=settings.progress,
+        description=f"{spec.name} seed {seed}",
     )
+    task = GlueSeedTask(data, model, collator, per_device, seed, accelerator)
     if show_groups:
         accelerator.print(f"{spec.name}: {total} steps, learning rate per parameter group:")
-        accelerator.print(describe_lr_groups(optimizer.param_groups))
-    # The scheduler is stepped by hand once per update: `total` already counts global (all-process) steps.
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        accelerator.print(describe_lr_groups(task.parameter_groups(model, args)))
+    engine = Engine(args, accelerator)
+    result = engine.fit(task, engine.latest_checkpoint() if resume else None)
 
-    model.train()
-    step, train_shapes, eval_shapes = 0, Counter(), Counter()
-    progress = tqdm(
-        total=total, desc=f"{spec.name} seed {seed}", disable=not accelerator.is_local_main_process
-    )
-    while step < total:
-        for batch in loader:
-            loss, _ = model(**batch)
-            accelerator.backward(loss)
-            if settings.max_grad_norm:
-                accelerator.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            train_shapes[batch["input_ids"].shape[1]] += (
-                batch["input_ids"].shape[0] * accelerator.num_processes
-            )
-            step += 1
-            progress.update(1)
-            if step % 10 == 0 or step == total:
-                progress.set_postfix(loss=f"{loss.item():.4f}")
-            if step >= total:
-                break
-    progress.close()
-
+    eval_shapes: Counter = Counter()
     metrics = {}
     for name, features in data.dev.items():
         logits = _predict(model, features, collator, accelerator, settings.eval_batch_size, eval_shapes)
@@ -287,45 +305,56 @@ def run_seed(
             labels = [spec.labels[int(v)] for v in decided]
         test_predictions[stem] = list(zip(ids, labels))
     unwrapped = accelerator.unwrap_model(model)
+    flops, flops_method = finetune_flops(unwrapped, dict(task.train_shapes), dict(eval_shapes))
     run = SeedRun(
-        seed, metrics, step, dict(train_shapes), dict(eval_shapes), time.time() - started, test_predictions
+        seed,
+        metrics,
+        result.step,
+        dict(task.train_shapes),
+        dict(eval_shapes),
+        time.time() - started,
+        test_predictions,
+        flops,
+        flops_method,
     )
     return run, unwrapped
+
+
+RUN_RESULT = "result.json"
+
+
+def _write_run(run_dir: Path, run: SeedRun) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    staging = run_dir / f".{RUN_RESULT}.partial"
+    staging.write_text(json.dumps(asdict(run), indent=1) + "\n")
+    os.replace(staging, run_dir / RUN_RESULT)
+
+
+def _finished_run(run_dir: Path | None) -> SeedRun | None:
+    """A seed's result from an earlier (interrupted) invocation, when it finished."""
+    if run_dir is None or not (run_dir / RUN_RESULT).is_file():
+        return None
+    data = json.loads((run_dir / RUN_RESULT).read_text())
+    for key in ("train_shapes", "eval_shapes"):
+        data[key] = {int(k): v for k, v in data[key].items()}
+    data["test_predictions"] = {k: [tuple(pair) for pair in v] for k, v in data["test_predictions"].items()}
+    return SeedRun(**data)
 
 
 def finetune_flops(
     model: GlueModel, train_shapes: dict[int, int], eval_shapes: dict[int, int]
 ) -> tuple[float, str]:
-    """FLOPs of one fine-tuning run (training plus evaluation), from the padded batch shapes it really ran.
-
-    Uses the FLOP package's analytic count (`flops.analytic.finetune_flops`: training charged as 2 x forward, as
-    the paper counts pretraining) when it is importable; otherwise an estimate labelled as such: 6·N FLOPs per
-    trained token and 2·N per evaluated token, N = parameters outside the embeddings.
-    """
-    try:
-        from flops.analytic import finetune_flops as analytic
-    except ImportError:
-        analytic = None
-    if analytic is not None:
-        try:
-            config, labels = model.encoder.config, model.num_labels
-            train = sum(analytic(config, length, n, labels).train_flops for length, n in train_shapes.items())
-            evaluation = sum(
-                analytic(config, length, n, labels).forward_flops_per_sequence * n
-                for length, n in eval_shapes.items()
-            )
-            return float(
-                train + evaluation
-            ), "flops.analytic.finetune_flops (train 2x forward, plus eval forward)"
-        except (TypeError, AttributeError, ValueError) as exc:  # an API change must not fail a finished run
-            logger.warning(
-                "flops.analytic.finetune_flops failed (%s); reporting the 6·N·tokens estimate", exc
-            )
-    embeddings = sum(p.numel() for name, p in model.named_parameters() if ".embeddings." in f".{name}")
-    n = sum(p.numel() for p in model.parameters()) - embeddings
-    train_tokens = sum(length * count for length, count in train_shapes.items())
-    eval_tokens = sum(length * count for length, count in eval_shapes.items())
-    return float(6 * n * train_tokens + 2 * n * eval_tokens), "estimate: 6·N·train tokens + 2·N·eval tokens"
+    """FLOPs of one fine-tuning run (training plus evaluation), from the padded batch shapes it really ran, in the
+    paper's convention (`flops.analytic.finetune_flops`: training charged as 2 x forward)."""
+    config, labels = model.encoder.config, model.num_labels
+    train = sum(
+        analytic_finetune_flops(config, length, n, labels).train_flops for length, n in train_shapes.items()
+    )
+    evaluation = sum(
+        analytic_finetune_flops(config, length, n, labels).forward_flops_per_sequence * n
+        for length, n in eval_shapes.items()
+    )
+    return float(train + evaluation), "flops.analytic.finetune_flops (train 2x forward, plus eval forward)"
 
 
 def summarise(spec: TaskSpec, runs: list[SeedRun]) -> dict[str, dict]:
@@ -370,13 +399,13 @@ def run_glue(
     init_from: str | Path | None = None,
     predict_test: bool = False,
     save_best: bool = False,
+    resume: bool = False,
 ) -> dict:
-    """Fine-tune on every task with every seed; write results.json / results.md (and test TSVs, checkpoints)."""
-    from accelerate import Accelerator
-    from transformers import AutoConfig, AutoTokenizer
+    """Fine-tune on every task with every seed; write results.json / results.md (and test TSVs, checkpoints).
 
-    from glue.report import format_table, write_outputs
-
+    With `output_dir`, each seed's run keeps its logs in OUTPUT/runs/TASK/seed-N/ and its result in result.json
+    there; `resume=True` reuses finished seeds and continues an unfinished one from its latest checkpoint
+    (`settings.save_every`)."""
     model_dir = resolve_model_dir(model_dir)
     init_from = resolve_model_dir(init_from) if init_from else None
     if not seeds:
@@ -400,16 +429,30 @@ def run_glue(
         runs: list[SeedRun] = []
         best_score, best_predictions = -math.inf, {}
         for index, seed in enumerate(seeds):
-            run, model = run_seed(
-                data, model_dir, tokenizer, seed, settings, accelerator, init_from, show_groups=index == 0
-            )
-            flops, flops_method = finetune_flops(model, run.train_shapes, run.eval_shapes)
-            total_flops += flops
+            run_dir = output_dir / "runs" / spec.name / f"seed-{seed}" if output_dir is not None else None
+            run = _finished_run(run_dir) if resume else None
+            model = None
+            if run is None:
+                run, model = run_seed(
+                    data,
+                    model_dir,
+                    tokenizer,
+                    seed,
+                    settings,
+                    accelerator,
+                    init_from,
+                    show_groups=index == 0,
+                    run_dir=run_dir,
+                    resume=resume,
+                )
+                if run_dir is not None and accelerator.is_main_process:
+                    _write_run(run_dir, run)
+            total_flops, flops_method = total_flops + run.flops, run.flops_method
             score = run.metrics[next(iter(spec.dev_files))][spec.primary_metric]
             if index == 0 or (not math.isnan(score) and score > best_score):
                 best_score = score if not math.isnan(score) else -math.inf
                 best_predictions = run.test_predictions
-                if save_best and output_dir is not None and accelerator.is_main_process:
+                if save_best and model is not None and output_dir is not None and accelerator.is_main_process:
                     model.save(output_dir / "checkpoints" / spec.name, tokenizer)
             runs.append(run)
             del model

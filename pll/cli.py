@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from electra.errors import UserError
+from pll.methods import METHODS, WITHIN_WORD
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,15 +64,15 @@ def _scoring_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--method",
         default="auto",
-        choices=("auto", "electric", "electra-tt", "cloze", "mlm"),
-        help="auto: what the model directory supports (Electric > ELECTRA-TT > masked LM); cloze: an Electric or "
-        "ELECTRA-TT run's two-tower generator alone",
+        choices=METHODS,
+        help="auto: the method the run's objective declares (export.json), else what the directory holds; "
+        "cloze: an Electric or ELECTRA-TT run's two-tower generator alone",
     )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences (or masked copies) per forward")
     parser.add_argument(
         "--within-word",
         default="none",
-        choices=("none", "l2r", "whole"),
+        choices=WITHIN_WORD,
         help="masked-LM PLL: also mask the later (l2r) or all (whole) pieces of the scored word",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
@@ -79,7 +81,9 @@ def _scoring_options(parser: argparse.ArgumentParser) -> None:
 def _scorer(args: argparse.Namespace):
     from pll.scoring import load_scorer
 
-    return load_scorer(args.model, args.method, args.device, args.batch_size, args.within_word)
+    scorer = load_scorer(args.model, args.method, args.device, args.batch_size, args.within_word)
+    print(f"scoring with --method {scorer.method}", file=sys.stderr)
+    return scorer
 
 
 def run_score(args: argparse.Namespace) -> int:

@@ -11,19 +11,22 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
+from transformers import AutoModelForMaskedLM, AutoTokenizer, ElectraForPreTraining
 
+from discriminators.energy import electra_tt_token_log_likelihood
 from electra.errors import UserError
+from electra.export import read_export
+from electra.objectives import get_objective, objective_names
+from generators.two_tower import TwoTowerGenerator, is_two_tower_dir
+from pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
 
 log = logging.getLogger(__name__)
-
-METHODS = ("auto", "electric", "electra-tt", "cloze", "mlm")
-WITHIN_WORD = ("none", "l2r", "whole")
 
 
 @dataclass
@@ -159,8 +162,6 @@ class ElectraTTScorer(Scorer):
         self.mask_prob = mask_prob
 
     def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
-        from discriminators.energy import electra_tt_token_log_likelihood
-
         out: list[list[float]] = [[] for _ in encoded]
         for batch in tqdm(list(self.sentence_batches(encoded)), desc="electra-tt", disable=None, leave=False):
             ids, mask = self.pad([encoded[i].ids for i in batch])
@@ -313,80 +314,66 @@ def _is_masked_lm(config: dict[str, Any] | None) -> bool:
 
 @dataclass
 class ModelLayout:
-    """What a model directory offers for scoring."""
+    """What a model directory offers for scoring: method -> the directories it reads (default method first)."""
 
-    objective: str | None  # electra_objective of the discriminator, when there is one
-    discriminator: Path | None
-    two_tower: Path | None
-    masked_lm: Path | None
     root: Path
+    objective: str | None
+    methods: dict[str, list[Path]]
+    tokenizer_dirs: list[Path] = field(default_factory=list)  # where else a tokenizer may be saved
 
 
 def inspect_model_dir(path: str | Path) -> ModelLayout:
-    from generators.two_tower import is_two_tower_dir
-
+    """An export (or one of its parts) answers from its manifest; any other directory from what it holds."""
     root = Path(path)
     if not root.is_dir():
         raise UserError(f"{root}: model directory does not exist.")
-    disc_dir = root / "discriminator" if (root / "discriminator").is_dir() else root
-    disc_cfg = read_hf_config(disc_dir)
-    discriminator = (
-        disc_dir if disc_cfg and "ElectraForPreTraining" in (disc_cfg.get("architectures") or []) else None
-    )
-    objective = (disc_cfg or {}).get("electra_objective") if discriminator else None
-    two_tower = next(
-        (d for d in (root / "generator", root.parent / "generator", root) if is_two_tower_dir(d)), None
-    )
-    masked_lm = next(
-        (d for d in (root, root / "mlm", root / "generator") if _is_masked_lm(read_hf_config(d))), None
-    )
-    if discriminator and objective is None:
-        objective = "electra"
-    return ModelLayout(objective, discriminator, two_tower, masked_lm, root)
+    export = read_export(root)
+    if export is not None:
+        methods = {m: [export.part(name) for name in names] for m, names in export.scoring.items()}
+        if export.root != root:  # a part was named: the methods that read it, the manifest's order kept
+            methods = {m: dirs for m, dirs in methods.items() if root in dirs}
+        return ModelLayout(root, export.objective, methods, list(export.parts.values()))
+    config = read_hf_config(root)
+    objective = None
+    methods: dict[str, list[Path]] = {}
+    if config and "ElectraForPreTraining" in (config.get("architectures") or []):
+        objective = config.get("electra_objective", "electra")
+        method = get_objective(objective).discriminator_scoring if objective in objective_names() else None
+        if method is not None:  # e.g. Electric: its head's output is -E, so it scores on its own
+            methods[method] = [root]
+    if is_two_tower_dir(root):
+        methods["cloze"] = [root]
+    if _is_masked_lm(config):
+        methods["mlm"] = [root]
+    return ModelLayout(root, objective, methods)
 
 
 def resolve_method(layout: ModelLayout, method: str) -> str:
-    root = layout.root
-    if method == "auto":
-        if layout.objective in ("electric", "electra-tt"):
-            return layout.objective
-        if layout.masked_lm:
-            return "mlm"
-        raise UserError(
-            f"{root}: nothing here can score PLL: it needs an Electric discriminator, an ELECTRA-TT discriminator "
-            "with its two-tower generator, or a masked LM (an ...ForMaskedLM checkpoint)."
-        )
-    if method == "electric" and layout.objective != "electric":
-        raise UserError(
-            f"{root}: not an Electric model (its discriminator config says electra_objective="
-            f"{layout.objective!r}); an ELECTRA discriminator's output is not an energy. Try --method auto."
-        )
-    if method == "electra-tt" and not (layout.discriminator and layout.two_tower):
-        raise UserError(
-            f"{root}: ELECTRA-TT scoring needs discriminator/ (ElectraForPreTraining) and a two-tower generator/; "
-            f"found discriminator={layout.discriminator}, two-tower generator={layout.two_tower}."
-        )
-    if method == "electra-tt" and layout.objective == "electric":
-        raise UserError(
-            f"{root}: an Electric discriminator outputs energies, not replaced-token logits; use --method electric."
-        )
-    if method == "cloze" and not layout.two_tower:
-        raise UserError(
-            f"{root}: cloze scoring needs a two-tower generator (generator/ with two_tower_config.json, written by "
-            "Electric and ELECTRA-TT runs); none found."
-        )
-    if method == "mlm" and not layout.masked_lm:
-        raise UserError(
-            f"{root}: no masked LM here (no config.json with a ...ForMaskedLM architecture), so no masked-LM PLL."
-        )
+    """`auto` -> the directory's default method; any other method must be one the directory supports."""
     if method not in METHODS:
         raise UserError(f"unknown scoring method {method!r}; choose one of {', '.join(METHODS)}.")
+    offered = ", ".join(layout.methods) or "none"
+    if method == "auto":
+        if layout.methods:
+            return next(iter(layout.methods))
+        raise UserError(
+            f"{layout.root}: nothing here can score PLL: it needs an Electric discriminator, an ELECTRA-TT "
+            "discriminator with its two-tower generator, a two-tower generator, or a masked LM (an ...ForMaskedLM "
+            "checkpoint)."
+        )
+    if method not in layout.methods:
+        needs = " and ".join(METHOD_PARTS[method])
+        hint = ""
+        if method in ("electric", "electra-tt") and layout.objective not in (None, method):
+            hint = f" (its discriminator was trained as {layout.objective!r}, so its output is not what {method} reads)"
+        raise UserError(
+            f"{layout.root}: cannot score with --method {method}: it needs {needs}{hint}; this directory offers: "
+            f"{offered}. Try --method auto."
+        )
     return method
 
 
 def load_tokenizer(candidates: Sequence[Path]) -> Any:
-    from transformers import AutoTokenizer
-
     for directory in candidates:
         if directory and any(
             (directory / f).is_file() for f in ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
@@ -411,28 +398,21 @@ def load_scorer(
     batch_size: int = 64,
     within_word: str = "none",
 ) -> Scorer:
-    """The scorer a directory supports: a run's OUTPUT dir, its discriminator/ or generator/, or any local
-    `transformers` masked-LM checkpoint."""
-    from transformers import AutoModelForMaskedLM, ElectraForPreTraining
-
+    """The scorer a directory supports: a run's export, one of its parts, or any local `transformers` masked-LM
+    checkpoint. `method="auto"` takes the export's default (what its objective declares)."""
     layout = inspect_model_dir(model_dir)
     method = resolve_method(layout, method)
+    dirs = layout.methods[method]
     dev = pick_device(device)
+    tok = load_tokenizer([*dirs, layout.root, *layout.tokenizer_dirs])
     if method == "mlm":
-        model = AutoModelForMaskedLM.from_pretrained(str(layout.masked_lm))
-        tok = load_tokenizer([layout.masked_lm, layout.root, layout.masked_lm.parent])
+        model = AutoModelForMaskedLM.from_pretrained(str(dirs[0]))
         return MaskedLMScorer(model, tok, dev, batch_size, within_word)
     if method == "cloze":
-        from generators.two_tower import TwoTowerGenerator
-
-        tok = load_tokenizer([layout.two_tower, layout.root, layout.discriminator, layout.two_tower.parent])
-        return ClozeScorer(TwoTowerGenerator.from_pretrained(layout.two_tower), tok, dev, batch_size)
-    disc = ElectraForPreTraining.from_pretrained(str(layout.discriminator))
-    tok = load_tokenizer([layout.discriminator, layout.root, layout.discriminator.parent])
+        return ClozeScorer(TwoTowerGenerator.from_pretrained(dirs[0]), tok, dev, batch_size)
+    disc = ElectraForPreTraining.from_pretrained(str(dirs[0]))
     if method == "electric":
         return ElectricScorer(disc, tok, dev, batch_size)
-    from generators.two_tower import TwoTowerGenerator
-
-    generator = TwoTowerGenerator.from_pretrained(layout.two_tower)
+    generator = TwoTowerGenerator.from_pretrained(dirs[1])
     mask_prob = float(getattr(generator.config, "mask_prob", 0.15))
     return ElectraTTScorer(disc, generator, tok, dev, batch_size, mask_prob)

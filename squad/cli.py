@@ -69,6 +69,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"), default="no")
     parser.add_argument("--cache-dir", help="feature cache (default: OUTPUT/cache)")
     parser.add_argument("--max-train-examples", type=int, help="use only the first N training questions")
+    parser.add_argument(
+        "--save-every", type=int, default=0, help="checkpoint every N updates under OUTPUT/train/ (0: never)"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue training from the latest checkpoint in OUTPUT/train/"
+    )
     parser.set_defaults(func=run)
 
     ev = subparsers.add_parser(
@@ -121,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         mixed_precision=args.mixed_precision,
         cache_dir=args.cache_dir,
         max_train_examples=args.max_train_examples,
+        save_every=args.save_every,
+        resume=args.resume,
     )
     results = finetune(settings)
     if "eval" in results:

@@ -1,8 +1,9 @@
-"""Fine-tune on SQuAD and evaluate with the official metrics, through Accelerate.
+"""Fine-tune on SQuAD and evaluate with the official metrics.
 
 Defaults are the ELECTRA paper's fine-tuning settings for Base (learning rate 1e-4, layer-wise decay 0.8, batch 32,
-2 epochs, 10% warmup, weight decay 0.01, gradient clipping 1.0); the optimizer and schedule are the shared
-`electra.finetuning.build_finetune_optimizer`, so GLUE and SQuAD decay layers the same way.
+2 epochs, 10% warmup, weight decay 0.01, gradient clipping 1.0). Training runs on the library's engine
+(`electra.engine`), so GLUE and SQuAD decay layers the same way, log the same way (OUTPUT/train/metrics.csv and
+TensorBoard) and can checkpoint and resume (`--save-every`, `--resume`).
 """
 
 from __future__ import annotations
@@ -11,15 +12,25 @@ import json
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
 
+from electra.data import pad_batch
+from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
 from electra.errors import UserError
+from electra.optim import describe_lr_groups, warmup_steps_of
+from electra.outputs import StepOutput
 from squad.data import SquadExample, read_squad
 from squad.features import FeatureSettings, build_features
 from squad.heads import HeadConfig
@@ -63,6 +74,9 @@ class SquadSettings:
     cache_dir: str | None = None
     max_train_examples: int | None = None
     progress: bool = True
+    save_every: int = 0  # checkpoint every N updates under OUTPUT/train/checkpoints (0: never)
+    resume: bool = False  # continue from the latest checkpoint there
+    log_every: int = 20
 
     def feature_settings(self) -> FeatureSettings:
         return FeatureSettings(self.max_seq_length, self.doc_stride, self.max_query_length)
@@ -74,8 +88,6 @@ class SquadSettings:
 
 def collate(rows: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torch.Tensor]:
     """Pad a batch to its longest window (dynamic padding: short contexts cost less)."""
-    from electra.data import pad_batch
-
     batch = pad_batch(rows, pad_token_id)
     for name in ("start_positions", "end_positions", "is_impossible", "window"):
         if name in rows[0]:
@@ -85,9 +97,6 @@ def collate(rows: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torc
 
 def finetune(settings: SquadSettings) -> dict[str, Any]:
     """Train (when `settings.train`), save the model, evaluate (when `settings.eval`); returns the eval results."""
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-
     if settings.train is None and settings.eval is None:
         raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
     accelerator = Accelerator(mixed_precision=settings.mixed_precision)
@@ -107,7 +116,9 @@ def finetune(settings: SquadSettings) -> dict[str, Any]:
             examples = examples[: settings.max_train_examples]
         with accelerator.main_process_first():  # the main process writes the cache, the others read it
             features = build_features(examples, tokenizer, settings.feature_settings(), True, cache_dir)
-        results["train"] = train_model(model, features, tokenizer.pad_token_id, settings, accelerator)
+        results["train"] = train_model(
+            model, features, tokenizer.pad_token_id, settings, accelerator, output / "train"
+        )
         if accelerator.is_main_process:
             accelerator.unwrap_model(model).save(output / "model", tokenizer)
     if settings.eval is not None:
@@ -121,65 +132,77 @@ def finetune(settings: SquadSettings) -> dict[str, Any]:
     return results
 
 
+class SquadTask(Task):
+    """SQuAD windows in an order seeded by `settings.seed` (so a resumed run sees the same batches), the span loss,
+    and the first and last losses (the summary `results.json` reports)."""
+
+    def __init__(
+        self, model: SquadModel, features: Any, pad_token_id: int, settings: SquadSettings, accelerator
+    ):
+        self.model, self.features, self.pad_token_id = model, features, pad_token_id
+        self.settings, self.accelerator = settings, accelerator
+        self.first_loss: torch.Tensor | float | None = None
+        self.recent: deque = deque(maxlen=20)
+
+    def batches(self, start: int):
+        collate_rows = partial(collate, pad_token_id=self.pad_token_id)
+        s = self.settings
+        return shuffled_epochs(self.features, s.batch_size, s.seed, collate_rows, self.accelerator, start)
+
+    def step(self, model, batch) -> StepOutput:
+        loss = model(**batch).loss
+        if self.first_loss is None:
+            self.first_loss = loss.detach()
+        self.recent.append(loss.detach())
+        return StepOutput(loss, {"loss": loss.detach()})
+
+    def tokens(self, batch) -> int:
+        return batch["input_ids"].numel()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"first_loss": None if self.first_loss is None else float(self.first_loss)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.first_loss = state.get("first_loss")
+
+
 def train_model(
-    model: SquadModel, features: Any, pad_token_id: int, settings: SquadSettings, accelerator: Any
+    model: SquadModel,
+    features: Any,
+    pad_token_id: int,
+    settings: SquadSettings,
+    accelerator: Any,
+    log_dir: Path | None = None,
 ) -> dict[str, float]:
-    from torch.utils.data import DataLoader
-    from tqdm.auto import tqdm
-
-    from electra.finetuning import build_finetune_optimizer, describe_lr_groups
-
+    """Fine-tune `model` on the training windows; logs (and checkpoints, with `settings.save_every`) in `log_dir`."""
     if len(features) == 0:
         raise UserError(f"{settings.train}: no training windows were built.")
-    loader = DataLoader(
-        features,
-        batch_size=settings.batch_size,
-        shuffle=True,
-        collate_fn=lambda rows: collate(rows, pad_token_id),
-    )
-    per_epoch = math.ceil(len(loader) / accelerator.num_processes)
+    per_epoch = math.ceil(math.ceil(len(features) / settings.batch_size) / accelerator.num_processes)
     total_steps = settings.max_steps or max(1, math.ceil(settings.epochs * per_epoch))
-    optimizer, scheduler = build_finetune_optimizer(
-        model,
-        lr=settings.learning_rate,
-        layer_decay=settings.layer_decay,
-        total_steps=total_steps,
-        warmup_fraction=settings.warmup_fraction,
+    args = TrainArgs(
+        max_steps=total_steps,
+        learning_rate=settings.learning_rate,
+        warmup_steps=warmup_steps_of(settings.warmup_fraction, total_steps),
+        schedule="reference",
         weight_decay=settings.weight_decay,
+        layer_decay=settings.layer_decay,
+        max_grad_norm=settings.max_grad_norm,
+        output_dir=log_dir,
+        log_every=settings.log_every,
+        save_every=settings.save_every if log_dir is not None else 0,
+        progress=settings.progress,
+        description="squad fine-tune",
     )
-    logger.info("layer-wise learning rates:\n%s", describe_lr_groups(optimizer.param_groups))
-    # The scheduler is stepped by hand once per update (Accelerate's wrapper would step it once per process).
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    model.train()
-    bar = tqdm(
-        total=total_steps,
-        desc="squad fine-tune",
-        disable=not (settings.progress and accelerator.is_local_main_process),
-    )
-    step, first_loss, recent = 0, None, []
+    task = SquadTask(model, features, pad_token_id, settings, accelerator)
+    logger.info("layer-wise learning rates:\n%s", describe_lr_groups(task.parameter_groups(model, args)))
     started = time.time()
-    while step < total_steps:
-        for batch in loader:
-            output = model(**batch)
-            accelerator.backward(output.loss)
-            if settings.max_grad_norm > 0:
-                accelerator.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            loss = output.loss.item()
-            first_loss = loss if first_loss is None else first_loss
-            recent = (recent + [loss])[-20:]
-            step += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{scheduler.get_last_lr()[-1]:.2e}")
-            if step >= total_steps:
-                break
-    bar.close()
+    engine = Engine(args, accelerator)
+    result = engine.fit(task, engine.latest_checkpoint() if settings.resume else None)
+    recent = [float(loss) for loss in task.recent]
     return {
-        "steps": step,
-        "first_loss": float(first_loss),
-        "final_loss": float(np.mean(recent)),
+        "steps": result.step,
+        "first_loss": float(task.first_loss) if task.first_loss is not None else math.nan,
+        "final_loss": float(np.mean(recent)) if recent else math.nan,
         "seconds": time.time() - started,
         "windows": len(features),
     }
@@ -194,9 +217,6 @@ def predict(
     cache_dir: str | None = None,
 ) -> tuple[Predictions, bool]:
     """Beam outputs for every window, then post-processing into texts, n-best lists and no-answer scores."""
-    from torch.utils.data import DataLoader
-    from tqdm.auto import tqdm
-
     with accelerator.main_process_first():
         features = build_features(examples, tokenizer, settings.feature_settings(), False, cache_dir)
     model_inputs = features.select_columns(["input_ids", "token_type_ids"]).add_column(

@@ -18,7 +18,7 @@ from electra.compare import (
     pretrain_objective,
     write_report,
 )
-from electra.config import build_config
+from electra.objectives import build_config, flop_report
 
 PRETRAIN_KEYS = ("max_steps", "save_every", "log_every", "warmup_steps")
 
@@ -45,7 +45,6 @@ def _settings(tmp_path: Path, corpus: Path, micro_overrides: dict, budget: float
 def _prepared(tmp_path, corpus, micro_overrides):
     """Settings, the shared tokenizer directory, and each objective's FLOPs per step for that vocabulary."""
     from electra.tokenization import load_saved_tokenizer
-    from flops.analytic import count_flops
 
     settings = _settings(tmp_path, corpus, micro_overrides, budget=1.0)
     settings.out.mkdir(parents=True)
@@ -55,7 +54,7 @@ def _prepared(tmp_path, corpus, micro_overrides):
     for objective in ("electra", "mlm"):
         config = build_config("tiny", overrides=dict(settings.overrides, objective=objective))
         config.vocab_size = vocab
-        per_step[objective] = count_flops(config).train_flops_per_step
+        per_step[objective] = flop_report(config).train_flops_per_step
     return settings, tokenizer_dir, vocab, per_step
 
 
@@ -80,7 +79,7 @@ def test_equal_budgets_stop_within_one_step_and_rerun_skips(small_corpus, tmp_pa
     # every fraction is a loadable export; the pretraining run kept only what resuming needs
     from transformers import AutoModel
 
-    from electra.modeling import finetune_dir
+    from electra.export import finetune_dir
 
     for objective in cells:
         for name in ("1of2", "2of2"):
@@ -232,7 +231,6 @@ def test_miniature_end_to_end_compare_and_resume(small_corpus, tmp_path, micro_o
 
 
 def test_plan_prints_the_steps_each_budget_buys(tmp_path, small_corpus, shared_data, capsys):
-    from flops.analytic import count_flops
 
     argv = ["compare", "--corpus", str(small_corpus), "--out", str(tmp_path / "o")]
     argv += ["--glue-data", str(shared_data / "glue"), "--flops-budget", "1e13", "--plan"]
@@ -243,8 +241,8 @@ def test_plan_prints_the_steps_each_budget_buys(tmp_path, small_corpus, shared_d
         config.vocab_size = (
             config.tokenizer_vocab_size
         )  # no vocabulary trained yet: the plan assumes its size
-        steps = math.ceil(1e13 / count_flops(config).train_flops_per_step)
-        quarter = math.ceil(1e13 / 4 / count_flops(config).train_flops_per_step)
+        steps = math.ceil(1e13 / flop_report(config).train_flops_per_step)
+        quarter = math.ceil(1e13 / 4 / flop_report(config).train_flops_per_step)
         assert f"{objective}: " in printed and f"{steps} steps" in printed and f"[{quarter}, " in printed
     assert "fine-tuning: 96 runs" in printed
     assert not (tmp_path / "o").exists()  # a plan trains and writes nothing
@@ -293,14 +291,13 @@ def test_results_are_collected_from_the_cells_on_disk(tmp_path):
 def test_stepping_stones_train_to_the_budget_and_export(objective, small_corpus, tmp_path, micro_overrides):
     from transformers import AutoModel
 
-    from electra.modeling import finetune_dir
+    from electra.export import finetune_dir
     from electra.tokenization import load_saved_tokenizer
-    from flops.analytic import count_flops
 
     settings, tokenizer_dir, vocab, _ = _prepared(tmp_path, small_corpus, micro_overrides)
     config = build_config("tiny", overrides=dict(settings.overrides, objective=objective))
     config.vocab_size = len(load_saved_tokenizer(tokenizer_dir))
-    per_step = count_flops(config).train_flops_per_step
+    per_step = flop_report(config).train_flops_per_step
     settings.budget = 3 * per_step
     settings.checkpoints = 1
     (cell,) = pretrain_objective(settings, objective, tokenizer_dir)

@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from electra.config import SIZES, build_config, parse_overrides
+from electra.config import SIZES, parse_overrides
 from electra.errors import UserError
+from electra.objectives import build_config
 
 # The ELECTRA paper's Table 6 / dissertation Table 5.1: layers, hidden, FFN, heads, embedding, generator
 # multiplier, mask percent, learning rate, batch size, train steps.

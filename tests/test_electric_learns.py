@@ -36,6 +36,7 @@ def shuffled_words(sentence: str, rng: random.Random) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_electric_tiny_scores_real_sentences_above_shuffled(shared_data, tmp_path):
     """800 steps of Electric `tiny` (length 64) on WikiText-2 valid, scored on WikiText-2 test sentences.
 

@@ -1,6 +1,5 @@
 """Whole runs: real data, the CLI as users call it, several processes."""
 
-import csv
 import os
 import subprocess
 import sys
@@ -9,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from electra.cli import main
+from electra.run_log import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 MICRO_FLAGS = [
@@ -34,10 +34,11 @@ MICRO_FLAGS = [
 
 
 def _rows(run_dir: Path) -> list[dict[str, float]]:
-    return [{k: float(v) for k, v in row.items()} for row in csv.DictReader((run_dir / "metrics.csv").open())]
+    return read_metrics(run_dir, "train")
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_tiny_learns_on_real_text(shared_data, tmp_path):
     """300 steps of `tiny` on the Brown corpus: losses fall and the discriminator ranks replaced tokens above chance.
 

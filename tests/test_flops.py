@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from electra.config import build_config
 from electra.errors import UserError
-from flops.analytic import count_flops, finetune_flops
+from electra.objectives import build_config, flop_report, get_objective
+from flops.analytic import finetune_flops
 from flops.measured import (
     build_reference_model,
     flop_counter,
@@ -76,8 +76,13 @@ HAND_MATMUL = 5440 + 1392
 HAND_PARAMS = {"discriminator": 809, "generator": 210, "total": 1019}
 
 
+def _plan(config):
+    """What the config's objective declares it computes (the analytic count and the reference model use it)."""
+    return get_objective(config.objective).flop_plan(config)
+
+
 def test_toy_components_match_hand_count():
-    report = count_flops(toy_config())
+    report = flop_report(toy_config())
     assert report.predicted_positions == 1
     assert report.breakdown == {key: 2 * value for key, value in HAND_FORWARD.items()}  # backward = forward
     assert report.train_flops_per_sequence == 2 * 10998
@@ -91,7 +96,7 @@ def test_toy_components_match_hand_count():
 def test_toy_measured_matches_hand_count():
     """FlopCounterMode on the transformers modules sees exactly the hand-counted matmuls; backward is 2x."""
     config = toy_config()
-    model = build_reference_model(config)
+    model = build_reference_model(config, _plan(config))
     measured = measure_training_step(model, random_batch(config, 4), backward=True)
     assert measured["forward"] == HAND_MATMUL
     assert measured["backward"] == 2 * HAND_MATMUL
@@ -100,22 +105,22 @@ def test_toy_measured_matches_hand_count():
 
 
 def test_exact_layernorm_option_adds_the_quirk_back():
-    quirky = count_flops(toy_config())
-    exact = count_flops(toy_config(), paper_quirks=False)
+    quirky = flop_report(toy_config())
+    exact = flop_report(toy_config(), paper_quirks=False)
     # LayerNorm after attention: 5 flat -> 5*8 (discriminator) and 5*4 (generator) per token, 4 tokens, x2 train
     assert exact.train_flops_per_sequence - quirky.train_flops_per_sequence == 2 * 4 * ((40 - 5) + (20 - 5))
 
 
 def test_objectives_charge_what_they_run():
-    electra = count_flops(toy_config())
-    mlm = count_flops(toy_config(objective="mlm"))
+    electra = flop_report(toy_config())
+    mlm = flop_report(toy_config(objective="mlm"))
     # MLM baseline: discriminator-size encoder with a masked-LM head (dense 8->4) at the 1 predicted position
     assert mlm.breakdown["discriminator.head"] == 2 * (2 * 8 * 4 + 4 + 32 + 20 + 80 + 50 + 20)
     assert "generator.head" not in mlm.breakdown
     assert mlm.inference_flops == electra.inference_flops
-    unigram = count_flops(toy_config(generator="unigram"))
+    unigram = flop_report(toy_config(generator="unigram"))
     assert unigram.train_flops_per_sequence == 2 * (976 + 3188 + 2976 + 864)
-    electric = count_flops(toy_config(objective="electric"))
+    electric = flop_report(toy_config(objective="electric"))
     # energy head = ELECTRA's head + one add per token; two towers; cloze head on 2x4 states at all 4 positions
     assert electric.breakdown["discriminator.head"] == 2 * (864 + 4)
     assert (
@@ -139,7 +144,7 @@ def test_predicted_position_rules():
 
 
 def test_budget_helpers():
-    report = count_flops(toy_config())
+    report = flop_report(toy_config())
     per_step = 3 * 2 * 10998
     assert report.flops_for_steps(7) == 7 * per_step
     assert report.steps_within_budget(7 * per_step) == 7
@@ -171,8 +176,8 @@ def test_paper_figures_within_tolerance(name, train, infer):
 
 
 def test_electra_small_published_figure_needs_the_half_width_generator():
-    released = count_flops(build_config("small"))  # 1/4 generator: hidden 64
-    half = count_flops(build_config("small", overrides={"generator_hidden_multiplier": 0.5}))
+    released = flop_report(build_config("small"))  # 1/4 generator: hidden 64
+    half = flop_report(build_config("small", overrides={"generator_hidden_multiplier": 0.5}))
     assert released.train_flops_total == pytest.approx(1.29e18, rel=0.01)
     assert half.train_flops_total == pytest.approx(1.42e18, rel=0.01)
     assert released.inference_flops == pytest.approx(3.7e9, rel=TOLERANCE)
@@ -208,7 +213,7 @@ def test_tiny_measured_matches_analytic_on_cpu(overrides):
     """Real kernels on CPU, SDPA attention (the CPU flash kernel FlopCounterMode misses without our mapping)."""
     config = build_config("tiny", overrides=overrides)
     result = matmul_flops_of_config(
-        config, seq_len=32, backward=True, attn_implementation="sdpa", device="cpu"
+        config, _plan(config), seq_len=32, backward=True, attn_implementation="sdpa", device="cpu"
     )
     assert result["ratio"] == pytest.approx(1.0, abs=0.02)
     assert result["ratio"] == pytest.approx(1.0, abs=1e-9)  # the same integer positions: exact, in fact
@@ -222,7 +227,7 @@ def test_tiny_measured_matches_analytic_on_cpu(overrides):
 def test_measured_matches_analytic_at_training_length(size):
     """Full-size modules on the meta device (shapes only, no compute), forward and backward, eager attention."""
     config = build_config(size)
-    result = matmul_flops_of_config(config, backward=True)
+    result = matmul_flops_of_config(config, _plan(config), backward=True)
     assert result["seq_len"] == config.max_seq_length
     assert result["ratio"] == pytest.approx(1.0, abs=0.02)
     assert result["backward_to_forward"] == pytest.approx(2.0, abs=0.01)
@@ -239,13 +244,13 @@ def test_flop_counter_sees_cpu_sdpa():
 def test_fvcore_agrees_with_flop_counter_mode():
     """fvcore counts a multiply-add as 1; doubled, its matmul count equals FlopCounterMode's (eager attention)."""
     config = build_config("tiny")
-    model = build_reference_model(config, seq_len=32).eval()
+    model = build_reference_model(config, _plan(config), seq_len=32).eval()
     batch = random_batch(config, 32)
     with torch.no_grad():
         doubled = fvcore_forward_flops(
             model, (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
         )
-    assert doubled == count_flops(config, seq_len=32).matmul_flops("train")
+    assert doubled == flop_report(config, seq_len=32).matmul_flops("train")
 
 
 # ------------------------------------------------------------------------------------------- fine-tuning
@@ -292,7 +297,7 @@ def test_cli_json_matches_counter(capsys):
 
     assert main(["flops", "--size", "small", "--set", "generator_hidden_multiplier=0.5", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    expected = count_flops(build_config("small", overrides={"generator_hidden_multiplier": 0.5}))
+    expected = flop_report(build_config("small", overrides={"generator_hidden_multiplier": 0.5}))
     assert payload["train_flops_total"] == pytest.approx(expected.train_flops_total)
     assert payload["inference_flops"] == pytest.approx(expected.inference_flops)
     assert sum(payload["breakdown"].values()) == pytest.approx(payload["train_flops_per_sequence"])
@@ -351,12 +356,12 @@ def _full_batch(tokenizer, seq_len: int, batch_size: int = 2) -> dict[str, torch
 
 @pytest.mark.parametrize("objective", ["electra", "mlm"])
 def test_library_pretraining_model_matches_analytic(objective):
-    """`electra.modeling.build_pretraining_model` under FlopCounterMode vs the analytic matmul count.
+    """`electra.model.build_pretraining_model` under FlopCounterMode vs the analytic matmul count.
 
     Its masking picks round(mask_prob * n) of the n = seq_len - 3 non-special tokens per row; the analytic count
     is asked for that many predicted positions.
     """
-    from electra.modeling import build_pretraining_model
+    from electra.model import build_pretraining_model
 
     tokenizer = _tokenizer()
     config = build_config("tiny", overrides={"objective": objective, "max_seq_length": 64})
@@ -364,7 +369,7 @@ def test_library_pretraining_model_matches_analytic(objective):
     seq_len, batch_size = 64, 2
     measured = measure_training_step(model, _full_batch(tokenizer, seq_len, batch_size), backward=True)
     k = round(config.mask_prob * (seq_len - 3))
-    report = count_flops(config, seq_len=seq_len, output_positions=k)
+    report = flop_report(config, seq_len=seq_len, output_positions=k)
     assert measured["forward"] / batch_size == pytest.approx(report.matmul_flops("train"), rel=0.02)
     assert measured["backward_to_forward"] == pytest.approx(2.0, abs=0.05)
     trainable = sum(p.numel() for p in model.parameters())
@@ -379,7 +384,7 @@ def test_library_two_tower_generator_matches_analytic():
     ids = torch.randint(5, config.vocab_size, (1, 64))
     with flop_counter() as counter, torch.no_grad():
         generator(ids)  # logits at every position, as Electric's noise probabilities need
-    report = count_flops(config, seq_len=64)
+    report = flop_report(config, seq_len=64)
     assert counter.get_total_flops() == pytest.approx(
         report.matmul_flops("train", network="generator"), rel=0.02
     )
@@ -389,7 +394,7 @@ def test_library_two_tower_generator_matches_analytic():
 def test_startup_check_on_a_padded_batch(objective):
     """Padding changes no encoder matmul, but fewer masked positions (ELECTRA) and fewer cloze positions
     (Electric's two-tower head skips [CLS]/[SEP]/padding): the check must count what the model computes."""
-    from electra.modeling import build_pretraining_model
+    from electra.model import build_pretraining_model
     from flops.measured import startup_check
 
     tokenizer = _tokenizer(4000)  # a vocabulary large enough for the two-tower head to matter
@@ -398,7 +403,7 @@ def test_startup_check_on_a_padded_batch(objective):
     batch = _full_batch(tokenizer, 48, batch_size=3)
     batch["attention_mask"][1, 30:] = 0  # a shorter row: fewer masked positions, same padded matmuls
     batch["input_ids"][1, 30:] = tokenizer.pad_token_id
-    result = startup_check(model, batch, config)
+    result = startup_check(model, batch, config, _plan(config))
     assert result["ok"], result
     assert result["predicted_positions"] == pytest.approx(
         (7 + 4 + 7) / 3

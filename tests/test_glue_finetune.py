@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from electra.cli import main
-from electra.finetuning import layerwise_lr_groups
+from electra.optim import layerwise_lr_groups
 from glue.finetune import FinetuneSettings, SeedRun, glue_average, load_task_data, run_glue, summarise
 from glue.model import GlueModel, load_encoder
 from glue.tasks import get_task
@@ -30,8 +30,8 @@ def _tokenizer(vocab: Path):
 @pytest.fixture(scope="module")
 def tiny_run(shared_data, tmp_path_factory) -> Path:
     """A pretraining run directory exported by our own core (random weights: the `tiny` size with 2 layers)."""
-    from electra.config import build_config
-    from electra.modeling import build_pretraining_model
+    from electra.model import build_pretraining_model
+    from electra.objectives import build_config
 
     tokenizer = _tokenizer(shared_data / "bert_vocab" / "vocab.txt")
     torch.manual_seed(0)

@@ -3,8 +3,9 @@ import pytest
 import torch
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config import build_config
-from electra.modeling import build_pretraining_model, finetune_dir
+from electra.export import finetune_dir, read_export
+from electra.model import build_pretraining_model
+from electra.objectives import build_config
 from electra.tokenization import train_wordpiece_tokenizer
 
 from .conftest import SAMPLE_TEXT
@@ -41,6 +42,14 @@ def test_discriminator_export_loads_in_transformers_with_identical_logits(
     theirs = loaded(**batch).logits
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
     assert finetune_dir(tmp_path) == tmp_path / "discriminator"
+    # A run directory also holds the pretraining config.json: the manifest is read first, never that file.
+    from glue.finetune import resolve_model_dir
+
+    model.config.save(tmp_path / "config.json")
+    assert resolve_model_dir(tmp_path) == tmp_path / "discriminator"
+    export = read_export(tmp_path / "discriminator")  # a part finds its export's manifest
+    assert export.objective == "electra" and export.scoring == {"mlm": ["generator"]}
+    assert export.kinds == {"discriminator": "ElectraForPreTraining", "generator": "ElectraForMaskedLM"}
     # The tokenizer travels with the export.
     from transformers import AutoTokenizer
 
@@ -132,7 +141,7 @@ def test_unigram_generator_and_mlm_objective(micro_overrides, tokenizer, tmp_pat
 
 
 def test_auc_against_hand_worked_ranking():
-    from electra.modeling import _auc
+    from electra.metrics import auc as _auc
 
     scores = torch.tensor([0.9, 0.1, 0.8, 0.3, 0.5])
     positive = torch.tensor([True, False, False, True, False])

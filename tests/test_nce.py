@@ -106,11 +106,11 @@ def test_initial_offset_centres_the_nce_logit_for_a_uniform_q():
 
 def test_electric_step_trains_and_exports_for_scoring(tmp_path):
     """The objective wired into the pretraining model: losses fall on a fixed batch, the export scores."""
-    modeling = __import__("pytest").importorskip("electra.modeling")
     from transformers import ElectraTokenizerFast
 
     from discriminators.energy import init_energy_offset
-    from electra.config import build_config
+    from electra.model import build_pretraining_model
+    from electra.objectives import build_config
     from pll.scoring import ElectricScorer, load_scorer
 
     words = "the a cat dog sat ran on under mat rug big small red blue".split()
@@ -122,7 +122,7 @@ def test_electric_step_trains_and_exports_for_scoring(tmp_path):
     )
     config = build_config("tiny", overrides=dict(objective="electric", max_seq_length=32, **small))
     torch.manual_seed(0)
-    model = modeling.build_pretraining_model(config, tok)
+    model = build_pretraining_model(config, tok)
     init_energy_offset(model.discriminator.model.discriminator_predictions, len(tok), config.mask_prob)
     texts = ["the big cat sat on the red mat", "a small dog ran under the blue rug"] * 4
     batch = tok(texts, return_tensors="pt", padding=True)

@@ -120,7 +120,7 @@ def test_bad_input_is_a_one_line_error(mlm_dir, tmp_path, capsys):
     text = tmp_path / "s.txt"
     text.write_text("the cat\n")
     assert main(["score", "--model", str(mlm_dir), "--input", str(text), "--method", "electric"]) == 2
-    assert "not an Electric model" in capsys.readouterr().err
+    assert "--method electric: it needs an Electric discriminator" in capsys.readouterr().err
 
 
 def test_nbest_without_pocketsphinx_says_how_to_install(tmp_path, monkeypatch, capsys):

@@ -128,13 +128,38 @@ def test_within_word_masking_and_word_sums():
     assert plain.tokens[1][1] != pytest.approx(got_l2r.tokens[1][1], abs=1e-6)
 
 
+def write_manifest(root, objective):
+    """export.json as `electra.export` writes it, for the parts saved so far: the scoring methods are what the
+    objective declares, among those whose parts exist."""
+    from electra.model import build_pretraining_model
+    from electra.objectives import build_config
+
+    parts = sorted(d.name for d in root.iterdir() if d.is_dir())
+    small = dict(
+        hidden_size=32, num_hidden_layers=1, intermediate_size=64, num_attention_heads=2, embedding_size=16
+    )
+    model = build_pretraining_model(
+        build_config("tiny", overrides={"objective": objective, **small}), tokenizer()
+    )
+    declared = model.objective.scoring(model)
+    manifest = {
+        "format": 1,
+        "objective": objective,
+        "finetune": "discriminator",
+        "parts": {name: {"dir": name, "kind": ""} for name in parts},
+        "scoring": {m: names for m, names in declared.items() if all(n in parts for n in names)},
+    }
+    (root / "export.json").write_text(json.dumps(manifest))
+
+
 def save_electric_run(root, objective="electric", seed=0):
-    """A run directory as `electra pretrain` exports it (the pll contract)."""
+    """A run directory as `electra pretrain` exports it (the pll contract: parts and export.json)."""
     torch.manual_seed(seed)
     disc = ElectraForPreTraining(electra_config())
     disc.config.electra_objective = objective
     disc.save_pretrained(root / "discriminator")
     tokenizer().save_pretrained(root / "discriminator")
+    write_manifest(root, objective)
     return disc.eval()
 
 
@@ -153,7 +178,7 @@ def test_electric_scores_are_the_negative_energies(tmp_path):
 
 
 def save_two_tower(root):
-    from electra.config import build_config
+    from electra.objectives import build_config
     from generators.two_tower import TwoTowerGenerator
 
     cfg = build_config(
@@ -171,6 +196,8 @@ def save_two_tower(root):
     )
     gen = TwoTowerGenerator(cfg)
     gen.save_pretrained(root / "generator")
+    if (root / "export.json").is_file():
+        write_manifest(root, json.loads((root / "export.json").read_text())["objective"])
     return gen.eval()
 
 
@@ -221,16 +248,24 @@ def test_loader_dispatch_and_clear_errors(tmp_path):
     save_electric_run(run, objective="electra")
     with pytest.raises(UserError, match="nothing here can score"):
         load_scorer(run)
-    with pytest.raises(UserError, match="not an Electric model"):
+    with pytest.raises(
+        UserError, match="needs an Electric discriminator .its discriminator was trained as 'electra'"
+    ):
         load_scorer(run, method="electric")
     ElectraForMaskedLM(electra_config()).save_pretrained(run / "generator")
     tokenizer().save_pretrained(run / "generator")
+    write_manifest(run, "electra")
     assert isinstance(load_scorer(run), MaskedLMScorer)
+    assert isinstance(load_scorer(run / "generator"), MaskedLMScorer)  # a part of the export
     # An Electric run has no masked LM; asking for one is an error naming the directory.
     electric = tmp_path / "electric_run"
     save_electric_run(electric)
-    with pytest.raises(UserError, match="no masked LM"):
+    with pytest.raises(UserError, match="electric_run: cannot score with --method mlm: it needs a masked LM"):
         load_scorer(electric, method="mlm")
+    # A directory that is not an export answers from what it holds: an Electric discriminator alone scores.
+    assert isinstance(load_scorer(electric / "discriminator"), ElectricScorer)
+    (electric / "export.json").unlink()
+    assert isinstance(load_scorer(electric / "discriminator"), ElectricScorer)
     with pytest.raises(UserError, match="does not exist"):
         load_scorer(tmp_path / "missing")
     # A broken config.json is a one-line error, not a traceback.

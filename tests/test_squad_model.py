@@ -162,7 +162,7 @@ def test_postprocess_by_hand() -> None:
 def test_layerwise_decay_treats_the_qa_head_as_head() -> None:
     from transformers import ElectraConfig, ElectraModel
 
-    from electra.finetuning import layerwise_lr_groups
+    from electra.optim import layerwise_lr_groups
     from squad.model import SquadModel
 
     config = ElectraConfig(

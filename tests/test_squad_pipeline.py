@@ -230,6 +230,7 @@ def _first_words(context: str, k: int) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_tiny_model_beats_a_positional_baseline(files, tmp_path: Path) -> None:
     """A random-init 2-layer ELECTRA (hidden 64) fine-tuned for 700 steps (about 2-3 CPU minutes) on the first 40
     dev-v1.1 articles, evaluated on the last 3 (569 questions).

@@ -8,10 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.config import build_config
-from electra.modeling import PretrainingModel, SpecialIds
-from electra.stepping_stones import copy_mechanism_nll, electra_15_loss, stepping_stone_step
-from flops.analytic import count_flops
+import electra.objectives.replaced_token as replaced_token_module
+import electra.objectives.stepping_stones as stepping_stones_module
+from discriminators.masked_lm import copy_mechanism_nll
+from discriminators.replaced_token import replaced_token_loss
+from electra.model import PretrainingModel
+from electra.objectives import build_config, flop_report, get_objective
+from electra.outputs import SpecialIds
 from flops.measured import startup_check
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4)
@@ -41,7 +44,7 @@ def test_electra_15_loss_by_hand_and_blind_to_other_positions():
     logits = torch.tensor([[2.0, -1.0, 0.5, 3.0]], requires_grad=True)
     is_replaced = torch.tensor([[False, True, False, True]])
     positions = torch.tensor([[False, True, True, False]])
-    loss = electra_15_loss(logits, is_replaced, positions)
+    loss = replaced_token_loss(logits, is_replaced, positions)  # what electra-15 averages over
     # picked: logit -1 labelled replaced (-log sigmoid(-1)), logit 0.5 labelled original (-log(1 - sigmoid(0.5)))
     expected = (math.log(1 + math.exp(1.0)) + math.log(1 + math.exp(0.5))) / 2
     assert loss.item() == pytest.approx(expected, rel=1e-6)
@@ -61,6 +64,13 @@ def test_copy_mechanism_by_hand():
     assert nll.tolist() == pytest.approx([-math.log(0.75), math.log(8.0)], rel=1e-6)
 
 
+def _step(model, monkeypatch, input_ids, attention_mask, token_type_ids, positions):
+    """The objective's training step with the masking draw replaced by hand-picked positions."""
+    for module in (replaced_token_module, stepping_stones_module):
+        monkeypatch.setattr(module, "choose_positions", lambda *args, **kwargs: positions)
+    return model(input_ids, attention_mask, token_type_ids)
+
+
 def _capture(module, store: dict, name: str, pre: bool = False):
     if pre:
         return module.register_forward_pre_hook(
@@ -72,14 +82,14 @@ def _capture(module, store: dict, name: str, pre: bool = False):
     return module.register_forward_hook(lambda mod, args, out: store.__setitem__(name, (args[0], out)))
 
 
-def test_electra_15_step_scores_only_the_picked_positions(micro_overrides):
+def test_electra_15_step_scores_only_the_picked_positions(micro_overrides, monkeypatch):
     model = _model("electra-15", micro_overrides)
     input_ids, attention_mask, token_type_ids, positions = _batch()
     seen: dict = {}
     _capture(model.discriminator.model.electra, seen, "corrupted", pre=True)
     _capture(model.discriminator.model.discriminator_predictions, seen, "head")
     torch.manual_seed(1)
-    output = stepping_stone_step(model, input_ids, attention_mask, token_type_ids, positions)
+    output = _step(model, monkeypatch, input_ids, attention_mask, token_type_ids, positions)
     corrupted, logits = seen["corrupted"], seen["head"][1]
     assert torch.equal(corrupted[~positions], input_ids[~positions])  # only picked positions were replaced
     labels = (corrupted != input_ids).float()
@@ -91,14 +101,16 @@ def test_electra_15_step_scores_only_the_picked_positions(micro_overrides):
     assert everywhere.item() != pytest.approx(expected.item(), rel=1e-3)
 
 
-def test_replace_mlm_step_uses_samples_not_mask_and_predicts_the_picked_positions(micro_overrides):
+def test_replace_mlm_step_uses_samples_not_mask_and_predicts_the_picked_positions(
+    micro_overrides, monkeypatch
+):
     model = _model("replace-mlm", micro_overrides)
     input_ids, attention_mask, token_type_ids, positions = _batch()
     seen: dict = {}
     _capture(model.discriminator.model.electra, seen, "corrupted", pre=True)
     _capture(model.discriminator.model.generator_predictions, seen, "head")
     torch.manual_seed(1)
-    output = stepping_stone_step(model, input_ids, attention_mask, token_type_ids, positions)
+    output = _step(model, monkeypatch, input_ids, attention_mask, token_type_ids, positions)
     corrupted = seen["corrupted"]
     assert torch.equal(corrupted[~positions], input_ids[~positions])
     assert not (corrupted == SPECIAL.mask).any()  # generator samples, never [MASK]
@@ -112,7 +124,7 @@ def test_replace_mlm_step_uses_samples_not_mask_and_predicts_the_picked_position
     )
 
 
-def test_all_tokens_mlm_predicts_every_real_token_with_the_copy_mixture(micro_overrides):
+def test_all_tokens_mlm_predicts_every_real_token_with_the_copy_mixture(micro_overrides, monkeypatch):
     model = _model("all-tokens-mlm", micro_overrides)
     input_ids, attention_mask, token_type_ids, positions = _batch()
     seen: dict = {}
@@ -120,7 +132,7 @@ def test_all_tokens_mlm_predicts_every_real_token_with_the_copy_mixture(micro_ov
     _capture(model.discriminator.model.generator_predictions, seen, "head")
     _capture(model.discriminator.copy_head, seen, "copy")
     torch.manual_seed(1)
-    output = stepping_stone_step(model, input_ids, attention_mask, token_type_ids, positions)
+    output = _step(model, monkeypatch, input_ids, attention_mask, token_type_ids, positions)
     corrupted = seen["corrupted"]
     ordinary = attention_mask.bool()  # every real token, [CLS] and [SEP] included; never padding
     assert seen["head"][0].shape[0] == int(ordinary.sum()) == 13
@@ -139,7 +151,7 @@ def test_training_steps_lower_the_loss_and_exports_load(objective, micro_overrid
     from tokenizers.models import WordLevel
     from transformers import AutoModel, PreTrainedTokenizerFast
 
-    from electra.modeling import finetune_dir
+    from electra.export import finetune_dir
 
     model = _model(objective, micro_overrides).train()
     input_ids, attention_mask, token_type_ids, positions = _batch()
@@ -171,7 +183,7 @@ def test_analytic_flops_match_the_real_model(objective, micro_overrides):
         "attention_mask": torch.ones_like(ids),
         "token_type_ids": torch.zeros_like(ids),
     }
-    check = startup_check(model, batch, model.config)
+    check = startup_check(model, batch, model.config, get_objective(objective).flop_plan(model.config))
     assert check["ok"], check
 
 
@@ -179,7 +191,7 @@ def test_flop_counts_compose_from_mlm_and_electra(micro_overrides):
     def breakdown(objective: str) -> dict[str, float]:
         config = build_config("tiny", overrides=dict(micro_overrides, objective=objective))
         config.vocab_size = VOCAB
-        return count_flops(config).breakdown
+        return flop_report(config).breakdown
 
     electra, mlm = breakdown("electra"), breakdown("mlm")
     assert breakdown("electra-15") == electra

@@ -156,7 +156,7 @@ def test_retrieve_cli_reuses_its_index(data, retrieved):
 
 def test_joint_training_logs_every_part_and_combines_them(data, retrieved, tmp_path):
     results = train_tlm(_settings(data, tmp_path / "run", objective="electra", rho1=2, rho2=0.5, steps=6))
-    rows = read_loss_log(tmp_path / "run" / "stage1.csv")
+    rows = read_loss_log(tmp_path / "run" / "stage1")
     assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6]
     for row in rows:
         assert set(LOSS_PARTS) <= set(row)
@@ -198,7 +198,7 @@ def test_flop_budget_stops_stage_one(data, retrieved, tmp_path):
             finetune_epochs=0,
         )
     )
-    rows = read_loss_log(tmp_path / "b" / "stage1.csv")
+    rows = read_loss_log(tmp_path / "b" / "stage1")
     assert rows[-1]["flops"] >= budget > rows[-2]["flops"]
     assert results["stage1_steps"] == len(rows) < 1000
 
@@ -207,7 +207,7 @@ def test_task_only_baseline_learns_the_task(data, tmp_path):
     results = train_tlm(
         _settings(data, tmp_path / "none", objective="none", retrieved=None, steps=60, finetune_epochs=2)
     )
-    rows = read_loss_log(tmp_path / "none" / "stage1.csv")
+    rows = read_loss_log(tmp_path / "none" / "stage1")
     assert all(r["lm_internal"] == 0 and r["lm_external"] == 0 and r["loss"] == r["task"] for r in rows)
     first, last = sum(r["task"] for r in rows[:10]) / 10, sum(r["task"] for r in rows[-10:]) / 10
     assert last < first - 0.2  # ln 3 = 1.10 at the start
@@ -299,6 +299,6 @@ def test_electric_objective_trains_jointly(data, retrieved, tmp_path):
     results = train_tlm(
         _settings(data, tmp_path / "el", objective="electric", rho1=1, rho2=1.0, steps=2, finetune_epochs=0)
     )
-    rows = read_loss_log(tmp_path / "el" / "stage1.csv")
+    rows = read_loss_log(tmp_path / "el" / "stage1")
     assert len(rows) == 2 and all(r["lm_internal"] > 0 and r["lm_external"] > 0 for r in rows)
     assert results["stage1_steps"] == 2

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from electra.config import build_config
 from electra.masking import candidate_mask
+from electra.objectives import build_config
 from generators.two_tower import TwoTowerGenerator, sample_noise, tower_masks
 
 

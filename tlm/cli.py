@@ -55,8 +55,8 @@ def register(subparsers) -> None:
     train.add_argument(
         "--objective",
         default="electra",
-        choices=["mlm", "electra", "electric", "none"],
-        help="LM objective; 'none' is the task-only baseline trained from scratch",
+        help="LM objective: any registered one (`electra pretrain --help` lists them), or 'none' for the "
+        "task-only baseline trained from scratch",
     )
     train.add_argument("--size", default="tiny", help="model size preset (tiny, mini, small, base, large)")
     train.add_argument("--config", default=None, help="JSON config file layered over the size")
@@ -82,6 +82,13 @@ def register(subparsers) -> None:
     train.add_argument("--seed", type=int, default=42)
     train.add_argument("--cache-dir", default=None, help="where packed LM examples are cached")
     train.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
+    train.add_argument(
+        "--save-every",
+        type=int,
+        default=0,
+        help="checkpoint each stage every N updates (0: never), for --resume",
+    )
+    train.add_argument("--resume", action="store_true", help="continue from the checkpoints in --out")
     _task_columns(train)
     train.set_defaults(func=run_train)
 
@@ -171,6 +178,8 @@ def run_train(args) -> int:
         seed=args.seed,
         cache_dir=args.cache_dir,
         progress=not args.no_progress,
+        save_every=args.save_every,
+        resume=args.resume,
         **_column_kwargs(args),
     )
     results = train_tlm(settings)

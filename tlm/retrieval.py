@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from electra.corpus import read_documents
 from electra.errors import UserError
 from tlm.keywords import keyword_query
 
@@ -233,8 +234,7 @@ def load_or_build_index(
             raise UserError(
                 f"{path}: corpus path does not exist; pass a text file, a .jsonl file or a folder."
             )
-    from electra.corpus import read_documents  # the library's one corpus reader (it strips Brown's /tags)
-
+    # the library's one corpus reader (it strips Brown's /tags)
     documents = (document for path in corpora for document in read_documents(str(path)))
     return build_index(documents, index_dir, max_words, min_words, source=source, progress=progress)
 

@@ -5,37 +5,53 @@ Stage 1, per step: one task batch T and ρ1 batches E_1..E_ρ1 of the retrieved 
 
     loss = CE(classifier(T), y) + ρ2 · LM(T) + mean_j LM(E_j)
 
-where LM is this library's pretraining loss for `--objective` (`mlm`, `electra`, `electric`): masking happens
-inside the pretraining model, so the task batch serves both terms. `--objective none` is the task-only baseline
-(same architecture, trained from scratch on the task loss alone). All terms are one forward and one backward,
-so multi-GPU (Accelerate / DDP) sees a single graph per step. A FLOP budget stops stage 1 at equal compute.
+where LM is this library's pretraining loss for `--objective` (any registered objective: `mlm`, `electra`,
+`electric`, ...): masking happens inside the pretraining model, so the task batch serves both terms. `--objective
+none` is the task-only baseline (same architecture, trained from scratch on the task loss alone). All terms are one
+forward and one backward, so multi-GPU (Accelerate / DDP) sees a single graph per step. A FLOP budget stops stage 1
+at equal compute. Both stages run on the library's engine (`electra.engine`): logs in OUT/stage1/ and OUT/stage2/
+(metrics.csv, TensorBoard), and with `save_every` checkpoints there that `resume` continues from.
 """
 
 from __future__ import annotations
 
-import copy
-import csv
 import json
 import logging
 import math
+import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from safetensors.torch import load_model
+from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
+from transformers import ElectraForSequenceClassification
 
+from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset
+from electra.engine import EarlyStopping, Engine, Task, TrainArgs
 from electra.errors import UserError
+from electra.hf_configs import discriminator_hf_config
+from electra.model import build_pretraining_model
+from electra.objectives import build_config, flop_report, objective_names
+from electra.optim import warmup_steps_of
+from electra.outputs import StepOutput
+from electra.pretraining import train_args
+from electra.run_log import read_metrics
+from electra.tokenization import load_or_train_tokenizer
 from tlm.interleave import interleave
 from tlm.tasks import Column, LabelVocab, TaskExample, read_task_file
 
 logger = logging.getLogger(__name__)
 
-LM_OBJECTIVES = ("mlm", "electra", "electric")
-OBJECTIVES = (*LM_OBJECTIVES, "none")
+TASK_ONLY = "none"  # the task-only baseline: no LM objective
 LOSS_PARTS = ("loss", "task", "lm_internal", "lm_external")
+STAGE1_DONE = "result.json"
 _EMBEDDING_LOOKUPS = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 
 
@@ -68,6 +84,8 @@ class TLMSettings:
     seed: int = 42
     cache_dir: str | None = None
     progress: bool = True
+    save_every: int = 0  # checkpoint each stage every N updates (0: never)
+    resume: bool = False  # continue from OUT/stage1 and OUT/stage2 checkpoints
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -97,8 +115,6 @@ class TaskCollator:
     """Pads task rows like the pretraining collator and adds the labels."""
 
     def __init__(self, pad_token_id: int):
-        from electra.data import PretrainingCollator
-
         self.pad = PretrainingCollator(pad_token_id)
 
     def __call__(self, rows: Sequence[dict]) -> dict[str, torch.Tensor]:
@@ -108,13 +124,11 @@ class TaskCollator:
 
 
 def batches_forever(
-    rows, batch_size: int, seed: int, collate, rank: int = 0, world: int = 1
+    rows, batch_size: int, seed: int, collate, rank: int = 0, world: int = 1, start: int = 0
 ) -> Iterator[dict]:
-    """Seeded shuffled batches, epoch after epoch (rows: a list or a `datasets.Dataset`)."""
-    from electra.data import ResumableBatchOrder
-
+    """Seeded shuffled batches, epoch after epoch, from batch number `start` (rows: a list or a `datasets.Dataset`)."""
     order = ResumableBatchOrder(len(rows), batch_size, seed, rank=rank, world_size=world)
-    for indices in order.batches():
+    for indices in order.batches(start):
         if isinstance(rows, list):
             yield collate([rows[i] for i in indices])
         else:
@@ -169,11 +183,6 @@ class TLMModel(nn.Module):
 
 def build_models(config, tokenizer, labels: LabelVocab, objective: str) -> TLMModel:
     """The pretraining model of `objective` (ELECTRA's for the task-only baseline, whose encoder alone is used)."""
-    from transformers import ElectraForSequenceClassification
-
-    from electra.hf_configs import discriminator_hf_config
-    from electra.modeling import build_pretraining_model
-
     lm = build_pretraining_model(config, tokenizer)
     hf = discriminator_hf_config(config, tokenizer.pad_token_id)
     hf.num_labels = len(labels)
@@ -181,51 +190,33 @@ def build_models(config, tokenizer, labels: LabelVocab, objective: str) -> TLMMo
     hf.label2id = {label: i for i, label in enumerate(labels.labels)}
     classifier = ElectraForSequenceClassification(hf)
     classifier.electra = lm.encoder  # the shared encoder: the LM objective trains what the classifier reads
-    return TLMModel(classifier, lm if objective in LM_OBJECTIVES else None)
+    return TLMModel(classifier, None if objective == TASK_ONLY else lm)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # FLOPs
 
 
-def analytic_flop_rates(config) -> tuple[float, float] | None:
+def analytic_flop_rates(config) -> tuple[float, float]:
     """(task, LM) training FLOPs per token from the library's analytic counter, in the ELECTRA paper's conventions
-    (training = forward + backward, backward = forward x `backward_factor`); None when `flops` is not installed."""
-    try:
-        from flops.analytic import count_flops
-    except ImportError:
-        return None
+    (training = forward + backward, backward = forward x `backward_factor`)."""
     length = config.max_seq_length
-    report = count_flops(config, inference_seq_len=length)
+    report = flop_report(config, inference_seq_len=length)
     task = (1.0 + report.backward_factor) * report.inference_flops / length  # kept encoder + a per-token head
     return task, report.train_flops_per_sequence / length
-
-
-def params_flop_rate(module: nn.Module) -> float:
-    """Training FLOPs per token from parameters: 6 x weights used per token (embedding lookups cost nothing)."""
-    weights = sum(
-        p.numel() for name, p in module.named_parameters() if not any(k in name for k in _EMBEDDING_LOOKUPS)
-    )
-    return 6.0 * weights
 
 
 class FlopCounter:
     """Training FLOPs of each step, from the tokens actually processed (padding included: it is computed).
 
-    Rates per token come from the analytic counter (`flops.analytic.count_flops`, at `max_seq_length`) for both the
-    classification pass and the LM objective, so TLM and the task-only baseline are charged in one convention;
-    without it, both fall back to 6 x non-embedding weights.
+    Rates per token come from the analytic counter (`electra.objectives.flop_report`, at `max_seq_length`) for both
+    the classification pass and the LM objective, so TLM and the task-only baseline are charged in one convention.
     """
 
+    source = "flops.analytic"
+
     def __init__(self, config, model: TLMModel):
-        rates = analytic_flop_rates(config)
-        if rates is not None:
-            self.task_rate, lm_rate = rates
-            self.source = "flops.analytic"
-        else:
-            self.task_rate = params_flop_rate(model.classifier)
-            lm_rate = params_flop_rate(model.lm) if model.lm is not None else 0.0
-            self.source = "6 x parameters"
+        self.task_rate, lm_rate = analytic_flop_rates(config)
         self.lm_rate = lm_rate if model.lm is not None else 0.0
 
     def step(self, internal_tokens: int, external_tokens: int, lm_on_internal: bool) -> float:
@@ -242,8 +233,6 @@ class FlopCounter:
 def classification_metrics(
     predictions: Sequence[int], labels: Sequence[int], num_labels: int
 ) -> dict[str, float]:
-    from sklearn.metrics import accuracy_score, f1_score
-
     return {
         "accuracy": float(accuracy_score(labels, predictions)),
         "macro_f1": float(
@@ -276,49 +265,89 @@ def evaluate(
 # Training
 
 
-class LossLog:
-    """Averages each loss part over `every` steps and writes it to CSV and to the Accelerate trackers."""
+class JointTask(Task):
+    """Stage 1: one task batch and ρ1 retrieved batches per step, every loss term in one forward."""
 
-    def __init__(self, path: Path, accelerator, every: int, stage: str):
-        self.path, self.accelerator, self.every, self.stage = path, accelerator, max(1, every), stage
-        self.sums: dict[str, float] = {}
-        self.count = 0
-        self.fields = ["step", "flops", "lr", *LOSS_PARTS]
-        if accelerator.is_main_process:
-            with open(path, "w", newline="") as handle:
-                csv.writer(handle).writerow(self.fields)
+    progress_keys = {"task": "task", "lm_internal": "lm_int", "lm_external": "lm_ext"}
 
-    def add(self, step: int, flops: float, lr: float, parts: dict[str, float], force: bool = False) -> None:
-        for key, value in parts.items():
-            self.sums[key] = self.sums.get(key, 0.0) + value
-        self.count += 1
-        if (step % self.every and not force) or not self.count:
-            return
-        means = {k: v / self.count for k, v in self.sums.items()}
-        if self.accelerator.is_main_process:
-            with open(self.path, "a", newline="") as handle:
-                csv.writer(handle).writerow(
-                    [step, f"{flops:.6g}", f"{lr:.6g}", *(f"{means.get(k, 0.0):.6f}" for k in LOSS_PARTS)]
-                )
-        self.accelerator.log(
-            {f"{self.stage}/{k}": v for k, v in means.items()} | {f"{self.stage}/flops": flops}, step=step
+    def __init__(
+        self, model: TLMModel, internal_rows, external_rows, plan: dict[str, Any], counter: FlopCounter
+    ):
+        self.model, self.internal_rows, self.external_rows = model, internal_rows, external_rows
+        self.plan, self.counter = plan, counter
+
+    def batches(self, start: int):
+        p = self.plan
+        internal = batches_forever(
+            self.internal_rows, p["batch_size"], p["seed"], p["collate"], p["rank"], p["world"], start
         )
-        self.sums, self.count = {}, 0
+        external: Iterator[dict] = iter(())
+        if p["rho1"] > 0:
+            external = batches_forever(
+                self.external_rows,
+                p["batch_size"],
+                p["seed"] + 1,
+                p["external_collate"],
+                p["rank"],
+                p["world"],
+                start * p["rho1"],
+            )
+        return interleave(internal, external, p["rho1"])
+
+    def step(self, model, batch) -> StepOutput:
+        internal, externals = batch
+        parts = model(internal, externals, self.plan["rho2"])
+        return StepOutput(parts["loss"], {k: v.detach() for k, v in parts.items()})
+
+    def tokens(self, batch) -> int:
+        internal, externals = batch
+        return internal["input_ids"].numel() + sum(b["input_ids"].numel() for b in externals)
+
+    def flops(self, micro_batches) -> float:
+        total = 0.0
+        for internal, externals in micro_batches:
+            external_tokens = sum(b["input_ids"].numel() for b in externals)
+            total += self.counter.step(internal["input_ids"].numel(), external_tokens, self.plan["rho2"] > 0)
+        return total * self.plan["world"]
 
 
-def read_loss_log(path: str | Path) -> list[dict[str, float]]:
-    with open(path, newline="") as handle:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+class ClassifierTask(Task):
+    """Stage 2: the task alone, evaluated on dev after every epoch (the best epoch's weights are kept)."""
+
+    def __init__(
+        self, classifier: nn.Module, train_rows, dev_rows, plan: dict[str, Any], counter: FlopCounter
+    ):
+        self.model, self.train_rows, self.dev_rows = classifier, train_rows, dev_rows
+        self.plan, self.counter = plan, counter
+
+    def batches(self, start: int):
+        p = self.plan
+        return batches_forever(
+            self.train_rows, p["batch_size"], p["seed"] + 2, p["collate"], p["rank"], p["world"], start
+        )
+
+    def step(self, model, batch) -> StepOutput:
+        loss = model(**batch).loss
+        return StepOutput(loss, {"loss": loss.detach(), "task": loss.detach()})
+
+    def tokens(self, batch) -> int:
+        return batch["input_ids"].numel()
+
+    def flops(self, micro_batches) -> float:
+        return (
+            sum(self.counter.task_rate * b["input_ids"].numel() for b in micro_batches) * self.plan["world"]
+        )
+
+    def evaluate(self, model) -> dict[str, float]:
+        p = self.plan
+        return evaluate(
+            p["accelerator"], model, self.dev_rows, p["eval_batch_size"], p["collate"], p["num_labels"]
+        )
 
 
-def _no_decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    from electra.finetuning import NO_DECAY_PATTERN
-
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if param.requires_grad:
-            (no_decay if NO_DECAY_PATTERN.search(name) else decay).append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+def read_loss_log(stage_dir: str | Path) -> list[dict[str, float]]:
+    """The logged steps of one stage (OUT/stage1 or OUT/stage2): step, flops, learning_rate and the loss parts."""
+    return read_metrics(stage_dir, "train")
 
 
 def _mean_padded_tokens(batches: Iterator[dict], samples: int = 8) -> float:
@@ -326,20 +355,13 @@ def _mean_padded_tokens(batches: Iterator[dict], samples: int = 8) -> float:
 
 
 def train_tlm(settings: TLMSettings) -> dict[str, Any]:
-    """Both stages end to end; writes OUT/{config.json, tokenizer/, stage1.csv, stage2.csv, model/, results.json}."""
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-    from tqdm.auto import tqdm
-
-    from electra.config import build_config
-    from electra.finetuning import build_finetune_optimizer, linear_warmup_decay
-    from electra.tokenization import load_or_train_tokenizer
-
-    if settings.objective not in OBJECTIVES:
-        raise UserError(f"--objective {settings.objective!r} is not one of {', '.join(OBJECTIVES)}.")
+    """Both stages end to end; writes OUT/{config.json, tokenizer/, stage1/, stage2/, model/, results.json}."""
+    objectives = (*objective_names(), TASK_ONLY)
+    if settings.objective not in objectives:
+        raise UserError(f"--objective {settings.objective!r} is not one of {', '.join(objectives)}.")
     if settings.rho1 < 0 or settings.rho2 < 0:
         raise UserError("--rho1 and --rho2 must not be negative.")
-    use_lm = settings.objective in LM_OBJECTIVES
+    use_lm = settings.objective != TASK_ONLY
     lm_objective = settings.objective if use_lm else "electra"
     config = build_config(
         settings.size, settings.config_file, {**settings.overrides, "objective": lm_objective}
@@ -347,9 +369,7 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    accelerator = Accelerator(
-        mixed_precision=config.mixed_precision, log_with="tensorboard", project_dir=str(out)
-    )
+    accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=not torch.cuda.is_available())
     set_seed(settings.seed)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
@@ -376,13 +396,19 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
     if settings.vocab is None and vocab_corpus is None:
         vocab_corpus = out / "task_texts.txt"
         vocab_corpus.write_text("\n\n".join(e.text for e in train_examples) + "\n")
-    tokenizer = load_or_train_tokenizer(
-        settings.vocab, vocab_corpus, config.tokenizer_vocab_size, config.lowercase
-    )
+    saved_tokenizer = out / "tokenizer"
+    if settings.resume and (saved_tokenizer / "tokenizer.json").is_file():
+        tokenizer = load_or_train_tokenizer(
+            str(saved_tokenizer), None, config.tokenizer_vocab_size, config.lowercase
+        )
+    else:
+        tokenizer = load_or_train_tokenizer(
+            settings.vocab, vocab_corpus, config.tokenizer_vocab_size, config.lowercase
+        )
     config.vocab_size = len(tokenizer)
     if accelerator.is_main_process:
         config.save(out / "config.json")
-        tokenizer.save_pretrained(str(out / "tokenizer"))
+        tokenizer.save_pretrained(str(saved_tokenizer))
 
     collate = TaskCollator(tokenizer.pad_token_id)
     train_rows = encode_task(train_examples, train_labels, tokenizer, config.max_seq_length)
@@ -393,17 +419,11 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
     rank, world = accelerator.process_index, accelerator.num_processes
     rho1 = settings.rho1 if use_lm else 0
     rho2 = settings.rho2 if use_lm else 0.0
-    internal = batches_forever(train_rows, batch_size, settings.seed, collate, rank, world)
+    dataset = None
+    external_collate = PretrainingCollator(tokenizer.pad_token_id)
     if rho1 > 0:
-        from electra.data import PretrainingCollator, build_pretraining_dataset
-
         dataset = build_pretraining_dataset(external_corpus, tokenizer, config, cache_dir=settings.cache_dir)
-        external = batches_forever(
-            dataset, batch_size, settings.seed + 1, PretrainingCollator(tokenizer.pad_token_id), rank, world
-        )
         logger.info("external corpus: %d examples from %s", len(dataset), external_corpus)
-    else:
-        external = iter(())
 
     # ---- model, FLOPs, schedule ----
     set_seed(settings.seed)  # the same initial encoder for every arm that shares an architecture
@@ -415,9 +435,7 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
         int_tokens = _mean_padded_tokens(probe_int) * world
         ext_tokens = 0.0
         if rho1 > 0:
-            probe_ext = batches_forever(
-                dataset, batch_size, settings.seed + 7, PretrainingCollator(tokenizer.pad_token_id)
-            )
+            probe_ext = batches_forever(dataset, batch_size, settings.seed + 7, external_collate)
             ext_tokens = _mean_padded_tokens(probe_ext) * world * rho1
         per_step = counter.step(int(int_tokens), int(ext_tokens), rho2 > 0)
         steps = max(1, math.ceil(settings.flops_budget / per_step))
@@ -425,109 +443,82 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
             "FLOP budget %.3g at ~%.3g FLOPs/step: %d stage-1 steps", settings.flops_budget, per_step, steps
         )
     steps = steps or config.max_steps
-    warmup = min(config.warmup_steps, steps // 10)
-    optimizer = torch.optim.AdamW(
-        _no_decay_groups(model, config.weight_decay),
-        lr=config.learning_rate,
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_epsilon,
+    plan = dict(
+        batch_size=batch_size,
+        seed=settings.seed,
+        collate=collate,
+        external_collate=external_collate,
+        rank=rank,
+        world=world,
+        rho1=rho1,
+        rho2=rho2,
+        accelerator=accelerator,
+        eval_batch_size=settings.eval_batch_size,
+        num_labels=len(labels),
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup_decay(steps, warmup))
-    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    accelerator.init_trackers("tlm", config={"objective": settings.objective, "rho1": rho1, "rho2": rho2})
 
     # ---- stage 1: joint training ----
-    log1 = LossLog(out / "stage1.csv", accelerator, config.log_every, "stage1")
-    flops_used = 0.0
-    step = 0
-    model.train()
-    bar = tqdm(
-        total=steps,
-        desc=f"TLM stage 1 ({settings.objective})",
-        disable=not (settings.progress and accelerator.is_main_process),
+    stage1_dir = out / "stage1"
+    stage1_args = replace(
+        train_args(config, stage1_dir),  # the config's optimizer settings, with TLM's own schedule and stops
+        max_steps=steps,
+        warmup_steps=min(config.warmup_steps, steps // 10),
+        schedule="reference",
+        save_every=settings.save_every,
+        flops_budget=settings.flops_budget,
+        progress=settings.progress,
+        description=f"TLM stage 1 ({settings.objective})",
     )
-    for internal_batch, external_batches in interleave(internal, external, rho1):
-        internal_batch = {k: v.to(accelerator.device) for k, v in internal_batch.items()}
-        external_batches = [{k: v.to(accelerator.device) for k, v in b.items()} for b in external_batches]
-        with accelerator.autocast():
-            parts = model(internal_batch, external_batches, rho2)
-        accelerator.backward(parts["loss"])
-        if config.max_grad_norm:
-            accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-        external_tokens = sum(b["input_ids"].numel() for b in external_batches)
-        flops_used += counter.step(internal_batch["input_ids"].numel(), external_tokens, rho2 > 0) * world
-        values = {k: float(v.detach()) for k, v in parts.items()}
-        if not all(math.isfinite(v) for v in values.values()):
-            raise RuntimeError(
-                f"stage 1 step {step}: a loss is not finite ({values}); lower the learning rate."
-            )
-        done = step >= steps or (settings.flops_budget is not None and flops_used >= settings.flops_budget)
-        log1.add(step, flops_used, scheduler.get_last_lr()[0], values, force=done)
-        bar.update(1)
-        bar.set_postfix(
-            task=f"{values['task']:.3f}",
-            lm_int=f"{values['lm_internal']:.3f}",
-            lm_ext=f"{values['lm_external']:.3f}",
-        )
-        if done:
-            break
-    bar.close()
-    stage1_steps, stage1_flops = step, flops_used
+    stage1 = Engine(stage1_args, accelerator)
+    finished = _finished_stage(stage1_dir) if settings.resume else None
+    final_checkpoint = stage1.latest_checkpoint()
+    if finished is not None and final_checkpoint is not None:  # stage 1 ended before the interruption
+        load_model(model, str(final_checkpoint / "model.safetensors"), strict=False)
+        stage1_steps, stage1_flops = finished["step"], finished["flops"]
+    else:
+        resume_from = stage1.latest_checkpoint() if settings.resume else None
+        result = stage1.fit(JointTask(model, train_rows, dataset, plan, counter), resume_from)
+        stage1_steps, stage1_flops = result.step, result.flops
+        if accelerator.is_main_process:
+            _write_json(stage1_dir / STAGE1_DONE, {"step": stage1_steps, "flops": stage1_flops})
 
-    # ---- stage 2: fine-tune on the task alone ----
-    classifier = accelerator.unwrap_model(model).classifier
-    stage1_dev = evaluate(accelerator, classifier, dev_rows, settings.eval_batch_size, collate, len(labels))
-    logger.info("after stage 1: dev %s", stage1_dev)
+    # ---- stage 2: fine-tune on the task alone, keeping the best dev epoch ----
+    classifier = model.classifier
     ft_batch = settings.finetune_batch_size
     per_epoch = max(1, len(train_rows) // (ft_batch * world))
     ft_steps = per_epoch * settings.finetune_epochs
-    best = {"epoch": 0, "dev": stage1_dev, "state": copy.deepcopy(classifier.state_dict())}
-    log2 = LossLog(out / "stage2.csv", accelerator, config.log_every, "stage2")
-    if ft_steps and settings.finetune_epochs > 0:
-        ft_optimizer, ft_scheduler = build_finetune_optimizer(
-            classifier,
-            settings.finetune_lr,
-            settings.finetune_layer_decay,
-            ft_steps,
+    total_flops, best_epoch = stage1_flops, 0
+    if not (ft_steps and settings.finetune_epochs > 0):
+        stage1_dev = evaluate(
+            accelerator, classifier, dev_rows, settings.eval_batch_size, collate, len(labels)
+        )
+        best_dev = stage1_dev
+    else:  # stage 2 evaluates the stage-1 weights first (its epoch 0) and keeps the best epoch
+        stage2_args = TrainArgs(
+            max_steps=ft_steps,
+            learning_rate=settings.finetune_lr,
+            warmup_steps=warmup_steps_of(0.1, ft_steps),
+            schedule="reference",
             weight_decay=config.weight_decay,
+            layer_decay=settings.finetune_layer_decay,
+            max_grad_norm=config.max_grad_norm,
+            output_dir=out / "stage2",
+            log_every=config.log_every,
+            save_every=settings.save_every,
+            eval_every=per_epoch,
+            early_stopping=EarlyStopping("macro_f1", "max", evaluate_at_start=True),
+            progress=settings.progress,
+            description="TLM stage 2 (task)",
         )
-        ft_model, ft_optimizer, ft_scheduler = accelerator.prepare(classifier, ft_optimizer, ft_scheduler)
-        task_batches = batches_forever(train_rows, ft_batch, settings.seed + 2, collate, rank, world)
-        bar = tqdm(
-            total=ft_steps,
-            desc="TLM stage 2 (task)",
-            disable=not (settings.progress and accelerator.is_main_process),
-        )
-        for epoch in range(1, settings.finetune_epochs + 1):
-            for _ in range(per_epoch):
-                batch = {k: v.to(accelerator.device) for k, v in next(task_batches).items()}
-                with accelerator.autocast():
-                    loss = ft_model(**batch).loss
-                accelerator.backward(loss)
-                if config.max_grad_norm:
-                    accelerator.clip_grad_norm_(ft_model.parameters(), config.max_grad_norm)
-                ft_optimizer.step()
-                ft_scheduler.step()
-                ft_optimizer.zero_grad(set_to_none=True)
-                step += 1
-                flops_used += counter.task_rate * batch["input_ids"].numel() * world
-                log2.add(
-                    step,
-                    flops_used,
-                    ft_scheduler.get_last_lr()[0],
-                    {"loss": loss.item(), "task": loss.item()},
-                )
-                bar.update(1)
-            dev = evaluate(accelerator, classifier, dev_rows, settings.eval_batch_size, collate, len(labels))
-            logger.info("stage 2 epoch %d: dev %s", epoch, dev)
-            if dev["macro_f1"] > best["dev"]["macro_f1"]:
-                best = {"epoch": epoch, "dev": dev, "state": copy.deepcopy(classifier.state_dict())}
-        bar.close()
-    classifier.load_state_dict(best["state"])
+        stage2 = Engine(stage2_args, accelerator)
+        task2 = ClassifierTask(classifier, train_rows, dev_rows, plan | {"batch_size": ft_batch}, counter)
+        result2 = stage2.fit(task2, stage2.latest_checkpoint() if settings.resume else None)
+        total_flops += result2.flops
+        best_dev, best_epoch = result2.best["metrics"], result2.best["step"] // per_epoch
+        stage1_dev = {k: v for k, v in result2.evaluations[0].items() if k != "step"}
+        for evaluation in result2.evaluations[1:]:
+            logger.info("stage 2 epoch %d: dev %s", evaluation["step"] // per_epoch, evaluation)
+    logger.info("after stage 1: dev %s", stage1_dev)
     test = evaluate(accelerator, classifier, test_rows, settings.eval_batch_size, collate, len(labels))
 
     results = {
@@ -538,19 +529,31 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
         "seed": settings.seed,
         "stage1_steps": stage1_steps,
         "stage1_flops": stage1_flops,
-        "total_flops": flops_used,
+        "total_flops": total_flops,
         "flops_budget": settings.flops_budget,
         "flop_source": counter.source,
-        "best_epoch": best["epoch"],
+        "best_epoch": best_epoch,
         "stage1_dev": stage1_dev,
-        "dev": best["dev"],
+        "dev": best_dev,
         "test": test,
         "labels": labels.labels,
     }
     if accelerator.is_main_process:
-        accelerator.unwrap_model(classifier).save_pretrained(str(out / "model"), safe_serialization=True)
+        classifier.save_pretrained(str(out / "model"), safe_serialization=True)
         tokenizer.save_pretrained(str(out / "model"))
-        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        _write_json(out / "results.json", results)
     accelerator.end_training()
     logger.info("test: %s", test)
     return results
+
+
+def _finished_stage(stage_dir: Path) -> dict[str, Any] | None:
+    path = stage_dir / STAGE1_DONE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.partial")
+    staging.write_text(json.dumps(value, indent=2) + "\n")
+    os.replace(staging, path)

@@ -1,4 +1,4 @@
-"""The shared fine-tuning optimizer: layer-wise learning rates group by group, weight-decay split, schedule."""
+"""The one optimizer every run uses: the no-decay rule, layer-wise learning rates group by group, the schedules."""
 
 from __future__ import annotations
 
@@ -6,11 +6,14 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification, ElectraConfig, ElectraForPreTraining
 
-from electra.finetuning import (
-    build_finetune_optimizer,
+from electra.optim import (
+    build_adamw,
     describe_lr_groups,
     layerwise_lr_groups,
-    linear_warmup_decay,
+    lr_schedule,
+    no_decay,
+    parameter_groups,
+    warmup_steps_of,
 )
 
 
@@ -98,8 +101,8 @@ def test_bert_pooler_and_classifier_are_head():
     assert groups["layer_0"]["lr"] == pytest.approx(1e-4 * 0.9)
 
 
-def test_schedule_linear_warmup_then_decay():
-    f = linear_warmup_decay(total_steps=10, warmup_steps=2)
+def test_reference_schedule_warmup_times_decay_from_the_start():
+    f = lr_schedule("reference", warmup_steps=2, total_steps=10)
     # (s+1)/2 ramp for s < 2, times (1 - s/10)
     expected = [0.5, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
     assert [f(s) for s in range(11)] == pytest.approx(expected)
@@ -114,7 +117,10 @@ def test_one_adam_step_moves_each_group_by_its_rate():
     learning rate that group really got."""
     model = _electra()
     model.train(False)
-    optimizer, scheduler = build_finetune_optimizer(model, lr=1e-2, layer_decay=0.5, total_steps=10)
+    optimizer = build_adamw(layerwise_lr_groups(model, 1e-2, 0.5), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lr_schedule("reference", warmup_steps_of(0.1, 10), total_steps=10)
+    )
     assert scheduler.get_last_lr()[-1] == pytest.approx(1e-2)  # warmup = ceil(0.1 * 10) = 1 step
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     ids = torch.randint(0, 50, (4, 12))
@@ -128,3 +134,27 @@ def test_one_adam_step_moves_each_group_by_its_rate():
     assert scheduler.get_last_lr()[-1] == pytest.approx(1e-2 * 0.9)
     table = describe_lr_groups(optimizer.param_groups)
     assert "embeddings" in table and "0.00125" in table and "head" in table
+
+
+def test_linear_schedule_warmup_then_decay_from_the_peak():
+    f = lr_schedule("linear", warmup_steps=2, total_steps=10)
+    # (s+1)/2 ramp for s < 2, then (10 - s) / (10 - 2): the peak at the end of warmup, 0 at s = 10
+    expected = [0.5, 1.0, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8, 0.0]
+    assert [f(s) for s in range(11)] == pytest.approx(expected)
+    with pytest.raises(ValueError):
+        lr_schedule("cosine", 1, 10)
+
+
+def test_one_no_decay_rule_for_pretraining_and_fine_tuning():
+    """LayerNorm parameters and every bias are exempt, wherever "bias" sits in the name: the two-tower
+    generator's `output_bias` too (it was decayed during pretraining when the rule was a `.bias` suffix)."""
+    assert no_decay("generator.output_bias") and no_decay("x.dense.bias") and no_decay("a.LayerNorm.weight")
+    assert not no_decay("x.dense.weight") and not no_decay("embeddings.word_embeddings.weight")
+    model = _electra()
+    model.register_parameter("output_bias", torch.nn.Parameter(torch.zeros(50)))
+    plain = {g["name"]: set(g["param_names"]) for g in parameter_groups(model, 1e-3, 0.01)}
+    layerwise = layerwise_lr_groups(model, 1e-3, 0.8, weight_decay=0.01)
+    exempt_layerwise = {n for g in layerwise if g["weight_decay"] == 0.0 for n in g["param_names"]}
+    assert "output_bias" in plain["no_decay"] and "output_bias" in exempt_layerwise
+    assert plain["no_decay"] == exempt_layerwise
+    assert {g["weight_decay"] for g in parameter_groups(model, 1e-3, 0.01)} == {0.01, 0.0}

@@ -1,7 +1,8 @@
-"""The fine-tuning optimizer every downstream task shares: AdamW with layer-wise learning-rate decay.
+"""The optimizer every training run uses: AdamW over parameter groups with one no-decay rule, optional layer-wise
+learning-rate decay, and one warmup-then-linear-decay schedule.
 
-ELECTRA fine-tunes with lower learning rates for layers closer to the input (paper, Table 5.2 / appendix A).
-The rule implemented here is the one the paper describes, written out for a model with n Transformer layers:
+Layer-wise decay (ELECTRA's fine-tuning recipe, paper Table 5.2 / appendix A) gives layers closer to the input lower
+rates. The rule implemented by default is the one the paper describes, for a model with n Transformer layers:
 
     head (task layer, BERT pooler, anything outside the encoder)   base_lr
     encoder layer k (0-based, k = 0 .. n-1)                        base_lr * decay ** (n - 1 - k)
@@ -21,13 +22,22 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-# Parameters whose name matches get no weight decay (as the reference's exclude_from_weight_decay list).
+# Parameters whose name matches get no weight decay (the reference's exclude_from_weight_decay list: LayerNorm
+# weights and biases, and every bias, the two-tower generator's `output_bias` included).
 NO_DECAY_PATTERN = re.compile(r"LayerNorm|layer_norm|bias")
+
+SCHEDULES = ("linear", "reference")
+
+
+def no_decay(name: str) -> bool:
+    """True for a parameter that weight decay must not shrink (see NO_DECAY_PATTERN)."""
+    return bool(NO_DECAY_PATTERN.search(name))
 
 
 def find_base_encoder(model: nn.Module) -> tuple[str, nn.Module]:
@@ -70,6 +80,25 @@ def _group_of(name: str, prefix: str) -> str:
     return "head"
 
 
+def parameter_groups(model: nn.Module, lr: float, weight_decay: float) -> list[dict[str, Any]]:
+    """Two groups, decayed then not (by `no_decay`), at one learning rate: pretraining's optimizer groups."""
+    decay, plain = [], []
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            (plain if no_decay(name) else decay).append((name, parameter))
+    return [
+        {
+            "name": name,
+            "params": [p for _, p in members],
+            "param_names": [n for n, _ in members],
+            "lr": lr,
+            "weight_decay": rate,
+        }
+        for name, members, rate in (("decay", decay, weight_decay), ("no_decay", plain, 0.0))
+        if members
+    ]
+
+
 def layerwise_lr_groups(
     model: nn.Module,
     base_lr: float,
@@ -80,7 +109,7 @@ def layerwise_lr_groups(
     """Optimizer parameter groups with layer-wise decayed learning rates (see the module docstring for the rule).
 
     Each group is a dict torch optimizers accept: `params`, `lr`, `weight_decay`, plus `name` (embeddings,
-    layer_0 ... layer_{n-1}, head; with a `/no_decay` suffix for LayerNorm and bias parameters when weight_decay
+    layer_0 ... layer_{n-1}, head; with a `/no_decay` suffix for parameters `no_decay` exempts when weight_decay
     > 0) and `param_names`. Groups run from the input upwards; frozen parameters are left out.
     """
     prefix, base = find_base_encoder(model)
@@ -91,7 +120,7 @@ def layerwise_lr_groups(
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
-        decayed = weight_decay > 0 and not NO_DECAY_PATTERN.search(name)
+        decayed = weight_decay > 0 and not no_decay(name)
         buckets.setdefault((_group_of(name, prefix), decayed), []).append((name, param))
     groups = []
     for group in order:
@@ -112,44 +141,55 @@ def layerwise_lr_groups(
     return groups
 
 
-def linear_warmup_decay(total_steps: int, warmup_steps: int):
-    """LR multiplier for update number s (0-based): min(1, (s+1)/warmup) * max(0, 1 - s/total).
+def build_adamw(
+    groups: list[dict[str, Any]],
+    lr: float,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-6,
+    weight_decay: float = 0.0,
+) -> torch.optim.AdamW:
+    """AdamW with bias correction (the reference omits it), fused on CUDA."""
+    params = [p for g in groups for p in g["params"]]
+    fused = bool(params) and all(p.is_cuda for p in params)
+    return torch.optim.AdamW(
+        groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused or None
+    )
 
-    The first update already moves the weights (at 1/warmup of the rate) and the last one (s = total-1) still has
-    a positive rate; the rate would reach 0 at s = total, as the reference's polynomial decay to 0 does.
+
+def lr_schedule(shape: str, warmup_steps: int, total_steps: int) -> Callable[[int], float]:
+    """The learning-rate multiplier of update number s (0-based), for `LambdaLR`.
+
+    Both shapes ramp linearly over the warmup, (s+1)/warmup, so the first update already moves the weights:
+
+    * `linear` (pretraining): after the warmup, linear decay from the peak to 0 at `total_steps`.
+    * `reference` (fine-tuning, as ELECTRA's optimization.py: polynomial decay to 0 over all steps, times the
+      warmup ramp): min(1, (s+1)/warmup) * max(0, 1 - s/total). With warmup at 10% of the run the two shapes
+      differ by at most 10% of the peak rate, at the end of the warmup.
     """
+    if shape not in SCHEDULES:
+        raise ValueError(f"learning-rate schedule {shape!r} is not one of {SCHEDULES}")
     total = max(1, int(total_steps))
+    if shape == "linear":
+        warmup = max(1, int(warmup_steps))
+
+        def linear(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            return max(0.0, (total - step) / max(1, total - warmup))
+
+        return linear
     warmup = max(0, int(warmup_steps))
 
-    def factor(step: int) -> float:
+    def reference(step: int) -> float:
         ramp = 1.0 if warmup == 0 else min(1.0, (step + 1) / warmup)
         return ramp * max(0.0, 1.0 - step / total)
 
-    return factor
+    return reference
 
 
-def build_finetune_optimizer(
-    model: nn.Module,
-    lr: float,
-    layer_decay: float,
-    total_steps: int,
-    warmup_fraction: float = 0.1,
-    weight_decay: float = 0.0,
-    adam_epsilon: float = 1e-6,
-    original_off_by_one: bool = False,
-) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW (betas 0.9/0.999, eps 1e-6: the paper's fine-tuning settings) over layer-wise groups, plus a linear
-    warmup (warmup_fraction of total_steps, rounded up) and linear decay to 0 schedule. Call scheduler.step()
-    after every optimizer.step()."""
-    groups = layerwise_lr_groups(model, lr, layer_decay, weight_decay, original_off_by_one)
-    params = [p for g in groups for p in g["params"]]
-    fused = bool(params) and all(p.is_cuda for p in params)
-    optimizer = torch.optim.AdamW(
-        groups, lr=lr, betas=(0.9, 0.999), eps=adam_epsilon, weight_decay=weight_decay, fused=fused or None
-    )
-    warmup_steps = math.ceil(warmup_fraction * total_steps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup_decay(total_steps, warmup_steps))
-    return optimizer, scheduler
+def warmup_steps_of(fraction: float, total_steps: int) -> int:
+    """Warmup as a fraction of the run, rounded up (the fine-tuners' 10%)."""
+    return math.ceil(fraction * total_steps)
 
 
 def describe_lr_groups(groups: list[dict[str, Any]]) -> str:

@@ -1,23 +1,23 @@
-import csv
+"""Pretraining through the engine: exact resume after a kill, checkpoints that survive a kill mid-write, refused
+resumes, and the FLOP budget."""
+
 import json
 
 import pytest
 from safetensors.torch import load_file
 
-import electra.train as train_module
+import electra.engine as engine_module
 from electra.checkpoint import latest_checkpoint
-from electra.config import build_config
 from electra.errors import UserError
-from electra.train import RunInputs, train
+from electra.objectives import build_config
+from electra.pretraining import RunInputs, pretrain
+from electra.run_log import read_metrics
 
 
 def _run(corpus, out, cache, overrides, resume=False):
     config = build_config("tiny", overrides=overrides)
-    return train(
-        config,
-        RunInputs(
-            corpus=str(corpus), output_dir=out, cache_dir=str(cache), num_proc=1, resume=resume, plot=False
-        ),
+    return pretrain(
+        config, RunInputs(corpus=str(corpus), output_dir=out, cache_dir=str(cache), num_proc=1, resume=resume)
     )
 
 
@@ -32,7 +32,7 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(
     micro_overrides = {**micro_overrides, "log_every": 1}
     _run(small_corpus, tmp_path / "straight", cache, micro_overrides)
 
-    real_save = train_module.save_checkpoint
+    real_save = engine_module.save_checkpoint
 
     def save_then_die(checkpoints_dir, step, *args, **kwargs):
         path = real_save(checkpoints_dir, step, *args, **kwargs)
@@ -40,20 +40,20 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(
             raise KeyboardInterrupt("killed after the step-3 checkpoint")
         return path
 
-    monkeypatch.setattr(train_module, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         _run(small_corpus, tmp_path / "killed", cache, micro_overrides)
-    monkeypatch.setattr(train_module, "save_checkpoint", real_save)
+    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
     with pytest.raises(UserError, match="--resume"):
         _run(small_corpus, tmp_path / "killed", cache, micro_overrides)
     result = _run(small_corpus, tmp_path / "killed", cache, micro_overrides, resume=True)
-    assert result["step"] == 6
+    assert result.step == 6
 
     straight, resumed = _weights(tmp_path / "straight"), _weights(tmp_path / "killed")
     assert straight.keys() == resumed.keys()
     for name in straight:
         assert (straight[name] == resumed[name]).all(), name
-    rows = lambda d: [(r["step"], r["loss"]) for r in csv.DictReader((d / "metrics.csv").open())]  # noqa: E731
+    rows = lambda d: [(r["step"], r["loss"]) for r in read_metrics(d)]  # noqa: E731
     assert rows(tmp_path / "straight") == rows(tmp_path / "killed")
 
 
@@ -80,7 +80,7 @@ def test_a_kill_during_a_save_keeps_the_previous_checkpoint(
     assert latest.name == "step-00000003"
     load_file(str(latest / "model.safetensors"))  # intact
     monkeypatch.setattr(checkpoint_module, "save_model", real)
-    assert _run(small_corpus, tmp_path / "run", tmp_path / "cache", micro_overrides, resume=True)["step"] == 6
+    assert _run(small_corpus, tmp_path / "run", tmp_path / "cache", micro_overrides, resume=True).step == 6
 
 
 def test_resume_refuses_a_different_config(small_corpus, tmp_path, micro_overrides):
@@ -103,13 +103,12 @@ def test_flops_budget_stops_within_one_step(small_corpus, tmp_path, micro_overri
         tmp_path / "cache",
         {**micro_overrides, "max_steps": 1000, "flops_budget": budget},
     )
-    per_step = result["train_flops"] / result["step"]
-    assert result["stop_reason"] == "flops_budget"
-    assert (
-        budget <= result["train_flops"] < budget + per_step
-    )  # stopped at the first step that spent the budget
-    assert 1 < result["step"] < 1000
+    flops = result.metrics["flops"]
+    per_step = flops / result.step
+    assert result.stop_reason == "flops_budget"
+    assert budget <= flops < budget + per_step  # stopped at the first step that spent the budget
+    assert 1 < result.step < 1000
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["stop_reason"] == "flops_budget"
-    assert latest_checkpoint(tmp_path / "run" / "checkpoints").name == f"step-{result['step']:08d}"
+    assert latest_checkpoint(tmp_path / "run" / "checkpoints").name == f"step-{result.step:08d}"
     assert (tmp_path / "run" / "discriminator" / "model.safetensors").is_file()

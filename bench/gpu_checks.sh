@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The standing GPU checks (README, "On a GPU").
+#
+#   bench/gpu_checks.sh bench OUT
+#       throughput and MFU of the ELECTRA-Small step: fp32 and bf16, eager and compiled, beside the naive
+#       transformers step, batch 128 x 128.
+#   bench/gpu_checks.sh pretrain OUT CORPUS VOCAB MAX_STEPS WARMUP [more pretrain flags]
+#       `accelerate launch pretrain.py --size small` in bf16 on a local corpus, with its curves; the run directory
+#       is /tmp/gpu-run and OUT receives metrics.csv, summary.json, curves.png and the log.
+set -euo pipefail
+mode=${1:?bench|pretrain}; out=${2:?OUT}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee -a "$out/gpu.txt"
+python3 -c "import torch, transformers, accelerate; print('torch', torch.__version__, 'transformers', transformers.__version__, 'accelerate', accelerate.__version__)" | tee -a "$out/gpu.txt"
+if [ "$mode" = bench ]; then
+  python3 bench/pretrain_throughput.py --device cuda --size small --batch-size 128 --steps 20 --warmup 3 \
+    --dtypes fp32,bf16 --compile --json "$out/throughput.json" 2>&1 | tee "$out/throughput.txt"
+  exit 0
+fi
+corpus=${3:?CORPUS}; vocab=${4:?VOCAB}; steps=${5:?MAX_STEPS}; warmup=${6:?WARMUP}
+shift 6
+rm -rf /tmp/gpu-run
+start=$(date +%s)
+accelerate launch --num_processes 1 --num_machines 1 --mixed_precision bf16 --dynamo_backend no \
+  pretrain.py --size small --corpus "$corpus" --vocab "$vocab" --mixed-precision bf16 --max-steps "$steps" \
+  --set warmup_steps="$warmup" --set log_every=100 --set save_every="$steps" --num-proc 16 \
+  --output /tmp/gpu-run "$@" > "$out/pretrain.log" 2>&1 || { tail -50 "$out/pretrain.log"; exit 1; }
+echo "wall seconds: $(( $(date +%s) - start ))" | tee -a "$out/pretrain.log"
+tr '\r' '\n' < "$out/pretrain.log" | grep -v "it/s\]$" | tail -25
+cp /tmp/gpu-run/metrics.csv /tmp/gpu-run/summary.json /tmp/gpu-run/curves.png "$out/"

@@ -1,0 +1,124 @@
+"""`electra compare`: pretrain objectives to equal training FLOPs and compare their GLUE scores.
+
+Only the argument parser lives here; the work (`electra.compare`) is imported when the command runs, so `electra
+--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from electra.compare_settings import (
+    CPU_SIZE_GLUE_LEARNING_RATE,
+    DEFAULT_BUDGET,
+    DEFAULT_GLUE_EPOCHS,
+    DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
+    DEFAULT_OBJECTIVES,
+    DEFAULT_TASKS,
+    CompareSettings,
+)
+from electra.errors import UserError
+
+
+def _list(value: str) -> list[str]:
+    items = []
+    for part in value.split(","):
+        part = part.strip().lower()
+        if part and part not in items:
+            items.append(part)
+    return items
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="pretrain objectives to equal FLOPs and compare their GLUE scores (paper Figure 5.1)",
+        description="Pretrain objectives to equal training FLOPs and compare their GLUE scores (paper Figure 5.1).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--corpus", required=True, help="text file or directory every objective pretrains on")
+    parser.add_argument("--out", required=True, help="output directory (rerun with the same one to resume)")
+    parser.add_argument("--size", default="tiny", help="model size preset (tiny, mini, small, base, large)")
+    parser.add_argument(
+        "--objectives",
+        default=DEFAULT_OBJECTIVES,
+        help="comma list of registered objectives (`electra pretrain --help` lists them)",
+    )
+    parser.add_argument(
+        "--flops-budget", type=float, default=DEFAULT_BUDGET, help="training FLOPs per objective"
+    )
+    parser.add_argument(
+        "--checkpoints", type=int, default=4, help="evenly spaced budget fractions to evaluate"
+    )
+    parser.add_argument("--glue-tasks", default=DEFAULT_TASKS, help="comma list of GLUE tasks")
+    parser.add_argument(
+        "--glue-data", default=None, help="GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR"
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task (median reported)")
+    parser.add_argument(
+        "--glue-max-train-examples",
+        type=int,
+        default=DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
+        help="fixed random subset of each task's train set; 0 = all",
+    )
+    parser.add_argument(
+        "--glue-epochs", type=float, default=DEFAULT_GLUE_EPOCHS, help="fine-tuning epochs; 0 = the paper's"
+    )
+    parser.add_argument(
+        "--glue-max-steps", type=int, default=None, help="fine-tuning updates (overrides epochs)"
+    )
+    parser.add_argument("--glue-batch-size", type=int, default=32)
+    parser.add_argument(
+        "--glue-learning-rate",
+        type=float,
+        default=None,
+        help=f"fine-tuning peak rate (default {CPU_SIZE_GLUE_LEARNING_RATE:g} for tiny/mini, the paper's by width "
+        "for small/base/large)",
+    )
+    parser.add_argument("--cache-dir", default=None, help="tokenizer/example cache (default OUT/cache)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a pretraining config field"
+    )
+    parser.add_argument("--plan", action="store_true", help="print the steps and runs it would do, and exit")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from electra.compare import describe_plan, run_compare
+    from electra.config import parse_overrides
+    from glue.tasks import parse_task_list, resolve_data_dir
+
+    if args.seeds < 1 or args.checkpoints < 1:
+        raise UserError("--seeds and --checkpoints must be at least 1.")
+    if args.flops_budget <= 0:
+        raise UserError("--flops-budget must be positive (e.g. 2e13).")
+    objectives = _list(args.objectives)
+    if not objectives:
+        raise UserError("--objectives is empty; name at least one (e.g. electra,mlm).")
+    overrides = parse_overrides(args.set)
+    if "objective" in overrides:
+        raise UserError("--set objective=... is not allowed here; list objectives with --objectives.")
+    settings = CompareSettings(
+        corpus=args.corpus,
+        out=Path(args.out),
+        objectives=objectives,
+        tasks=[spec.name for spec in parse_task_list(args.glue_tasks)],
+        glue_data=resolve_data_dir(args.glue_data),
+        size=args.size,
+        budget=args.flops_budget,
+        checkpoints=args.checkpoints,
+        seeds=[1 + i for i in range(args.seeds)],
+        overrides=overrides,
+        cache_dir=args.cache_dir,
+        glue_max_train_examples=args.glue_max_train_examples or None,
+        glue_epochs=args.glue_epochs or None,
+        glue_max_steps=args.glue_max_steps,
+        glue_batch_size=args.glue_batch_size,
+        glue_learning_rate=args.glue_learning_rate,
+    )
+    if args.plan:
+        print(describe_plan(settings))
+        return 0
+    run_compare(settings)
+    return 0

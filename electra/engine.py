@@ -1,0 +1,392 @@
+"""The one training loop: pretraining, GLUE, SQuAD and TLM each plug a `Task` into it.
+
+The engine owns everything a training run needs that is not about the task: AdamW over parameter groups with one
+no-decay rule (`electra.optim`), the warmup/decay schedule, gradient accumulation, clipping, mixed precision
+(Accelerate), `torch.compile`, a progress bar, CSV and TensorBoard logs with namespaced scalars (`train/...`,
+`eval/...`), a FLOP meter, periodic atomic checkpoints with exact resume (`electra.checkpoint`), evaluation with
+early stopping and best-state restore, and the stop rules (max steps, FLOP budget, early stopping).
+
+A task supplies only what is its own: the model, its batches (from any step, so a resumed run sees the data an
+uninterrupted one would), how a batch becomes a loss and metrics, and optionally how to evaluate, how many tokens
+and FLOPs a step costs, and any state of its own that a checkpoint must keep.
+
+Per update the order is fixed: forward and backward of every micro-batch, clip, optimizer step, scheduler step,
+zero the gradients. Metrics stay on the device until a logging step, so an update never waits for the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+from torch.utils.data import DataLoader
+
+from electra.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_tensors_atomically
+from electra.errors import UserError
+from electra.optim import build_adamw, layerwise_lr_groups, lr_schedule, parameter_groups
+from electra.outputs import StepOutput
+from electra.run_log import RunLog
+
+BEST_WEIGHTS = "best.safetensors"
+
+
+@dataclass
+class EarlyStopping:
+    """Watch one evaluation metric: remember the best state, stop after `patience` evaluations without a gain."""
+
+    metric: str
+    mode: str = "max"  # max | min
+    patience: int | None = None  # None: never stop early, only keep the best state
+    restore_best: bool = True  # load the best state's weights when training ends
+    evaluate_at_start: bool = False  # the starting weights compete too (step 0)
+
+    def better(self, value: float, best: float | None) -> bool:
+        if value is None or math.isnan(value):
+            return False
+        if best is None:
+            return True
+        return value > best if self.mode == "max" else value < best
+
+
+@dataclass
+class TrainArgs:
+    """How to train, independent of what is trained."""
+
+    max_steps: int
+    learning_rate: float
+    warmup_steps: int = 0
+    schedule: str = "linear"  # electra.optim.lr_schedule: linear | reference
+    weight_decay: float = 0.0
+    layer_decay: float | None = None  # layer-wise learning-rate decay (fine-tuning); None: one rate
+    original_layer_decay: bool = False  # the reference code's layer-wise rates (electra.optim)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0  # 0: no clipping
+    gradient_accumulation_steps: int = 1
+    compile: bool = False
+    output_dir: Path | None = None  # logs and checkpoints go here; None: neither
+    log_every: int = 50
+    save_every: int = 0  # 0: no periodic checkpoints (nor the final one)
+    keep_checkpoints: int = 2
+    flops_budget: float | None = None  # stop at the first update that spends it
+    eval_every: int = 0  # 0: evaluate only at the end (when the task can evaluate)
+    early_stopping: EarlyStopping | None = None
+    progress: bool = True
+    description: str = "training"
+    tensorboard: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise UserError(f"training needs at least 1 step, got max_steps={self.max_steps}.")
+        if self.gradient_accumulation_steps < 1 or self.log_every < 1:
+            raise UserError("gradient_accumulation_steps and log_every must be at least 1.")
+        if self.save_every < 0 or self.eval_every < 0:
+            raise UserError("save_every and eval_every must not be negative (0 turns them off).")
+        if self.output_dir is not None:
+            self.output_dir = Path(self.output_dir)
+
+
+@dataclass
+class TrainResult:
+    step: int
+    stop_reason: str  # max_steps | flops_budget | early_stopping
+    metrics: dict[str, float]  # the last logged training window (namespace stripped)
+    flops: float
+    seconds: float
+    evaluations: list[dict[str, float]] = field(default_factory=list)
+    best: dict[str, Any] | None = None  # {"step", "metric", "value", "metrics"} under early stopping
+
+
+class Task:
+    """What a training run trains. Subclasses set `model` and implement `batches` and `step`."""
+
+    model: nn.Module
+    progress_keys: dict[str, str] = {}  # metric -> short name shown on the progress bar
+
+    def parameter_groups(self, model: nn.Module, args: TrainArgs) -> list[dict[str, Any]]:
+        """Optimizer groups; the default applies the one no-decay rule, layer-wise when `args.layer_decay`."""
+        if args.layer_decay is not None:
+            return layerwise_lr_groups(
+                model, args.learning_rate, args.layer_decay, args.weight_decay, args.original_layer_decay
+            )
+        return parameter_groups(model, args.learning_rate, args.weight_decay)
+
+    def batches(self, start: int) -> Iterator[Any]:
+        """Host batches forever, from micro-batch number `start` (0 for a fresh run) in a fixed order."""
+        raise NotImplementedError
+
+    def step(self, model: nn.Module, batch: Any) -> StepOutput:
+        """Loss (and detached metrics) of one micro-batch already on the device; called under autocast."""
+        raise NotImplementedError
+
+    def tokens(self, batch: Any) -> int:
+        """Tokens a host batch holds, for tokens/s (0 when it does not matter)."""
+        return 0
+
+    def flops(self, micro_batches: list[Any]) -> float | None:
+        """Training FLOPs of one update over these host micro-batches; None turns the FLOP meter off."""
+        return None
+
+    def evaluate(self, model: nn.Module) -> dict[str, float] | None:
+        """Metrics on held-out data (the unwrapped model, in eval mode); None when the task has none."""
+        return None
+
+    def before_training(self, model: nn.Module, resumed: bool) -> None:
+        """Called once with the unwrapped model on its device, right before the first update."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able task state a checkpoint must keep beyond weights, optimizer and RNG."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class Engine:
+    def __init__(self, args: TrainArgs, accelerator: Any = None):
+        if accelerator is None:
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(cpu=not torch.cuda.is_available())
+        self.args = args
+        self.accelerator = accelerator
+
+    @property
+    def checkpoints_dir(self) -> Path | None:
+        if self.args.output_dir is None or not self.args.save_every:
+            return None
+        return self.args.output_dir / "checkpoints"
+
+    def latest_checkpoint(self) -> Path | None:
+        directory = self.checkpoints_dir
+        return latest_checkpoint(directory) if directory is not None else None
+
+    # ------------------------------------------------------------------------------------------------------
+    def fit(self, task: Task, resume_from: Path | None = None) -> TrainResult:
+        """Train `task` from scratch, or from the checkpoint `resume_from`, until a stop rule fires."""
+        args, acc = self.args, self.accelerator
+        accumulation = args.gradient_accumulation_steps
+        model = task.model
+        # On the device before the optimizer exists: fused AdamW needs CUDA parameters to choose itself.
+        model.to(acc.device)
+        optimizer = build_adamw(
+            task.parameter_groups(model, args),
+            args.learning_rate,
+            args.adam_betas,
+            args.adam_epsilon,
+            args.weight_decay,
+        )
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lr_schedule(args.schedule, args.warmup_steps, args.max_steps)
+        )
+        step = 0
+        if resume_from is not None:
+            step = json.loads((resume_from / "trainer_state.json").read_text())["step"]
+        batches = task.batches(step * accumulation)  # may draw from the RNG: before it is restored below
+        flops_spent, elapsed_before, best, evaluations = 0.0, 0.0, None, []
+        if resume_from is not None:
+            state = load_checkpoint(resume_from, model, optimizer, scheduler, rank=acc.process_index)
+            flops_spent, elapsed_before = state.get("flops_spent", 0.0), state.get("elapsed_seconds", 0.0)
+            best, evaluations = state.get("best"), state.get("evaluations", [])
+            task.load_state_dict(state.get("task", {}))
+            acc.print(f"resumed from {resume_from} at step {step}")
+        model, optimizer = acc.prepare(model, optimizer)
+        if args.compile:
+            model = torch.compile(model)
+
+        log = RunLog(
+            args.output_dir or Path("."),
+            enabled=args.output_dir is not None and acc.is_main_process,
+            resume_step=step,
+            tensorboard=args.tensorboard,
+        )
+        progress = _progress_bar(args, step, enabled=args.progress and acc.is_main_process)
+        task.before_training(acc.unwrap_model(model), resumed=resume_from is not None)
+        stopping = args.early_stopping
+        if stopping is not None and stopping.evaluate_at_start and resume_from is None:
+            best = self._evaluate(task, model, 0, log, evaluations, best)
+
+        model.train()
+        window: dict[str, torch.Tensor] = {}
+        window_steps, window_tokens, window_start = 0, 0, time.perf_counter()
+        run_start = time.perf_counter()
+        last: dict[str, float] = {}
+        stop_reason = "max_steps"
+        while step < args.max_steps:
+            micro_batches = []
+            for micro in range(accumulation):
+                host_batch = next(batches)
+                micro_batches.append(host_batch)
+                window_tokens += task.tokens(host_batch)  # counted on the host: no device sync
+                batch = _to_device(host_batch, acc.device)
+                sync = micro == accumulation - 1
+                with contextlib.nullcontext() if sync else acc.no_sync(model):
+                    with acc.autocast():
+                        output = task.step(model, batch)
+                    acc.backward(output.loss / accumulation)
+                for name, value in output.metrics.items():
+                    window[name] = window.get(name, 0.0) + value / accumulation
+            grad_norm = (
+                acc.clip_grad_norm_(model.parameters(), args.max_grad_norm) if args.max_grad_norm else None
+            )
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            window_steps += 1
+            step_flops = task.flops(micro_batches)
+            if step_flops is not None:
+                flops_spent += step_flops
+            progress.update(1)
+            budget_spent = args.flops_budget is not None and flops_spent >= args.flops_budget
+            done = step == args.max_steps or budget_spent
+            if step % args.log_every == 0 or done:
+                seconds = time.perf_counter() - window_start
+                means = {k: v / window_steps for k, v in window.items()}
+                reduced = (
+                    acc.reduce(torch.stack(list(means.values())).float(), reduction="mean") if means else []
+                )
+                tokens = acc.reduce(torch.tensor(float(window_tokens), device=acc.device), reduction="sum")
+                last = {k: float(v) for k, v in zip(means, reduced.tolist() if means else [])}
+                last.update(
+                    learning_rate=scheduler.get_last_lr()[0],
+                    grad_norm=float(grad_norm) if grad_norm is not None else math.nan,
+                    tokens_per_second=float(tokens) / max(seconds, 1e-9),
+                    elapsed_seconds=elapsed_before + time.perf_counter() - run_start,
+                )
+                if step_flops is not None:
+                    last["flops"] = flops_spent
+                if not math.isfinite(last.get("loss", 0.0)):
+                    raise UserError(
+                        f"{args.description} step {step}: the loss is not finite ({last['loss']}); lower the "
+                        "learning rate or use fp32."
+                    )
+                log.log(step, {f"train/{k}": v for k, v in last.items()})
+                progress.set_postfix(_postfix(last, task.progress_keys))
+                window, window_steps, window_tokens, window_start = {}, 0, 0, time.perf_counter()
+            if budget_spent:
+                stop_reason = "flops_budget"
+            if (args.eval_every and step % args.eval_every == 0) or done:
+                previous = best
+                best = self._evaluate(task, model, step, log, evaluations, best)
+                if stopping is not None and stopping.patience is not None and best is previous:
+                    if step - best["step"] >= stopping.patience * args.eval_every:
+                        stop_reason = "early_stopping"
+            if self.checkpoints_dir is not None and (
+                step % args.save_every == 0 or done or stop_reason != "max_steps"
+            ):
+                trainer_state = {
+                    "flops_spent": flops_spent,
+                    "elapsed_seconds": elapsed_before + time.perf_counter() - run_start,
+                    "best": best,
+                    "evaluations": evaluations,
+                    "task": task.state_dict(),
+                }
+                save_checkpoint(
+                    self.checkpoints_dir,
+                    step,
+                    acc.unwrap_model(model),
+                    optimizer,
+                    scheduler,
+                    trainer_state,
+                    rank=acc.process_index,
+                    is_main=acc.is_main_process,
+                    barrier=acc.wait_for_everyone,
+                    keep=args.keep_checkpoints,
+                )
+            if stop_reason != "max_steps":
+                break
+        progress.close()
+        log.close()
+        if stopping is not None and stopping.restore_best and best is not None:
+            self._restore_best(acc.unwrap_model(model))
+        seconds = elapsed_before + time.perf_counter() - run_start
+        return TrainResult(step, stop_reason, last, flops_spent, seconds, evaluations, best)
+
+    # ------------------------------------------------------------------------------------------------------
+    def _evaluate(self, task: Task, model, step: int, log: RunLog, evaluations: list, best):
+        """Evaluate, log `eval/...`, and keep the best state when the watched metric improves."""
+        unwrapped = self.accelerator.unwrap_model(model)
+        was_training = unwrapped.training
+        unwrapped.eval()
+        with torch.no_grad():
+            metrics = task.evaluate(unwrapped)
+        unwrapped.train(was_training)
+        if metrics is None:
+            return best
+        evaluations.append({"step": step, **metrics})
+        log.log(step, {f"eval/{k}": v for k, v in metrics.items()})
+        stopping = self.args.early_stopping
+        if stopping is None:
+            return best
+        value = metrics.get(stopping.metric)
+        if value is None:
+            raise ValueError(f"early stopping watches {stopping.metric!r}, which evaluate() did not return")
+        if stopping.better(value, None if best is None else best["value"]):
+            best = {"step": step, "metric": stopping.metric, "value": value, "metrics": metrics}
+            if stopping.restore_best:
+                self._keep_best(unwrapped)
+        return best
+
+    def _keep_best(self, model: nn.Module) -> None:
+        """The best weights: in memory, and beside the checkpoints so a resumed run can still restore them."""
+        self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        if self.checkpoints_dir is not None and self.accelerator.is_main_process:
+            save_tensors_atomically(self._best_state, self.checkpoints_dir / BEST_WEIGHTS)
+
+    def _restore_best(self, model: nn.Module) -> None:
+        state = getattr(self, "_best_state", None)
+        if state is None and self.checkpoints_dir is not None:
+            path = self.checkpoints_dir / BEST_WEIGHTS
+            state = load_file(str(path)) if path.is_file() else None
+        if state is not None:
+            model.load_state_dict(state, strict=False)
+
+
+def shuffled_epochs(dataset: Any, batch_size: int, seed: int, collate: Any, accelerator: Any, start: int = 0):
+    """Batches of `dataset` reshuffled every epoch by a generator seeded with `seed` (so the order is a function
+    of seed and step), sharded over processes by Accelerate, forever, from batch number `start`: what a
+    fine-tuning task's `batches` returns. Skipping replays the order without training on it."""
+    generator = torch.Generator().manual_seed(seed)
+    loader = accelerator.prepare(
+        DataLoader(dataset, batch_size=batch_size, shuffle=True, collate_fn=collate, generator=generator)
+    )
+    skip = start
+    while True:
+        for batch in loader:
+            if skip:
+                skip -= 1
+                continue
+            yield batch
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if torch.is_tensor(batch):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch
+
+
+def _progress_bar(args: TrainArgs, step: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=args.max_steps, initial=step, disable=not enabled, desc=args.description)
+
+
+def _postfix(metrics: dict[str, float], keys: dict[str, str]) -> dict[str, str]:
+    out = {"loss": f"{metrics['loss']:.3f}"} if "loss" in metrics else {}
+    out.update({short: f"{metrics[key]:.3f}" for key, short in keys.items() if key in metrics})
+    out["tok/s"] = f"{metrics['tokens_per_second']:.0f}"
+    return out

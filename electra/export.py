@@ -1,0 +1,153 @@
+"""The export layout: written here and read here, by every command that consumes a pretraining run.
+
+An export is a directory with one Hugging Face-style subdirectory per saved part and a manifest, `export.json`:
+
+    RUN/
+      export.json        {"format": 1, "objective": ..., "finetune": "discriminator",
+                          "parts": {"discriminator": {"dir": "discriminator", "kind": "ElectraForPreTraining"},
+                                    "generator": {"dir": "generator", "kind": "ElectraForMaskedLM"}},
+                          "scoring": {"mlm": ["generator"]}}
+      discriminator/     config.json, model.safetensors, tokenizer files
+      generator/         ...
+
+`finetune` names the part a fine-tuner loads (the discriminator, or the masked LM of the MLM baseline); `scoring`
+maps each text-scoring method the run supports to the parts it reads, the default method first. Objectives
+declare their parts and scoring methods; consumers ask `read_export` and never probe for directories.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from electra.errors import UserError
+
+MANIFEST = "export.json"
+FORMAT = 1
+
+
+@dataclass
+class ExportPart:
+    """One part an objective saves: its directory name, what it is, and how to write its weights there."""
+
+    name: str
+    kind: str  # a transformers class name (ElectraForPreTraining, ElectraForMaskedLM) or "two-tower"
+    save: Callable[[Path], None]
+
+
+@dataclass
+class Export:
+    """A read manifest: where each part lives and what it is for."""
+
+    root: Path
+    objective: str | None
+    finetune: str | None
+    parts: dict[str, Path]
+    kinds: dict[str, str] = field(default_factory=dict)
+    scoring: dict[str, list[str]] = field(default_factory=dict)
+
+    def part(self, name: str) -> Path:
+        if name not in self.parts:
+            raise UserError(
+                f"{self.root / MANIFEST}: this export has no {name!r} part (it has {', '.join(self.parts)})."
+            )
+        return self.parts[name]
+
+    @property
+    def finetune_dir(self) -> Path:
+        if self.finetune is None:
+            raise UserError(f"{self.root / MANIFEST}: names no part to fine-tune.")
+        return self.part(self.finetune)
+
+    @property
+    def default_scoring(self) -> str | None:
+        return next(iter(self.scoring), None)
+
+
+def write_export(
+    output_dir: str | Path,
+    parts: Sequence[ExportPart],
+    tokenizer: Any,
+    objective: str,
+    finetune: str,
+    scoring: Mapping[str, Sequence[str]],
+) -> dict[str, Path]:
+    """Write every part (weights, config and the tokenizer) and then the manifest that names them."""
+    output_dir = Path(output_dir)
+    written: dict[str, Path] = {}
+    for part in parts:
+        directory = output_dir / part.name
+        part.save(directory)
+        tokenizer.save_pretrained(str(directory))
+        written[part.name] = directory
+    unknown = [name for names in scoring.values() for name in names if name not in written]
+    if finetune not in written or unknown:
+        raise ValueError(f"objective {objective!r} names parts it did not save: {[finetune, *unknown]}")
+    manifest = {
+        "format": FORMAT,
+        "objective": objective,
+        "finetune": finetune,
+        "parts": {part.name: {"dir": part.name, "kind": part.kind} for part in parts},
+        "scoring": {method: list(names) for method, names in scoring.items()},
+    }
+    (output_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return written
+
+
+def save_hf_model(model: Any, objective: str) -> Callable[[Path], None]:
+    """A part writer for a `transformers` model: safetensors weights, and the objective in its config."""
+
+    def save(directory: Path) -> None:
+        model.config.electra_objective = objective
+        model.save_pretrained(str(directory), safe_serialization=True)
+
+    return save
+
+
+def read_export(path: str | Path) -> Export | None:
+    """The manifest of `path` when it is an export, or one of an export's parts; None for any other directory."""
+    path = Path(path)
+    for root in (path, path.parent):
+        manifest = root / MANIFEST
+        if manifest.is_file():
+            return _parse(root, manifest)
+    return None
+
+
+def finetune_dir(path: str | Path) -> Path:
+    """The directory a fine-tuner loads: an export's fine-tuning part, or `path` itself (a plain checkpoint).
+
+    A part of an export (RUN/discriminator) is returned as it is: the user chose it.
+    """
+    path = Path(path)
+    if (path / MANIFEST).is_file():
+        export = _parse(path, path / MANIFEST)
+        return export.finetune_dir
+    return path
+
+
+def _parse(root: Path, manifest: Path) -> Export:
+    try:
+        data = json.loads(manifest.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{manifest}: not valid JSON ({exc}); re-export the run.") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{manifest}: must hold a JSON object; re-export the run.")
+    if "parts" in data:
+        entries = data["parts"]
+        parts = {name: root / entry["dir"] for name, entry in entries.items()}
+        kinds = {name: entry.get("kind", "") for name, entry in entries.items()}
+    else:  # the first layout: {"objective", "finetune", "dirs": {part: dir}}, no kinds or scoring methods
+        parts = {name: root / directory for name, directory in data.get("dirs", {}).items()}
+        kinds = {}
+    return Export(
+        root=root,
+        objective=data.get("objective"),
+        finetune=data.get("finetune"),
+        parts=parts,
+        kinds=kinds,
+        scoring={method: list(names) for method, names in data.get("scoring", {}).items()},
+    )

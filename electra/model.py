@@ -1,0 +1,65 @@
+"""The pretraining model: the parts an objective builds, and its training step as the forward pass.
+
+`PretrainingModel` holds whatever the configured objective attaches (`discriminator`, `generator`, extra heads) and
+delegates the step to it, so one class serves every registered objective: the training engine, checkpoints and
+`electra.export` only ever see this module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from electra.config import PretrainConfig
+from electra.export import write_export
+from electra.objectives import get_objective
+from electra.outputs import SpecialIds, StepOutput
+
+
+class PretrainingModel(nn.Module):
+    def __init__(self, config: PretrainConfig, special: SpecialIds, token_counts: Any = None):
+        super().__init__()
+        self.config = config
+        self.special = special
+        self.objective = get_objective(config.objective)
+        self.register_buffer("special_ids", torch.tensor(special.as_list()), persistent=False)
+        self.discriminator: nn.Module | None = None
+        self.generator: nn.Module | None = None
+        self.objective.build(self, token_counts)
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The `transformers` encoder that is kept and fine-tuned (the discriminator's, or the MLM model's)."""
+        return self.objective.kept_encoder(self)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> StepOutput:
+        return self.objective.step(self, input_ids, attention_mask, token_type_ids)
+
+    def export(self, output_dir: str | Path, tokenizer: Any) -> dict[str, Path]:
+        """Hugging Face directories and the manifest (`electra.export`): what every consumer loads."""
+        objective = self.objective
+        return write_export(
+            output_dir,
+            objective.export_parts(self),
+            tokenizer,
+            objective=objective.name,
+            finetune=objective.finetune_part,
+            scoring=objective.scoring(self),
+        )
+
+
+def build_pretraining_model(
+    config: PretrainConfig, tokenizer: Any, token_counts: Any = None
+) -> PretrainingModel:
+    """Sizes the vocabulary from the tokenizer (so a trained WordPiece of any size just works) and builds the model."""
+    if config.vocab_size != len(tokenizer):
+        config.vocab_size = len(tokenizer)
+    return PretrainingModel(config, SpecialIds.from_tokenizer(tokenizer), token_counts=token_counts)

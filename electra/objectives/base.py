@@ -1,0 +1,129 @@
+"""What an objective is: the one class a new pretraining objective subclasses (and nothing else it must edit).
+
+An objective declares, in one module: its name and the config defaults it needs, how its parts are built (generator
+kind, discriminator head, head initialisation), the training step (batch -> loss and named metrics), what its FLOP
+accounting counts, what it exports, and how its export scores text. The model (`electra.model`), the training
+engine, `flops`, `pll`, `compare` and `tlm` read these declarations through the registry
+(`electra.objectives.registry`), so adding an objective is one module and one `@register_objective`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol
+
+import torch
+from torch import nn
+
+from electra.config import PretrainConfig
+from electra.errors import UserError
+from electra.export import ExportPart, save_hf_model
+from electra.masking import apply_mask_tokens
+from electra.outputs import SpecialIds, StepOutput
+from flops.analytic import FlopPlan
+from generators.base import Generator
+from generators.masked_lm import MaskedLMGenerator
+from generators.two_tower import TwoTowerGenerator
+
+
+class Parts(Protocol):
+    """What an objective sees of the model it builds and steps (an `electra.model.PretrainingModel`)."""
+
+    config: PretrainConfig
+    special: SpecialIds
+    special_ids: torch.Tensor
+    generator: Generator | None
+    discriminator: nn.Module | None
+
+
+class Objective:
+    """Base class of every pretraining objective. Subclasses set `name` and implement `build`, `step` and
+    `flop_plan`; the defaults below suit an objective whose kept model is `model.discriminator`."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""  # one line for `--help` and the README
+    config_defaults: ClassVar[
+        Mapping[str, Any]
+    ] = {}  # applied between the size preset and the user's settings
+    finetune_part: ClassVar[str] = "discriminator"  # the exported part a fine-tuner loads
+    # The `pll` method an exported discriminator supports on its own (Electric's head is a negative energy).
+    discriminator_scoring: ClassVar[str | None] = None
+
+    def validate(self, config: PretrainConfig) -> None:
+        """Refuse settings this objective cannot train, with a one-line `UserError`."""
+
+    def build(self, model: Parts, token_counts: Any = None) -> None:
+        """Attach the parts to `model` (`model.discriminator = ...`, `model.generator = ...`).
+
+        The order of construction decides the initial weights a seed gives, and the order parts are attached
+        decides parameter order: keep both fixed once an objective has been released.
+        """
+        raise NotImplementedError
+
+    def step(
+        self,
+        model: Parts,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+    ) -> StepOutput:
+        """One training forward: the loss to minimise and detached metrics (a `loss` entry among them)."""
+        raise NotImplementedError
+
+    def flop_plan(self, config: PretrainConfig) -> FlopPlan:
+        """What `flops.analytic.count_flops` charges for one training sequence of this objective."""
+        raise NotImplementedError
+
+    def kept_encoder(self, model: Parts) -> nn.Module:
+        """The `transformers` encoder that is kept and fine-tuned."""
+        return model.discriminator.encoder
+
+    def export_parts(self, model: Parts) -> list[ExportPart]:
+        """The parts `electra.export` writes: the kept model, then the generator when it has weights."""
+        parts = [
+            ExportPart(
+                "discriminator",
+                type(model.discriminator.model).__name__,
+                save_hf_model(model.discriminator.model, self.name),
+            )
+        ]
+        generator = generator_export_part(model.generator, self.name)
+        return parts + ([generator] if generator else [])
+
+    def scoring(self, model: Parts) -> dict[str, list[str]]:
+        """Text-scoring methods of `pll` the export supports -> the parts each reads; the first is the default.
+        By default: what the exported generator can score, if anything."""
+        return generator_scoring(model.generator)
+
+
+def masked_input(model: Parts, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The masked LM's input: the picked positions become [MASK] (or a random token, or stay) as configured."""
+    cfg = model.config
+    return apply_mask_tokens(
+        input_ids, positions, model.special.mask, cfg.vocab_size, cfg.mask_token_prob, cfg.random_token_prob
+    )
+
+
+def generator_export_part(generator: Generator | None, objective: str) -> ExportPart | None:
+    """The generator as an export part: a `transformers` masked LM, or the two-tower model's own format."""
+    if isinstance(generator, MaskedLMGenerator):
+        return ExportPart("generator", "ElectraForMaskedLM", save_hf_model(generator.hf_model(), objective))
+    if isinstance(generator, TwoTowerGenerator):
+        return ExportPart("generator", "two-tower", generator.save_pretrained)
+    return None  # a unigram table is rebuilt from the corpus, not exported
+
+
+def generator_scoring(generator: Generator | None) -> dict[str, list[str]]:
+    """What an exported generator can score: masked-LM PLL (n passes) or the two-tower cloze PLL (one pass)."""
+    if isinstance(generator, MaskedLMGenerator):
+        return {"mlm": ["generator"]}
+    if isinstance(generator, TwoTowerGenerator):
+        return {"cloze": ["generator"]}
+    return {}
+
+
+def require_generator(config: PretrainConfig, objective: str, kinds: tuple[str, ...]) -> None:
+    if config.generator not in kinds:
+        raise UserError(
+            f"config: objective={objective} needs generator={' or '.join(kinds)}, not {config.generator!r}."
+        )

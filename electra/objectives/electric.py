@@ -1,0 +1,76 @@
+"""Electric: an energy-based cloze model trained by noise-contrastive estimation (dissertation ch. 5, Algorithm 2).
+
+The two-tower generator q reads the original sequence, is trained by maximum likelihood at every candidate
+position, and doubles as the noise distribution: k = ceil(mask_prob · n) positions are replaced at once by samples
+from q, and the discriminator's head, read as a negative energy -E(x)_t, is trained to tell data from noise
+(`discriminators.energy.electric_nce_loss`). The export scores a sentence in one pass: Σ -E(x)_t.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from discriminators.energy import electric_nce_logits, electric_nce_loss, init_energy_offset
+from discriminators.replaced_token import ReplacedTokenDiscriminator
+from electra.config import PretrainConfig
+from electra.hf_configs import discriminator_hf_config
+from electra.masking import candidate_mask
+from electra.objectives.base import Objective, Parts, require_generator
+from electra.objectives.registry import register_objective
+from electra.outputs import StepOutput
+from flops.analytic import FlopPlan
+from generators.build import build_generator
+from generators.two_tower import sample_noise
+
+
+@register_objective
+class Electric(Objective):
+    name = "electric"
+    summary = "energy-based cloze model trained by NCE against a two-tower generator; one-pass text scoring"
+    config_defaults = {"generator": "two-tower"}
+    discriminator_scoring = "electric"
+
+    def validate(self, config: PretrainConfig) -> None:
+        require_generator(config, self.name, ("two-tower",))
+
+    def build(self, model: Parts, token_counts=None) -> None:
+        cfg = model.config
+        model.discriminator = ReplacedTokenDiscriminator(discriminator_hf_config(cfg, model.special.pad))
+        model.generator = build_generator(cfg, model.special, model.discriminator.encoder, token_counts)
+        # Start -E at its NCE offset (a zero start pushes every energy up by ~9 at once; see init_energy_offset).
+        init_energy_offset(model.discriminator.model.discriminator_predictions, cfg.vocab_size, cfg.mask_prob)
+
+    def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
+        """The generator's log-probabilities at the candidates are computed once and reused (detached, fp32) to
+        draw the noise and to give log q of both kept and replaced tokens. The discriminator's head output is -E
+        (the export contract), so the energies are its negative."""
+        cfg = model.config
+        candidates = candidate_mask(input_ids, attention_mask, model.special_ids)
+        gen_loss, cand_log_q = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
+        noise = sample_noise(
+            cand_log_q, input_ids, candidates, cfg.mask_prob, cfg.sampling_temperature, normalized=True
+        )
+        energies = -model.discriminator(noise.input_ids, attention_mask, token_type_ids)
+        nce = electric_nce_loss(energies, noise.log_q, noise.replaced_mask, candidates, noise.k)
+        loss = cfg.generator_loss_weight * gen_loss + cfg.discriminator_loss_weight * nce
+        with torch.no_grad():
+            z = electric_nce_logits(energies, noise.log_q, noise.k, noise.n)
+            counted = candidates.sum().clamp(min=1)
+            replaced = noise.replaced_mask
+            metrics = {
+                "generator_loss": gen_loss.detach(),
+                "discriminator_loss": nce.detach(),
+                "generator_accuracy": (cand_log_q.argmax(-1) == input_ids[candidates]).float().mean(),
+                "nce_accuracy": (((z > 0) == replaced) & candidates).sum().float() / counted,
+                "sample_is_original": (noise.input_ids == input_ids)[replaced].float().mean(),
+                "mean_energy_kept": energies.detach().float()[candidates & ~replaced].mean(),
+                "mean_energy_replaced": energies.detach().float()[replaced].mean(),
+                "loss": loss.detach(),
+            }
+        return StepOutput(loss, metrics)
+
+    def flop_plan(self, config: PretrainConfig) -> FlopPlan:
+        return FlopPlan(head="energy", generator=config.generator)
+
+    def scoring(self, model: Parts) -> dict[str, list[str]]:
+        return {"electric": ["discriminator"], "cloze": ["generator"]}

@@ -1,0 +1,52 @@
+"""The BERT baseline: one full-size masked LM predicts the masked ~15% of tokens (BERT's 80/10/10 masking)."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+
+from electra.config import PretrainConfig
+from electra.export import ExportPart, save_hf_model
+from electra.hf_configs import discriminator_hf_config
+from electra.masking import choose_positions
+from electra.metrics import generator_metrics
+from electra.objectives.base import Objective, Parts, masked_input
+from electra.objectives.registry import register_objective
+from electra.outputs import StepOutput
+from flops.analytic import FlopPlan
+from generators.masked_lm import MaskedLMGenerator
+
+
+@register_objective
+class MaskedLM(Objective):
+    name = "mlm"
+    summary = "BERT's masked language model at the discriminator's size (the baseline)"
+    config_defaults = {"mask_token_prob": 0.8, "random_token_prob": 0.1}
+    finetune_part = "mlm"
+
+    def build(self, model: Parts, token_counts=None) -> None:
+        model.discriminator = None
+        model.generator = MaskedLMGenerator(discriminator_hf_config(model.config, model.special.pad))
+
+    def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
+        cfg = model.config
+        positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
+        targets = input_ids[positions]
+        masked = masked_input(model, input_ids, positions)
+        logits = model.generator.logits_at(masked, attention_mask, token_type_ids, positions)
+        loss = F.cross_entropy(logits.float(), targets)
+        metrics = {"mlm_loss": loss.detach(), "loss": loss.detach()}
+        metrics.update({"mlm_accuracy": generator_metrics(logits, targets)["generator_accuracy"]})
+        return StepOutput(loss, metrics)
+
+    def flop_plan(self, config: PretrainConfig) -> FlopPlan:
+        return FlopPlan(head="masked_lm", generator=None)
+
+    def kept_encoder(self, model: Parts):
+        return model.generator.model.electra
+
+    def export_parts(self, model: Parts) -> list[ExportPart]:
+        hf = model.generator.hf_model()
+        return [ExportPart("mlm", type(hf).__name__, save_hf_model(hf, self.name))]
+
+    def scoring(self, model: Parts) -> dict[str, list[str]]:
+        return {"mlm": ["mlm"]}

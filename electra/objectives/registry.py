@@ -1,0 +1,59 @@
+"""The one list of objective names: config validation, the CLI, `compare`, `tlm`, `flops` and `pll` read it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from electra.config import PretrainConfig, assemble_config
+from electra.errors import UserError
+from electra.objectives.base import Objective
+from flops.analytic import FlopReport, count_flops
+
+_REGISTRY: dict[str, Objective] = {}
+
+ObjectiveClass = TypeVar("ObjectiveClass", bound=type[Objective])
+
+
+def register_objective(cls: ObjectiveClass) -> ObjectiveClass:
+    """Class decorator: make an `Objective` subclass selectable by its `name` everywhere."""
+    if not (isinstance(cls, type) and issubclass(cls, Objective)) or not cls.name:
+        raise TypeError("register_objective takes an Objective subclass with a non-empty `name`")
+    existing = _REGISTRY.get(cls.name)
+    if existing is not None and type(existing).__qualname__ != cls.__qualname__:
+        raise ValueError(f"objective {cls.name!r} is already registered by {type(existing).__qualname__}")
+    _REGISTRY[cls.name] = cls()
+    return cls
+
+
+def objective_names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def get_objective(name: str) -> Objective:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UserError(f"config: objective={name!r} is not one of {', '.join(_REGISTRY)}.") from None
+
+
+def build_config(
+    size: str = "tiny",
+    config_file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> PretrainConfig:
+    """Size preset < the objective's defaults < config file < explicit overrides (later wins), validated."""
+    config = assemble_config(size, config_file, overrides, lambda name: get_objective(name).config_defaults)
+    return check_config(config)
+
+
+def check_config(config: PretrainConfig) -> PretrainConfig:
+    """Validate a config however it was made (built, loaded from a run, edited): generic fields, then objective."""
+    config.validate()
+    get_objective(config.objective).validate(config)
+    return config
+
+
+def flop_report(config: PretrainConfig, **kwargs: Any) -> FlopReport:
+    """`flops.analytic.count_flops` with what the config's objective declares it computes."""
+    return count_flops(config, plan=get_objective(config.objective).flop_plan(config), **kwargs)

@@ -1,0 +1,141 @@
+"""Replaced-token detection: ELECTRA, and ELECTRA-TT (the same objective with a two-tower generator).
+
+Per step: pick round(mask_prob · n) positions, let the generator fill them in (ELECTRA's corruption, `corrupt`),
+and train the discriminator to tell every real token original or replaced:
+
+    loss = generator_loss_weight · MLM(generator) + discriminator_loss_weight · BCE(discriminator)
+
+A sample equal to the original token counts as original. ELECTRA-TT's two-tower generator reads the original
+sequence, so its prediction at t never sees x_t; its export scores text in one pass (`pll`'s `electra-tt`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_token_loss
+from electra.config import PretrainConfig
+from electra.hf_configs import discriminator_hf_config
+from electra.masking import choose_positions, sample_from_log_probs, sample_tokens
+from electra.metrics import discriminator_metrics, generator_metrics
+from electra.objectives.base import Objective, Parts, masked_input, require_generator
+from electra.objectives.registry import register_objective
+from electra.outputs import StepOutput
+from flops.analytic import FlopPlan
+from generators.build import build_generator
+
+
+def corrupt(
+    model: Parts,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    token_type_ids: torch.Tensor | None,
+    positions: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """ELECTRA's corruption: the generator reads the (masked) input and its samples replace the picked positions.
+
+    Returns (corrupted ids, generator logits at the picked positions, their fp32 log-probabilities). Sampling
+    reuses the log-probabilities the generator loss needs, in fp32 and without gradient.
+    """
+    cfg = model.config
+    generator_input = input_ids
+    if model.generator.needs_masked_input:
+        generator_input = masked_input(model, input_ids, positions)
+    logits = model.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    if cfg.sampling_temperature == 1.0:
+        samples = sample_from_log_probs(log_probs)
+    else:
+        samples = sample_tokens(logits, cfg.sampling_temperature)
+    return input_ids.masked_scatter(positions, samples), logits, log_probs
+
+
+def add_generator_loss(
+    model: Parts,
+    loss: torch.Tensor,
+    metrics: dict[str, torch.Tensor],
+    logits: torch.Tensor,
+    log_probs: torch.Tensor,
+    targets: torch.Tensor,
+) -> torch.Tensor:
+    """The generator's maximum-likelihood term (when it trains) and its metrics, added to an objective's loss."""
+    if model.generator.trainable:
+        gen_loss = F.nll_loss(log_probs, targets)
+        loss = loss + model.config.generator_loss_weight * gen_loss
+        metrics["generator_loss"] = gen_loss.detach()
+    metrics.update(generator_metrics(logits, targets))
+    return loss
+
+
+@register_objective
+class Electra(Objective):
+    name = "electra"
+    summary = "replaced-token detection on every real token, against a small masked-LM generator (the paper)"
+
+    def build(self, model: Parts, token_counts=None) -> None:
+        cfg = model.config
+        model.discriminator = ReplacedTokenDiscriminator(discriminator_hf_config(cfg, model.special.pad))
+        model.generator = build_generator(cfg, model.special, model.discriminator.encoder, token_counts)
+        self.init_head(model)
+
+    def init_head(self, model: Parts) -> None:
+        """Start the discriminator's output at the base rate of its labels, log(p / (1 - p)), instead of 0.
+
+        From a zero bias the first steps must move every output by about that much; Adam moves each weight by
+        ~lr per step, so the cheapest route is to collapse all token states onto one vector, and the encoder then
+        needs hundreds of steps to recover (seen on `tiny`, where accuracy sat at the always-"original" baseline).
+        """
+        p = self.replaced_prior(model.config)
+        with torch.no_grad():
+            model.discriminator.model.discriminator_predictions.dense_prediction.bias.fill_(
+                math.log(p / (1.0 - p))
+            )
+
+    def replaced_prior(self, config: PretrainConfig) -> float:
+        return config.mask_prob
+
+    def loss_positions(self, attention_mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Where the discriminator's binary loss is averaged: every real token."""
+        return attention_mask
+
+    def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
+        cfg = model.config
+        positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
+        targets = input_ids[positions]
+        corrupted, logits, log_probs = corrupt(model, input_ids, attention_mask, token_type_ids, positions)
+        is_replaced = corrupted != input_ids  # a sample equal to the original counts as original
+
+        disc_logits = model.discriminator(corrupted, attention_mask, token_type_ids)
+        disc_loss = replaced_token_loss(
+            disc_logits, is_replaced, self.loss_positions(attention_mask, positions)
+        )
+        loss = cfg.discriminator_loss_weight * disc_loss
+        metrics = {"discriminator_loss": disc_loss.detach()}
+        loss = add_generator_loss(model, loss, metrics, logits, log_probs, targets)
+        metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
+        metrics["loss"] = loss.detach()
+        return StepOutput(loss, metrics)
+
+    def flop_plan(self, config: PretrainConfig) -> FlopPlan:
+        return FlopPlan(head="binary", generator=config.generator)
+
+
+@register_objective
+class ElectraTT(Electra):
+    name = "electra-tt"
+    summary = "ELECTRA with Electric's two-tower generator; its export scores text in one pass"
+    config_defaults = {"generator": "two-tower"}
+
+    def validate(self, config: PretrainConfig) -> None:
+        require_generator(config, self.name, ("two-tower",))
+
+    def flop_plan(self, config: PretrainConfig) -> FlopPlan:
+        # corrupt() runs the two-tower head at the masked positions only (the reference scores every position
+        # and then gathers; we count what runs, which is what the start-up check measures).
+        return FlopPlan(head="binary", generator=config.generator, two_tower_head_at="predicted")
+
+    def scoring(self, model: Parts) -> dict[str, list[str]]:
+        return {"electra-tt": ["discriminator", "generator"], "cloze": ["generator"]}

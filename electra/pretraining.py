@@ -1,0 +1,257 @@
+"""Pretraining: corpus -> tokenizer -> packed examples -> `PretrainingModel` -> the engine -> an export.
+
+`pretrain(config, inputs)` is the whole run behind `electra pretrain` and `python pretrain.py`: it guards the
+output directory (a finished run is never overwritten; `--resume` must match the saved config), builds the model of
+the configured objective, trains it through `electra.engine` (checkpoints, logs, FLOP meter, exact resume), and
+writes the export (`electra.export`), `summary.json` and the training curves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from electra.checkpoint import latest_checkpoint
+from electra.config import PretrainConfig, differing_fields, load_saved_config
+from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset, token_counts
+from electra.engine import Engine, Task, TrainArgs
+from electra.errors import UserError
+from electra.model import PretrainingModel, build_pretraining_model
+from electra.objectives import check_config, flop_report, get_objective
+from electra.outputs import StepOutput
+from electra.tokenization import load_or_train_tokenizer
+from flops.measured import startup_check
+
+# Settings that may change between the interrupted run and its resumption without changing the result.
+RESUMABLE_CHANGES = {
+    "log_every",
+    "save_every",
+    "keep_checkpoints",
+    "dataloader_workers",
+    "flops_budget",
+    "extra",
+}
+
+
+@dataclass
+class PretrainResult:
+    step: int
+    stop_reason: str
+    metrics: dict[str, float]  # the last logged training window
+    output_dir: Path
+    is_main_process: bool
+
+
+@dataclass
+class RunInputs:
+    """Where a pretraining run reads from and writes to (the config says how it trains)."""
+
+    corpus: str
+    output_dir: Path
+    vocab: str | None = None
+    cache_dir: str | None = None
+    num_proc: int | None = None
+    resume: bool = False
+    doc_boundary: str = "auto"
+    strict_utf8: bool = False
+
+
+class PretrainingTask(Task):
+    """Batches of packed examples in a seeded order that any step can restart from; the objective's step."""
+
+    progress_keys = {
+        "discriminator_accuracy": "disc_acc",
+        "generator_accuracy": "gen_acc",
+        "mlm_accuracy": "mlm_acc",
+    }
+
+    def __init__(
+        self, model: PretrainingModel, dataset, collate, order: ResumableBatchOrder, config: PretrainConfig
+    ):
+        self.model = model
+        self.dataset, self.collate, self.order, self.config = dataset, collate, order, config
+        self.flops_per_step = float(flop_report(config).train_flops_per_step)
+        self.flop_check: dict[str, Any] | None = None
+
+    def batches(self, start: int) -> Iterator[dict[str, torch.Tensor]]:
+        loader = torch.utils.data.DataLoader(
+            self.dataset,
+            batch_sampler=_MicroBatches(self.order, start),
+            collate_fn=self.collate,
+            num_workers=self.config.dataloader_workers,
+        )
+        return iter(loader)  # creating the iterator draws from the RNG
+
+    def step(self, model, batch) -> StepOutput:
+        return model(**batch)
+
+    def tokens(self, batch) -> int:
+        return int(batch["attention_mask"].sum())
+
+    def flops(self, micro_batches) -> float:
+        return self.flops_per_step
+
+    def before_training(self, model, resumed: bool) -> None:
+        """Measure one real forward against the analytic count, so a miscounted objective shows at once."""
+        if resumed or not _is_main_process():
+            return
+        batch = self.collate([self.dataset[0], self.dataset[1]])
+        device = next(model.parameters()).device
+        plan = get_objective(self.config.objective).flop_plan(self.config)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # RNG left untouched
+            self.flop_check = startup_check(
+                model, {k: v.to(device) for k, v in batch.items()}, self.config, plan
+            )
+        print(
+            f"FLOP counter check: measured/analytic matmul FLOPs = {self.flop_check['ratio']:.4f}"
+            + (
+                ""
+                if self.flop_check["ok"]
+                else "  (WARNING: more than 2% apart; the logged FLOPs may be off)"
+            )
+        )
+
+
+def train_args(config: PretrainConfig, output_dir: Path | None) -> TrainArgs:
+    """The engine's settings of a pretraining config."""
+    return TrainArgs(
+        max_steps=config.max_steps,
+        learning_rate=config.learning_rate,
+        warmup_steps=config.warmup_steps,
+        schedule=config.lr_schedule,
+        weight_decay=config.weight_decay,
+        adam_betas=(config.adam_beta1, config.adam_beta2),
+        adam_epsilon=config.adam_epsilon,
+        max_grad_norm=config.max_grad_norm,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        compile=config.compile,
+        output_dir=output_dir,
+        log_every=config.log_every,
+        save_every=config.save_every,
+        keep_checkpoints=config.keep_checkpoints,
+        flops_budget=config.flops_budget,
+        description="pretraining",
+    )
+
+
+def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
+    """Run (or resume) one pretraining run; returns the final metrics, the step and why it stopped."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    check_config(config)
+    output_dir = inputs.output_dir
+    resume_from = _check_output_dir(config, output_dir, output_dir / "checkpoints", inputs.resume)
+
+    accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=not torch.cuda.is_available())
+    world = accelerator.num_processes
+    if config.train_batch_size % (world * config.gradient_accumulation_steps):
+        raise UserError(
+            f"train_batch_size {config.train_batch_size} is not divisible by processes ({world}) x "
+            f"gradient_accumulation_steps ({config.gradient_accumulation_steps})."
+        )
+    micro_batch = config.train_batch_size // (world * config.gradient_accumulation_steps)
+    set_seed(config.seed)
+
+    with accelerator.main_process_first():
+        tokenizer = load_or_train_tokenizer(
+            inputs.vocab,
+            inputs.corpus,
+            config.tokenizer_vocab_size,
+            config.lowercase,
+            _sub(inputs.cache_dir, "tokenizers"),
+        )
+        dataset = build_pretraining_dataset(
+            inputs.corpus,
+            tokenizer,
+            config,
+            cache_dir=_sub(inputs.cache_dir, "examples"),
+            num_proc=inputs.num_proc,
+            doc_boundary=inputs.doc_boundary,
+            show_progress=accelerator.is_main_process,
+            strict_utf8=inputs.strict_utf8,
+        )
+    config.vocab_size = len(tokenizer)
+    counts = token_counts(dataset, len(tokenizer)) if config.generator == "unigram" else None
+    model = build_pretraining_model(config, tokenizer, token_counts=counts)
+    if resume_from is None and accelerator.is_main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        config.save(output_dir / "config.json")
+        tokenizer.save_pretrained(str(output_dir / "tokenizer"))
+
+    order = ResumableBatchOrder(len(dataset), micro_batch, config.seed, accelerator.process_index, world)
+    collate = PretrainingCollator(
+        tokenizer.pad_token_id, pad_to=config.max_seq_length if config.compile else None
+    )
+    task = PretrainingTask(model, dataset, collate, order, config)
+    accelerator.print(
+        f"{len(dataset):,} examples | {sum(p.numel() for p in model.parameters()):,} parameters | batch "
+        f"{config.train_batch_size} = {world} processes x {micro_batch} x {config.gradient_accumulation_steps} "
+        f"accumulation | {task.flops_per_step:.3g} train FLOPs/step"
+    )
+    result = Engine(train_args(config, output_dir), accelerator).fit(task, resume_from)
+
+    last = dict(result.metrics, step=result.step)
+    if accelerator.is_main_process:
+        written = model.export(output_dir, tokenizer)
+        summary = dict(last, stop_reason=result.stop_reason, exports={k: str(v) for k, v in written.items()})
+        if task.flop_check is not None:
+            summary["flop_counter_check"] = task.flop_check
+        (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        accelerator.print(
+            f"done at step {result.step} ({result.stop_reason}); exports: "
+            + ", ".join(str(v) for v in written.values())
+        )
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return PretrainResult(
+        result.step, result.stop_reason, result.metrics, output_dir, accelerator.is_main_process
+    )
+
+
+class _MicroBatches:
+    """A DataLoader batch sampler over the resumable order, starting at a given micro-batch."""
+
+    def __init__(self, order: ResumableBatchOrder, start: int):
+        self.order, self.start = order, start
+
+    def __iter__(self):
+        return self.order.batches(self.start)
+
+
+def _check_output_dir(
+    config: PretrainConfig, output_dir: Path, checkpoints_dir: Path, resume: bool
+) -> Path | None:
+    existing = latest_checkpoint(checkpoints_dir)
+    if not resume:
+        if existing is not None or (output_dir / "summary.json").exists():
+            raise UserError(
+                f"{output_dir} already holds a run; pass --resume to continue it or choose another --output."
+            )
+        return None
+    if existing is None:
+        raise UserError(f"--resume: {checkpoints_dir} has no complete checkpoint to resume from.")
+    saved = load_saved_config(output_dir / "config.json")
+    saved.vocab_size = config.vocab_size
+    changed = differing_fields(saved, config, ignore=RESUMABLE_CHANGES | {"vocab_size"})
+    if changed:
+        raise UserError(
+            f"--resume: {output_dir / 'config.json'} differs from this run in {', '.join(changed)}; "
+            "rerun with the original settings or start a new --output."
+        )
+    return existing
+
+
+def _is_main_process() -> bool:
+    from accelerate import PartialState
+
+    return PartialState().is_main_process
+
+
+def _sub(root: str | None, name: str) -> str | None:
+    return str(Path(root) / name) if root else None

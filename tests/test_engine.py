@@ -1,0 +1,195 @@
+"""The one training engine, on a task small enough to reason about: exact resume, accumulation, evaluation with
+early stopping and best-state restore, the FLOP budget, namespaced logs; and GLUE resuming through it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+import electra.engine as engine_module
+from electra.engine import EarlyStopping, Engine, Task, TrainArgs
+from electra.outputs import StepOutput
+from electra.run_log import read_csv, read_metrics
+
+
+class Regression(Task):
+    """y = x·w* + noise, in batches drawn from a seeded order that any step can restart from."""
+
+    def __init__(self, batch_size: int = 8, scores: list[float] | None = None):
+        generator = torch.Generator().manual_seed(0)
+        self.x = torch.randn(64, 4, generator=generator)
+        self.y = self.x @ torch.tensor([1.0, -2.0, 0.5, 3.0]) + 0.1 * torch.randn(64, generator=generator)
+        torch.manual_seed(1)
+        self.model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.1), nn.Linear(8, 1))
+        self.batch_size, self.scores, self.evaluated = batch_size, scores, 0
+
+    def batches(self, start: int):
+        n = 64 // self.batch_size
+        step = start
+        while True:
+            order = torch.randperm(64, generator=torch.Generator().manual_seed(step // n))
+            rows = order[(step % n) * self.batch_size : (step % n + 1) * self.batch_size]
+            yield {"x": self.x[rows], "y": self.y[rows]}
+            step += 1
+
+    def step(self, model, batch) -> StepOutput:
+        loss = nn.functional.mse_loss(model(batch["x"]).squeeze(-1), batch["y"])
+        return StepOutput(loss, {"loss": loss.detach()})
+
+    def tokens(self, batch) -> int:
+        return len(batch["x"])
+
+    def flops(self, micro_batches) -> float:
+        return 100.0 * sum(len(b["x"]) for b in micro_batches)
+
+    def evaluate(self, model) -> dict[str, float] | None:
+        if self.scores is None:
+            return None
+        self.evaluated += 1
+        return {"score": self.scores[self.evaluated - 1]}
+
+
+def _args(tmp_path, **kw) -> TrainArgs:
+    base = dict(
+        max_steps=6, learning_rate=0.05, warmup_steps=2, output_dir=tmp_path, log_every=1, progress=False
+    )
+    return TrainArgs(**{**base, **kw})
+
+
+def _weights(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_a_killed_run_resumes_exactly(tmp_path, monkeypatch):
+    straight = Regression()
+    torch.manual_seed(5)  # the run's RNG (dropout); a resumed run gets it back from the checkpoint
+    Engine(_args(tmp_path / "a", save_every=2)).fit(straight)
+
+    real_save = engine_module.save_checkpoint
+
+    def save_then_die(directory, step, *args, **kwargs):
+        real_save(directory, step, *args, **kwargs)
+        if step == 4:
+            raise KeyboardInterrupt("killed after the step-4 checkpoint")
+
+    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    killed = Regression()
+    torch.manual_seed(5)
+    with pytest.raises(KeyboardInterrupt):
+        Engine(_args(tmp_path / "b", save_every=2)).fit(killed)
+    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    resumed = Regression()  # fresh weights: everything must come from the checkpoint
+    engine = Engine(_args(tmp_path / "b", save_every=2))
+    result = engine.fit(resumed, engine.latest_checkpoint())
+    assert result.step == 6
+    a, b = _weights(straight.model), _weights(resumed.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)  # dropout, data order and Adam state all restored
+    rows = lambda d: [(r["step"], r["loss"], r["learning_rate"]) for r in read_metrics(d)]  # noqa: E731
+    assert rows(tmp_path / "a") == rows(tmp_path / "b")
+
+
+def test_accumulation_of_half_batches_equals_the_full_batch(tmp_path):
+    full, halves = Regression(batch_size=16), Regression(batch_size=8)
+    halves.model.load_state_dict(full.model.state_dict())
+    full.model[1].p = halves.model[1].p = 0.0  # no dropout: the two runs see identical arithmetic
+    Engine(_args(None, max_steps=1, output_dir=None)).fit(full)
+    Engine(_args(None, max_steps=1, output_dir=None, gradient_accumulation_steps=2)).fit(halves)
+    for (name, a), b in zip(full.model.state_dict().items(), halves.model.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_early_stopping_keeps_and_restores_the_best_state(tmp_path):
+    # Evaluated at steps 0 (start), 2, 4, 6, 8: best at step 2, then two evaluations without a gain.
+    task = Regression(scores=[0.1, 0.9, 0.5, 0.4, 0.3])
+    seen = {}
+    scripted = task.evaluate
+
+    def evaluate(model):
+        metrics = scripted(model)
+        seen[task.evaluated] = _weights(model)  # the weights behind the n-th evaluation
+        return metrics
+
+    task.evaluate = evaluate
+    stopping = EarlyStopping("score", "max", patience=2, evaluate_at_start=True)
+    result = Engine(_args(tmp_path, max_steps=20, eval_every=2, early_stopping=stopping, save_every=2)).fit(
+        task
+    )
+    assert result.stop_reason == "early_stopping" and result.step == 6
+    assert result.best["step"] == 2 and result.best["value"] == 0.9
+    assert [e["step"] for e in result.evaluations] == [0, 2, 4, 6]
+    assert all(torch.equal(v, seen[2][k]) for k, v in task.model.state_dict().items())  # step 2's weights
+    columns = set().union(*(row.keys() for row in read_csv(tmp_path / "metrics.csv")))
+    assert "train/loss" in columns and "eval/score" in columns
+    assert (tmp_path / "logs").is_dir()  # TensorBoard
+    assert (tmp_path / "checkpoints" / engine_module.BEST_WEIGHTS).is_file()
+
+
+def test_flop_budget_stops_at_the_first_step_that_spends_it(tmp_path):
+    result = Engine(_args(tmp_path, max_steps=100, flops_budget=2500.0)).fit(Regression())
+    assert result.stop_reason == "flops_budget"
+    assert result.flops == 3200.0 and result.step == 4  # 800 FLOPs a step: 2400 < 2500 <= 3200
+
+
+def test_a_non_finite_loss_is_a_one_line_error(tmp_path):
+    from electra.errors import UserError
+
+    with pytest.raises(UserError, match="loss is not finite"):
+        Engine(_args(tmp_path, learning_rate=1e30, warmup_steps=0, max_steps=50)).fit(Regression())
+
+
+def test_glue_resumes_an_interrupted_seed(tmp_path, monkeypatch):
+    """GLUE through the engine: a seed killed after a checkpoint and resumed scores as the uninterrupted one."""
+    from transformers import ElectraTokenizerFast
+
+    from electra.cli import main
+    from electra.model import build_pretraining_model
+    from electra.objectives import build_config
+    from tests.golden_trace import WORDS, write_stsb
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
+    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    small = dict(
+        hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=2, embedding_size=16
+    )
+    torch.manual_seed(0)
+    build_pretraining_model(build_config("tiny", overrides=small), tokenizer).export(
+        tmp_path / "run", tokenizer
+    )
+    data = write_stsb(tmp_path / "glue")
+    flags = [
+        "--task",
+        "stsb",
+        "--data-dir",
+        str(data),
+        "--max-steps",
+        "6",
+        "--batch-size",
+        "8",
+        "--save-every",
+        "2",
+    ]
+
+    def glue(out: str, *extra: str, code: int = 0) -> dict | None:
+        argv = ["glue", "--model", str(tmp_path / "run"), *flags, "--output", str(tmp_path / out), *extra]
+        assert main(argv) == code
+        if code:
+            return None
+        return json.loads((tmp_path / out / "results.json").read_text())["results"]["stsb"]["medians"]
+
+    straight = glue("straight")
+    real_save = engine_module.save_checkpoint
+
+    def save_then_die(directory, step, *args, **kwargs):
+        real_save(directory, step, *args, **kwargs)
+        if step == 4:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    glue("killed", code=130)  # the command reports the interruption and exits 130
+    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    assert glue("killed", "--resume") == straight
+    rows = read_metrics(tmp_path / "killed" / "runs" / "stsb" / "seed-1")
+    assert [r["step"] for r in rows][-1] == 6 and "loss" in rows[-1]

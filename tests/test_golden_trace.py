@@ -1,0 +1,67 @@
+"""Behaviour is preserved: a fixed-seed `tiny` run still computes what the recorded trace says (tests/golden_trace.py).
+
+On the machine that recorded it the numbers are bitwise equal; on another CPU the matrix kernels may sum in another
+order, so losses are compared to 1e-4 and the discrete metrics (accuracies, fractions) to one token in a thousand.
+A trace recorded on a different Python (whose standard library docs are the embedded corpus) is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tests import golden_trace
+
+TRACE = Path(__file__).parent / "golden" / "trace.json"
+CONTINUOUS = ("loss", "grad_norm", "learning_rate", "flops", "energy")
+
+
+def _close(name: str, recorded: float, now: float) -> bool:
+    if math.isnan(recorded) or math.isnan(now):
+        return math.isnan(recorded) and math.isnan(now)
+    if any(part in name for part in CONTINUOUS):
+        return now == pytest.approx(recorded, rel=1e-4, abs=1e-7)
+    return abs(now - recorded) <= 1e-3 + 1e-3 * abs(recorded)
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory) -> dict:
+    work = tmp_path_factory.mktemp("golden")
+    _, _, digest = golden_trace.corpus_and_vocab(work)
+    recorded = json.loads(TRACE.read_text())
+    if digest != recorded["corpus_sha256"]:
+        pytest.skip("this Python's standard-library docs differ from the recorded embedded corpus")
+    return {"now": golden_trace.record(work), "recorded": recorded}
+
+
+@pytest.mark.slow
+def test_every_objective_trains_as_recorded(trace):
+    now, recorded = trace["now"]["steps"], trace["recorded"]["steps"]
+    assert set(now) == set(recorded) == set(golden_trace.OBJECTIVES)
+    bitwise = True
+    for objective, rows in recorded.items():
+        assert len(now[objective]) == len(rows) == golden_trace.STEPS, objective
+        for step, (was, is_) in enumerate(zip(rows, now[objective]), start=1):
+            assert set(is_) == set(was), f"{objective} step {step}: metrics {set(is_) ^ set(was)}"
+            for name, value in was.items():
+                bitwise &= is_[name] == value or (math.isnan(value) and math.isnan(is_[name]))
+                assert _close(name, value, is_[name]), (
+                    f"{objective} step {step} {name}: {value} -> {is_[name]}"
+                )
+    print("golden trace bitwise equal:", bitwise)
+
+
+@pytest.mark.slow
+def test_glue_fine_tune_scores_as_recorded(trace):
+    for name, value in trace["recorded"]["glue_stsb"].items():
+        assert trace["now"]["glue_stsb"][name] == pytest.approx(value, rel=1e-3, abs=1e-4), name
+
+
+@pytest.mark.slow
+def test_every_scoring_method_scores_as_recorded(trace):
+    assert set(trace["now"]["pll"]) == set(trace["recorded"]["pll"])
+    for key, values in trace["recorded"]["pll"].items():
+        assert trace["now"]["pll"][key] == pytest.approx(values, rel=1e-4), key
