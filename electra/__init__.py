@@ -10,17 +10,37 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+# The names electra.api exports (tests/test_objective_registry.py checks the two lists agree).
+API = (
+    "Export",
+    "Objective",
+    "PretrainingModel",
+    "PretrainResult",
+    "Scorer",
+    "build_config",
+    "build_pretraining_model",
+    "finetune_dir",
+    "finetune_glue",
+    "finetune_squad",
+    "flop_report",
+    "get_objective",
+    "load_scorer",
+    "objective_names",
+    "pretrain",
+    "read_export",
+    "register_objective",
+)
+
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so that `electra.errors` or the CLI's argument parsing never pays for torch and transformers.
+    # Lazy, so that `electra.errors` or the CLI's argument parsing never pays for torch and transformers. Only the
+    # API's names load it: `from electra import cli` must not (Python asks __getattr__ before importing a submodule).
+    if name not in API:
+        raise AttributeError(f"module 'electra' has no attribute {name!r}")
     import electra.api as api
 
-    if name in api.__all__:
-        return getattr(api, name)
-    raise AttributeError(f"module 'electra' has no attribute {name!r}")
+    return getattr(api, name)
 
 
 def __dir__() -> list[str]:
-    import electra.api as api
-
-    return sorted([*globals(), *api.__all__])
+    return sorted([*globals(), *API])

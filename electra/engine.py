@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import Accelerator
 from safetensors.torch import load_file
 from torch import nn
 from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
 
 from electra.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_tensors_atomically
 from electra.errors import UserError
@@ -154,8 +156,6 @@ class Task:
 class Engine:
     def __init__(self, args: TrainArgs, accelerator: Any = None):
         if accelerator is None:
-            from accelerate import Accelerator
-
             accelerator = Accelerator(cpu=not torch.cuda.is_available())
         self.args = args
         self.accelerator = accelerator
@@ -278,7 +278,8 @@ class Engine:
             if (args.eval_every and step % args.eval_every == 0) or done:
                 previous = best
                 best = self._evaluate(task, model, step, log, evaluations, best)
-                if stopping is not None and stopping.patience is not None and best is previous:
+                stalled = best is previous and best is not None and stopping is not None
+                if stalled and stopping.patience is not None:
                     if step - best["step"] >= stopping.patience * args.eval_every:
                         stop_reason = "early_stopping"
             if self.checkpoints_dir is not None and (
@@ -380,8 +381,6 @@ def _to_device(batch: Any, device: torch.device) -> Any:
 
 
 def _progress_bar(args: TrainArgs, step: int, enabled: bool):
-    from tqdm.auto import tqdm
-
     return tqdm(total=args.max_steps, initial=step, disable=not enabled, desc=args.description)
 
 

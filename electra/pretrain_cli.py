@@ -47,7 +47,13 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         help="BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus",
     )
     parser.add_argument("--output", default=None, help="run directory (default: runs/<size>-<objective>)")
-    parser.add_argument("--objective", choices=OBJECTIVE_CHOICES, help="pretraining objective")
+    parser.add_argument(
+        "--objective",
+        choices=OBJECTIVE_CHOICES,
+        metavar="NAME",  # argparse lists `choices` when it builds the parser unless a metavar stands in
+        help="pretraining objective: a registered name (electra, mlm, electric, electra-tt, ...; an unknown name "
+        "is answered with the full list)",
+    )
     parser.add_argument("--generator", choices=GENERATORS, help="generator (noise distribution)")
     parser.add_argument("--max-steps", type=int, help="optimizer steps")
     parser.add_argument(

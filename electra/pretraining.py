@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import Accelerator, PartialState
+from accelerate.utils import set_seed
 
 from electra.checkpoint import latest_checkpoint
 from electra.config import PretrainConfig, differing_fields, load_saved_config
@@ -141,9 +143,6 @@ def train_args(config: PretrainConfig, output_dir: Path | None) -> TrainArgs:
 
 def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     """Run (or resume) one pretraining run; returns the final metrics, the step and why it stopped."""
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-
     check_config(config)
     output_dir = inputs.output_dir
     resume_from = _check_output_dir(config, output_dir, output_dir / "checkpoints", inputs.resume)
@@ -248,8 +247,6 @@ def _check_output_dir(
 
 
 def _is_main_process() -> bool:
-    from accelerate import PartialState
-
     return PartialState().is_main_process
 
 

@@ -24,9 +24,9 @@ class RunLog:
             return
         directory.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
-            rows = read_csv(self.path)
-            kept = [row for row in rows if row.get("step", math.inf) <= resume_step]
-            self.fields = list(rows[0].keys()) if rows else []
+            with self.path.open(newline="") as handle:
+                self.fields = list(csv.DictReader(handle).fieldnames or [])
+            kept = [row for row in read_csv(self.path) if row.get("step", math.inf) <= resume_step]
             self._rewrite(kept)
         if tensorboard:
             try:

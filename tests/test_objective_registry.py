@@ -90,3 +90,9 @@ def test_a_toy_objective_trains_three_steps_through_the_public_api(small_corpus,
     assert export.scoring == {}  # nothing here can score text, and the manifest says so
     model = ElectraForPreTraining.from_pretrained(str(electra.finetune_dir(tmp_path / "run")))
     assert model.config.electra_objective == "toy-uniform-rtd"
+
+
+def test_the_lazy_package_names_exactly_the_api():
+    import electra.api
+
+    assert set(electra.API) == set(electra.api.__all__)

@@ -77,6 +77,33 @@ def _squad(files: dict[str, Path], out: Path, *extra: str) -> dict:
     return json.loads((out / "results.json").read_text())
 
 
+def test_an_interrupted_fine_tune_resumes_to_the_same_predictions(files, tmp_path: Path, monkeypatch) -> None:
+    """SQuAD trains on the engine: killed after the step-4 checkpoint, `--resume` ends where a straight run ends."""
+    import electra.engine as engine_module
+
+    flags = ["--train", str(files["train"]), "--eval", str(files["eval_one"]), "--version", "1.1"]
+    flags += ["--max-steps", "6", "--max-train-examples", "120", "--save-every", "2"]
+    straight = _squad(files, tmp_path / "straight", *flags)
+    real_save = engine_module.save_checkpoint
+
+    def save_then_die(directory, step, *args, **kwargs):
+        real_save(directory, step, *args, **kwargs)
+        if step == 4:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    argv = ["squad", "--model", str(files["checkpoint"]), "--output", str(tmp_path / "killed"), *FAST, *flags]
+    assert main(argv) == 130
+    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    resumed = _squad(files, tmp_path / "killed", *flags, "--resume")
+    assert resumed["eval"] == straight["eval"] and resumed["train"]["steps"] == 6
+    assert resumed["train"]["first_loss"] == straight["train"]["first_loss"]
+    predictions = [
+        json.loads((tmp_path / d / "predictions.json").read_text()) for d in ("straight", "killed")
+    ]
+    assert predictions[0] == predictions[1]
+
+
 def test_v11_train_save_reload_and_official_eval(files, tmp_path: Path, capsys) -> None:
     out = tmp_path / "v1"
     results = _squad(

@@ -302,3 +302,38 @@ def test_electric_objective_trains_jointly(data, retrieved, tmp_path):
     rows = read_loss_log(tmp_path / "el" / "stage1")
     assert len(rows) == 2 and all(r["lm_internal"] > 0 and r["lm_external"] > 0 for r in rows)
     assert results["stage1_steps"] == 2
+
+
+def test_a_killed_run_resumes_to_the_same_results(data, retrieved, tmp_path, monkeypatch):
+    """Both stages run on the engine: killed in stage 2 after a checkpoint, `resume` reloads stage 1's final
+    weights, continues stage 2 from its checkpoint and ends where an uninterrupted run ends."""
+    import electra.engine as engine_module
+
+    def settings(out: str, **kw) -> TLMSettings:
+        return _settings(
+            data,
+            tmp_path / out,
+            objective="electra",
+            rho1=1,
+            rho2=1.0,
+            steps=4,
+            finetune_epochs=2,
+            save_every=2,
+            **kw,
+        )
+
+    straight = train_tlm(settings("straight"))
+    real_save = engine_module.save_checkpoint
+
+    def save_then_die(directory, step, *args, **kwargs):
+        real_save(directory, step, *args, **kwargs)
+        if "stage2" in str(directory) and step == 2:
+            raise KeyboardInterrupt("killed in stage 2")
+
+    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        train_tlm(settings("killed"))
+    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    resumed = train_tlm(settings("killed", resume=True))
+    for key in ("stage1_steps", "stage1_flops", "total_flops", "best_epoch", "stage1_dev", "dev", "test"):
+        assert resumed[key] == straight[key], key
