@@ -17,6 +17,25 @@ from electra.errors import UserError
 GENERATORS = ("mlm", "unigram", "two-tower")
 EMBEDDING_SHARING = ("none", "embeddings", "all")
 MIXED_PRECISION = ("no", "bf16", "fp16")
+LR_SCHEDULES = ("linear", "reference")  # electra.optim.lr_schedule
+# Integer fields that count something: zero of them trains nothing (or divides by zero).
+COUNTS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "intermediate_size",
+    "num_attention_heads",
+    "embedding_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "max_seq_length",
+    "tokenizer_vocab_size",
+    "max_steps",
+    "train_batch_size",
+    "gradient_accumulation_steps",
+    "log_every",
+    "save_every",
+)
 
 
 @dataclass
@@ -88,10 +107,14 @@ class PretrainConfig:
         The objective's name and its own constraints are checked by `electra.objectives.check_config`, which
         reads the registry (this module sits below it and knows no objective).
         """
+        for name in COUNTS:
+            if getattr(self, name) < 1:
+                raise UserError(f"config: {name} must be at least 1, got {getattr(self, name)}.")
         _choice("generator", self.generator, GENERATORS)
         _choice("embedding_sharing", self.embedding_sharing, EMBEDDING_SHARING)
         _choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
         _choice("attn_implementation", self.attn_implementation, ("sdpa", "eager"))
+        _choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         if self.hidden_size % self.num_attention_heads:
             raise UserError(
                 f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads "
@@ -110,8 +133,13 @@ class PretrainConfig:
             raise UserError(
                 "config: embedding_sharing=all ties every weight, so it needs generator_hidden_multiplier=1.0."
             )
-        if self.train_batch_size < 1 or self.gradient_accumulation_steps < 1:
-            raise UserError("config: train_batch_size and gradient_accumulation_steps must be at least 1.")
+        for name in ("warmup_steps", "dataloader_workers", "keep_checkpoints"):
+            if getattr(self, name) < 0:
+                raise UserError(f"config: {name} must not be negative, got {getattr(self, name)}.")
+        if self.flops_budget is not None and not self.flops_budget > 0:
+            raise UserError(f"config: flops_budget must be positive (e.g. 1e15), got {self.flops_budget}.")
+        if not self.learning_rate > 0:
+            raise UserError(f"config: learning_rate must be positive, got {self.learning_rate}.")
         return self
 
     # ---- derived generator shape ----
@@ -240,27 +268,47 @@ def field_names() -> set[str]:
     return {f.name for f in fields(PretrainConfig)}
 
 
-def _coerce(name: str, raw: Any) -> Any:
-    """Turn a CLI string (or JSON value) into the field's type; errors name the field."""
+def _coerce(name: str, raw: Any, source: str = "config") -> Any:
+    """Turn a CLI string or a JSON value into the field's type, strictly; errors name the field.
+
+    An integer field takes an integral number only (2, 2.0, "1e3"; not 2.5 or "5e-1", which would floor to another
+    value silently), a boolean field a boolean (or yes/no words from the command line), a float field a number, a
+    string field a string.
+    """
     f = {f.name: f for f in fields(PretrainConfig)}[name]
     kind = str(f.type)
-    if not isinstance(raw, str):
-        return raw
-    try:
-        if raw.lower() in ("none", "null") and "None" in kind:
+    nullable = "None" in kind
+    if raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null")):
+        if nullable:
             return None
-        if kind.startswith("bool"):
-            if raw.lower() in ("1", "true", "yes", "on"):
-                return True
-            if raw.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
+        raise UserError(f"{source}: {name} cannot be empty (null); give a {kind}.")
+    if kind.startswith("dict"):
+        if not isinstance(raw, dict):
+            raise UserError(f"{source}: {name} must be a JSON object, got {raw!r}.")
+        return raw
+    wrong = UserError(f"{source}: {name}={raw!r} is not a valid {kind.replace(' | None', '')}.")
+    if kind.startswith("bool"):
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            return raw.lower() in ("1", "true", "yes", "on")
+        raise wrong
+    if kind.startswith("int") or kind.startswith("float"):
+        if isinstance(raw, bool):
+            raise wrong
+        try:
+            number = float(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            raise wrong from None
+        if not isinstance(number, (int, float)) or number != number:  # not a number, or NaN
+            raise wrong
         if kind.startswith("int"):
-            return int(float(raw)) if "e" in raw.lower() else int(raw)
-        if kind.startswith("float"):
-            return float(raw)
-    except ValueError:
-        raise UserError(f"config: {name}={raw!r} is not a valid {kind}.") from None
+            if number != int(number):
+                raise UserError(f"{source}: {name}={raw!r} is not a whole number; give an integer.")
+            return int(number)
+        return float(number)
+    if not isinstance(raw, str):
+        raise wrong
     return raw
 
 
@@ -278,19 +326,21 @@ def assemble_config(
     if size not in SIZES:
         raise UserError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}.")
     values: dict[str, Any] = dict(SIZES[size])
-    layered: dict[str, Any] = {}
-    if config_file is not None:
-        layered.update(load_config_file(config_file))
-    layered.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    unknown = sorted(set(layered) - field_names())
-    if unknown:
-        where = f" in {config_file}" if config_file else ""
-        raise UserError(
-            f"unknown config key(s){where}: {', '.join(unknown)}. Run `electra pretrain --help-config` for the list."
-        )
+    from_file = load_config_file(config_file) if config_file is not None else {}
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    for layer in (from_file, given):
+        unknown = sorted(set(layer) - field_names())
+        if unknown:
+            where = f" in {config_file}" if layer is from_file else ""
+            raise UserError(
+                f"unknown config key(s){where}: {', '.join(unknown)}. Run `electra pretrain --help-config` for "
+                "the list."
+            )
+    layered = {k: _coerce(k, v, f"config file {config_file}") for k, v in from_file.items()}
+    layered.update({k: _coerce(k, v) for k, v in given.items()})
     objective = layered.get("objective", values.get("objective", "electra"))
     values.update(objective_defaults(objective))
-    values.update({k: _coerce(k, v) for k, v in layered.items()})
+    values.update(layered)
     return PretrainConfig(**values).validate()
 
 
@@ -326,7 +376,7 @@ def load_saved_config(path: str | Path) -> PretrainConfig:
         raise UserError(
             f"{path}: unknown config key(s) {', '.join(unknown)}; was it written by this library?"
         )
-    return PretrainConfig(**data).validate()
+    return PretrainConfig(**{k: _coerce(k, v, str(path)) for k, v in data.items()}).validate()
 
 
 def differing_fields(a: PretrainConfig, b: PretrainConfig, ignore: set[str]) -> list[str]:

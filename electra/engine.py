@@ -19,12 +19,14 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from accelerate import Accelerator
 from safetensors.torch import load_file
@@ -176,6 +178,7 @@ class Engine:
         args, acc = self.args, self.accelerator
         accumulation = args.gradient_accumulation_steps
         model = task.model
+        split_rng_per_process(acc.process_index, acc.num_processes)  # a resumed run then restores its own
         # On the device before the optimizer exists: fused AdamW needs CUDA parameters to choose itself.
         model.to(acc.device)
         optimizer = build_adamw(
@@ -351,6 +354,22 @@ class Engine:
             state = load_file(str(path)) if path.is_file() else None
         if state is not None:
             model.load_state_dict(state, strict=False)
+
+
+def split_rng_per_process(rank: int, world: int) -> None:
+    """Give every process its own random stream (masking, sampling, dropout), derived from the shared one.
+
+    All processes are seeded alike so that they build identical models; left so, each would mask the same positions
+    of its rows and draw the same samples. One draw from the shared stream plus the process index reseeds torch,
+    numpy and `random`. A single process keeps its stream untouched, so one-process runs are unchanged.
+    """
+    if world <= 1:
+        return
+    base = int(torch.randint(0, 2**31 - 1, (1,)).item())
+    seed = base + 7919 * (rank + 1)
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
 
 
 def shuffled_epochs(dataset: Any, batch_size: int, seed: int, collate: Any, accelerator: Any, start: int = 0):

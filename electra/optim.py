@@ -28,11 +28,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from electra.config import LR_SCHEDULES
+
 # Parameters whose name matches get no weight decay (the reference's exclude_from_weight_decay list: LayerNorm
 # weights and biases, and every bias, the two-tower generator's `output_bias` included).
 NO_DECAY_PATTERN = re.compile(r"LayerNorm|layer_norm|bias")
 
-SCHEDULES = ("linear", "reference")
 
 
 def no_decay(name: str) -> bool:
@@ -166,8 +167,8 @@ def lr_schedule(shape: str, warmup_steps: int, total_steps: int) -> Callable[[in
       warmup ramp): min(1, (s+1)/warmup) * max(0, 1 - s/total). With warmup at 10% of the run the two shapes
       differ by at most 10% of the peak rate, at the end of the warmup.
     """
-    if shape not in SCHEDULES:
-        raise ValueError(f"learning-rate schedule {shape!r} is not one of {SCHEDULES}")
+    if shape not in LR_SCHEDULES:
+        raise ValueError(f"learning-rate schedule {shape!r} is not one of {LR_SCHEDULES}")
     total = max(1, int(total_steps))
     if shape == "linear":
         warmup = max(1, int(warmup_steps))

@@ -91,3 +91,41 @@ def test_unknown_key_in_file_names_the_file(tmp_path):
 def test_every_size_validates():
     for size in SIZES:
         build_config(size)
+
+
+@pytest.mark.parametrize(
+    "value, fragment",
+    [
+        ({"num_hidden_layers": 2.5}, "num_hidden_layers=2.5 is not a whole number"),
+        ({"max_steps": "abc"}, "max_steps='abc' is not a valid int"),
+        ({"compile": "maybe"}, "compile='maybe' is not a valid bool"),
+        ({"mixed_precision": True}, "mixed_precision=True is not a valid str"),
+        ({"learning_rate": [1]}, "learning_rate=\\[1\\] is not a valid float"),
+        ({"hidden_size": None}, "hidden_size cannot be empty"),
+    ],
+)
+def test_json_values_of_the_wrong_type_name_the_file(tmp_path, value, fragment):
+    """Before: a float layer count reached transformers and ended in a traceback."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(value))
+    with pytest.raises(UserError, match=f"config file {path}: {fragment}"):
+        build_config("tiny", path)
+
+
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ({"max_steps": "5e-1"}, "not a whole number"),  # was floored to 0: an untrained model exported with exit 0
+        ({"max_steps": "0"}, "max_steps must be at least 1"),
+        ({"save_every": "0"}, "save_every must be at least 1"),  # was a division by zero after the first step
+        ({"train_batch_size": "-4"}, "train_batch_size must be at least 1"),
+        ({"num_attention_heads": "0"}, "num_attention_heads must be at least 1"),
+        ({"flops_budget": "0"}, "flops_budget must be positive"),
+        ({"warmup_steps": "-1"}, "warmup_steps must not be negative"),
+        ({"lr_schedule": "cosine"}, "lr_schedule='cosine' is not one of linear, reference"),
+    ],
+)
+def test_counts_and_choices_are_checked(override, fragment):
+    with pytest.raises(UserError, match=fragment):
+        build_config("tiny", overrides=override)
+    assert build_config("tiny", overrides={"max_steps": "1e3"}).max_steps == 1000  # integral: accepted

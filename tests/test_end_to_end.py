@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from electra.cli import main
 from electra.run_log import read_metrics
@@ -114,9 +115,17 @@ def test_two_cpu_processes(small_corpus, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 processes x 4" in done.stdout
     assert [row["step"] for row in _rows(out)] == [2.0, 4.0]
+    from safetensors.torch import load_file
     from transformers import ElectraForPreTraining
 
     ElectraForPreTraining.from_pretrained(out / "discriminator")
+    # A two-process run equals itself on rerun (each process's own random stream is derived deterministically).
+    again = [part if part != str(out) else str(tmp_path / "again") for part in command]
+    done = subprocess.run(again, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first = load_file(str(out / "discriminator" / "model.safetensors"))
+    second = load_file(str(tmp_path / "again" / "discriminator" / "model.safetensors"))
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
 
 
 def _fails(capsys, argv) -> str:

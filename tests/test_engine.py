@@ -193,3 +193,43 @@ def test_glue_resumes_an_interrupted_seed(tmp_path, monkeypatch):
     assert glue("killed", "--resume") == straight
     rows = read_metrics(tmp_path / "killed" / "runs" / "stsb" / "seed-1")
     assert [r["step"] for r in rows][-1] == 6 and "loss" in rows[-1]
+
+
+def _draw_after_split(rank: int, world: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+
+    from electra.engine import split_rng_per_process
+    from electra.masking import choose_positions
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    torch.manual_seed(42)  # every process seeded alike, as `set_seed(config.seed)` does
+    split_rng_per_process(rank, world)
+    ids = torch.arange(5, 69).repeat(4, 1)
+    positions = choose_positions(ids, torch.ones_like(ids), torch.tensor([0, 1, 2, 3]), 0.15).float()
+    gathered = [torch.zeros_like(positions) for _ in range(world)]
+    dist.all_gather(gathered, positions)
+    if rank == 0:
+        torch.save(torch.stack(gathered), out)
+    dist.destroy_process_group()
+
+
+def test_every_process_masks_its_own_positions(tmp_path):
+    """Before: every rank drew the same random numbers, so the masks fell on the same positions of each rank's rows."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "masks.pt"
+    mp.spawn(_draw_after_split, args=(2, port, str(out)), nprocs=2, join=True)
+    masks = torch.load(out)
+    overlap = (masks[0] * masks[1]).sum() / masks[0].sum()
+    assert overlap < 0.5  # independent draws share ~15% of positions; identical ones would share 100%
+    # One process keeps its stream: one-process runs are exactly what they were.
+    torch.manual_seed(42)
+    expected = torch.rand(3)
+    torch.manual_seed(42)
+    engine_module.split_rng_per_process(0, 1)
+    assert torch.equal(torch.rand(3), expected)
