@@ -2,12 +2,15 @@
 
 A checkpoint is a directory `checkpoints/step-XXXXXXX/`. It is written under a temporary name and renamed only
 when complete, and `checkpoints/latest` (a one-line file, replaced atomically) names the newest, so a kill at any
-moment leaves the previous checkpoint intact and findable. Loading never unpickles, so a checkpoint from
+moment leaves the previous checkpoint intact and findable. Every file's SHA-256 is stored beside it
+(`checksums.json`); a resume verifies them and falls back to the newest intact checkpoint, saying so. Free space is
+checked before a write, and a failed write cleans up after itself. Loading never unpickles, so a checkpoint from
 elsewhere cannot run code.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -22,6 +25,7 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from electra.errors import UserError
 
 LATEST = "latest"
+CHECKSUMS = "checksums.json"
 
 
 def checkpoint_name(step: int) -> str:
@@ -48,31 +52,118 @@ def save_checkpoint(
     barrier=lambda: None,
     keep: int = 2,
 ) -> Path:
-    """Every process writes its RNG state; the main process writes the rest and publishes the directory."""
+    """Every process writes its RNG state; the main process writes the rest and publishes the directory.
+
+    Refuses (one line) when the disk cannot hold one more checkpoint, and turns a failed write into one line after
+    removing what it wrote: the previous checkpoints stay as they were.
+    """
     checkpoints_dir.mkdir(parents=True, exist_ok=True)
     final = checkpoints_dir / checkpoint_name(step)
     staging = checkpoints_dir / f".{checkpoint_name(step)}.partial"
-    if is_main:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-    barrier()
-    _save_rng(staging, rank)
-    if is_main:
-        save_model(model, str(staging / "model.safetensors"))
-        _save_optimizer(optimizer, staging)
-        state = dict(trainer_state, step=step, scheduler=_jsonable(scheduler.state_dict()))
-        (staging / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n")
-    barrier()
-    if is_main:
-        for file in staging.iterdir():
-            _fsync(file)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(staging, final)
-        _write_atomically(checkpoints_dir / LATEST, final.name + "\n")
-        _prune(checkpoints_dir, keep)
+    needed = checkpoint_bytes(model, optimizer)
+    free = shutil.disk_usage(checkpoints_dir).free
+    if free < needed:  # every process decides alike: no process is left waiting at a barrier
+        raise UserError(
+            f"{checkpoints_dir}: {_mib(free)} free, a checkpoint needs about {_mib(needed)} (the oldest is removed "
+            "only after the new one is complete); free some space, lower keep_checkpoints, or use another --output."
+        )
+    try:
+        if is_main:
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+        barrier()
+        _save_rng(staging, rank)
+        if is_main:
+            save_model(model, str(staging / "model.safetensors"))
+            _save_optimizer(optimizer, staging)
+            state = dict(trainer_state, step=step, scheduler=_jsonable(scheduler.state_dict()))
+            (staging / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n")
+        barrier()
+        if is_main:
+            sums = {file.name: _sha256(file) for file in sorted(staging.iterdir())}
+            (staging / CHECKSUMS).write_text(json.dumps(sums, indent=2) + "\n")
+            for file in staging.iterdir():
+                _fsync(file)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(staging, final)
+            _write_atomically(checkpoints_dir / LATEST, final.name + "\n")
+            _prune(checkpoints_dir, keep)
+    except OSError as exc:
+        if is_main:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(
+            f"{checkpoints_dir}: could not write the step-{step} checkpoint ({exc.strerror or exc}); it needs about "
+            f"{_mib(needed)}. Nothing half-written was left; the previous checkpoints are intact."
+        ) from None
     barrier()
     return final
+
+
+def checkpoint_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """About what a checkpoint of this model and optimizer occupies (weights, optimizer state, some slack)."""
+    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    state = sum(
+        v.numel() * v.element_size()
+        for s in optimizer.state.values()
+        for v in s.values()
+        if torch.is_tensor(v)
+    )
+    return int((weights + max(state, 2 * weights)) * 1.05) + (1 << 20)
+
+
+def verify_checkpoint(path: Path) -> str | None:
+    """None when every file matches its stored SHA-256 (or the checkpoint predates checksums), else what is wrong."""
+    if not (path / "trainer_state.json").is_file():
+        return "trainer_state.json is missing"
+    sums_file = path / CHECKSUMS
+    if not sums_file.is_file():
+        return None
+    try:
+        sums = json.loads(sums_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return f"{CHECKSUMS} is not valid JSON"
+    for name, expected in sums.items():
+        file = path / name
+        if not file.is_file():
+            return f"{name} is missing"
+        if _sha256(file) != expected:
+            return f"{name} does not match its checksum"
+    return None
+
+
+def latest_intact_checkpoint(checkpoints_dir: Path, notice=print) -> Path | None:
+    """The newest checkpoint whose files verify; each damaged one on the way is reported in one line."""
+    newest = latest_checkpoint(checkpoints_dir)
+    candidates = sorted((p for p in checkpoints_dir.glob("step-*") if p.is_dir()), reverse=True)
+    if newest is not None:
+        candidates = [newest] + [p for p in candidates if p != newest and p.name < newest.name]
+    damaged = []
+    for path in candidates:
+        problem = verify_checkpoint(path)
+        if problem is None:
+            if damaged:
+                notice(f"resuming from {path.name}: the newer checkpoint(s) {', '.join(damaged)} are damaged")
+            return path
+        notice(f"checkpoint {path} is damaged ({problem}); trying the one before")
+        damaged.append(path.name)
+    if damaged:
+        raise UserError(
+            f"{checkpoints_dir}: every checkpoint is damaged ({', '.join(damaged)}); start a new --output."
+        )
+    return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB"
 
 
 def load_checkpoint(

@@ -34,7 +34,12 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from electra.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_tensors_atomically
+from electra.checkpoint import (
+    latest_intact_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    save_tensors_atomically,
+)
 from electra.errors import UserError
 from electra.optim import build_adamw, layerwise_lr_groups, lr_schedule, parameter_groups
 from electra.outputs import StepOutput
@@ -169,8 +174,9 @@ class Engine:
         return self.args.output_dir / "checkpoints"
 
     def latest_checkpoint(self) -> Path | None:
+        """The newest intact checkpoint to resume from (damaged newer ones are reported and skipped)."""
         directory = self.checkpoints_dir
-        return latest_checkpoint(directory) if directory is not None else None
+        return latest_intact_checkpoint(directory, self.accelerator.print) if directory is not None else None
 
     # ------------------------------------------------------------------------------------------------------
     def fit(self, task: Task, resume_from: Path | None = None) -> TrainResult:
@@ -224,93 +230,101 @@ class Engine:
         run_start = time.perf_counter()
         last: dict[str, float] = {}
         stop_reason = "max_steps"
-        while step < args.max_steps:
-            micro_batches = []
-            for micro in range(accumulation):
-                host_batch = next(batches)
-                micro_batches.append(host_batch)
-                window_tokens += task.tokens(host_batch)  # counted on the host: no device sync
-                batch = _to_device(host_batch, acc.device)
-                sync = micro == accumulation - 1
-                with contextlib.nullcontext() if sync else acc.no_sync(model):
-                    with acc.autocast():
-                        output = task.step(model, batch)
-                    acc.backward(output.loss / accumulation)
-                for name, value in output.metrics.items():
-                    window[name] = window.get(name, 0.0) + value / accumulation
-            grad_norm = (
-                acc.clip_grad_norm_(model.parameters(), args.max_grad_norm) if args.max_grad_norm else None
-            )
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            window_steps += 1
-            step_flops = task.flops(micro_batches)
-            if step_flops is not None:
-                flops_spent += step_flops
-            progress.update(1)
-            budget_spent = args.flops_budget is not None and flops_spent >= args.flops_budget
-            done = step == args.max_steps or budget_spent
-            if step % args.log_every == 0 or done:
-                seconds = time.perf_counter() - window_start
-                means = {k: v / window_steps for k, v in window.items()}
-                reduced = (
-                    acc.reduce(torch.stack(list(means.values())).float(), reduction="mean") if means else []
+        try:
+            while step < args.max_steps:
+                micro_batches = []
+                for micro in range(accumulation):
+                    host_batch = next(batches)
+                    micro_batches.append(host_batch)
+                    window_tokens += task.tokens(host_batch)  # counted on the host: no device sync
+                    batch = _to_device(host_batch, acc.device)
+                    sync = micro == accumulation - 1
+                    with contextlib.nullcontext() if sync else acc.no_sync(model):
+                        with acc.autocast():
+                            output = task.step(model, batch)
+                        acc.backward(output.loss / accumulation)
+                    for name, value in output.metrics.items():
+                        window[name] = window.get(name, 0.0) + value / accumulation
+                grad_norm = (
+                    acc.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    if args.max_grad_norm
+                    else None
                 )
-                tokens = acc.reduce(torch.tensor(float(window_tokens), device=acc.device), reduction="sum")
-                last = {k: float(v) for k, v in zip(means, reduced.tolist() if means else [])}
-                last.update(
-                    learning_rate=scheduler.get_last_lr()[0],
-                    grad_norm=float(grad_norm) if grad_norm is not None else math.nan,
-                    tokens_per_second=float(tokens) / max(seconds, 1e-9),
-                    elapsed_seconds=elapsed_before + time.perf_counter() - run_start,
-                )
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                window_steps += 1
+                step_flops = task.flops(micro_batches)
                 if step_flops is not None:
-                    last["flops"] = flops_spent
-                if not math.isfinite(last.get("loss", 0.0)):
-                    raise UserError(
-                        f"{args.description} step {step}: the loss is not finite ({last['loss']}); lower the "
-                        "learning rate or use fp32."
+                    flops_spent += step_flops
+                progress.update(1)
+                budget_spent = args.flops_budget is not None and flops_spent >= args.flops_budget
+                done = step == args.max_steps or budget_spent
+                if step % args.log_every == 0 or done:
+                    seconds = time.perf_counter() - window_start
+                    means = {k: v / window_steps for k, v in window.items()}
+                    reduced = (
+                        acc.reduce(torch.stack(list(means.values())).float(), reduction="mean")
+                        if means
+                        else []
                     )
-                log.log(step, {f"train/{k}": v for k, v in last.items()})
-                progress.set_postfix(_postfix(last, task.progress_keys))
-                window, window_steps, window_tokens, window_start = {}, 0, 0, time.perf_counter()
-            if budget_spent:
-                stop_reason = "flops_budget"
-            if (args.eval_every and step % args.eval_every == 0) or done:
-                previous = best
-                best = self._evaluate(task, model, step, log, evaluations, best)
-                stalled = best is previous and best is not None and stopping is not None
-                if stalled and stopping.patience is not None:
-                    if step - best["step"] >= stopping.patience * args.eval_every:
-                        stop_reason = "early_stopping"
-            if self.checkpoints_dir is not None and (
-                step % args.save_every == 0 or done or stop_reason != "max_steps"
-            ):
-                trainer_state = {
-                    "flops_spent": flops_spent,
-                    "elapsed_seconds": elapsed_before + time.perf_counter() - run_start,
-                    "best": best,
-                    "evaluations": evaluations,
-                    "task": task.state_dict(),
-                }
-                save_checkpoint(
-                    self.checkpoints_dir,
-                    step,
-                    acc.unwrap_model(model),
-                    optimizer,
-                    scheduler,
-                    trainer_state,
-                    rank=acc.process_index,
-                    is_main=acc.is_main_process,
-                    barrier=acc.wait_for_everyone,
-                    keep=args.keep_checkpoints,
-                )
-            if stop_reason != "max_steps":
-                break
-        progress.close()
-        log.close()
+                    tokens = acc.reduce(
+                        torch.tensor(float(window_tokens), device=acc.device), reduction="sum"
+                    )
+                    last = {k: float(v) for k, v in zip(means, reduced.tolist() if means else [])}
+                    last.update(
+                        learning_rate=scheduler.get_last_lr()[0],
+                        grad_norm=float(grad_norm) if grad_norm is not None else math.nan,
+                        tokens_per_second=float(tokens) / max(seconds, 1e-9),
+                        elapsed_seconds=elapsed_before + time.perf_counter() - run_start,
+                    )
+                    if step_flops is not None:
+                        last["flops"] = flops_spent
+                    if not math.isfinite(last.get("loss", 0.0)):
+                        raise UserError(
+                            f"{args.description} step {step}: the loss is not finite ({last['loss']}); lower the "
+                            "learning rate or use fp32."
+                        )
+                    log.log(step, {f"train/{k}": v for k, v in last.items()})
+                    progress.set_postfix(_postfix(last, task.progress_keys))
+                    window, window_steps, window_tokens, window_start = {}, 0, 0, time.perf_counter()
+                if budget_spent:
+                    stop_reason = "flops_budget"
+                if (args.eval_every and step % args.eval_every == 0) or done:
+                    previous = best
+                    best = self._evaluate(task, model, step, log, evaluations, best)
+                    stalled = best is previous and best is not None and stopping is not None
+                    if stalled and stopping.patience is not None:
+                        if step - best["step"] >= stopping.patience * args.eval_every:
+                            stop_reason = "early_stopping"
+                if self.checkpoints_dir is not None and (
+                    step % args.save_every == 0 or done or stop_reason != "max_steps"
+                ):
+                    trainer_state = {
+                        "flops_spent": flops_spent,
+                        "elapsed_seconds": elapsed_before + time.perf_counter() - run_start,
+                        "best": best,
+                        "evaluations": evaluations,
+                        "task": task.state_dict(),
+                    }
+                    save_checkpoint(
+                        self.checkpoints_dir,
+                        step,
+                        acc.unwrap_model(model),
+                        optimizer,
+                        scheduler,
+                        trainer_state,
+                        rank=acc.process_index,
+                        is_main=acc.is_main_process,
+                        barrier=acc.wait_for_everyone,
+                        keep=args.keep_checkpoints,
+                    )
+                if stop_reason != "max_steps":
+                    break
+        finally:  # an error leaves its one line last, not a progress bar drawn after it
+            progress.close()
+            log.close()
         if stopping is not None and stopping.restore_best and best is not None:
             self._restore_best(acc.unwrap_model(model))
         seconds = elapsed_before + time.perf_counter() - run_start

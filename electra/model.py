@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from electra.config import PretrainConfig
+from electra.errors import UserError
 from electra.export import write_export
 from electra.objectives import get_objective
 from electra.outputs import SpecialIds, StepOutput
@@ -44,7 +45,14 @@ class PretrainingModel(nn.Module):
         return self.objective.step(self, input_ids, attention_mask, token_type_ids)
 
     def export(self, output_dir: str | Path, tokenizer: Any) -> dict[str, Path]:
-        """Hugging Face directories and the manifest (`electra.export`): what every consumer loads."""
+        """Hugging Face directories and the manifest (`electra.export`): what every consumer loads. Weights that
+        are not finite are refused: an export of NaNs would load without complaint and fine-tune to nothing."""
+        broken = [name for name, p in self.named_parameters() if not torch.isfinite(p).all()]
+        if broken:
+            raise UserError(
+                f"{output_dir}: not exported: {len(broken)} weight tensor(s) hold NaN or inf ({broken[0]}, ...); "
+                "resume from an earlier checkpoint with a lower learning rate."
+            )
         objective = self.objective
         return write_export(
             output_dir,

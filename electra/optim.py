@@ -35,7 +35,6 @@ from electra.config import LR_SCHEDULES
 NO_DECAY_PATTERN = re.compile(r"LayerNorm|layer_norm|bias")
 
 
-
 def no_decay(name: str) -> bool:
     """True for a parameter that weight decay must not shrink (see NO_DECAY_PATTERN)."""
     return bool(NO_DECAY_PATTERN.search(name))

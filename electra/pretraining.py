@@ -8,6 +8,7 @@ writes the export (`electra.export`), `summary.json` and the training curves.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,15 +19,21 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.utils import set_seed
 
-from electra.checkpoint import latest_checkpoint
+from electra.checkpoint import latest_checkpoint, latest_intact_checkpoint
 from electra.config import PretrainConfig, differing_fields, load_saved_config
-from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset, token_counts
+from electra.data import (
+    PretrainingCollator,
+    ResumableBatchOrder,
+    build_pretraining_dataset,
+    corpus_fingerprint,
+    token_counts,
+)
 from electra.engine import Engine, Task, TrainArgs
 from electra.errors import UserError
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.objectives import check_config, flop_report, get_objective
 from electra.outputs import StepOutput
-from electra.tokenization import load_or_train_tokenizer
+from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
 from flops.measured import startup_check
 
 # Settings that may change between the interrupted run and its resumption without changing the result.
@@ -157,14 +164,19 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     micro_batch = config.train_batch_size // (world * config.gradient_accumulation_steps)
     set_seed(config.seed)
 
+    if resume_from is not None:
+        check_resume(output_dir, inputs, world, config.lowercase)
     with accelerator.main_process_first():
-        tokenizer = load_or_train_tokenizer(
-            inputs.vocab,
-            inputs.corpus,
-            config.tokenizer_vocab_size,
-            config.lowercase,
-            _sub(inputs.cache_dir, "tokenizers"),
-        )
+        if resume_from is not None:  # the run's own vocabulary: token ids must keep their meaning
+            tokenizer = load_saved_tokenizer(output_dir / "tokenizer")
+        else:
+            tokenizer = load_or_train_tokenizer(
+                inputs.vocab,
+                inputs.corpus,
+                config.tokenizer_vocab_size,
+                config.lowercase,
+                _sub(inputs.cache_dir, "tokenizers"),
+            )
         dataset = build_pretraining_dataset(
             inputs.corpus,
             tokenizer,
@@ -182,6 +194,9 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         output_dir.mkdir(parents=True, exist_ok=True)
         config.save(output_dir / "config.json")
         tokenizer.save_pretrained(str(output_dir / "tokenizer"))
+        record = {"corpus": str(Path(inputs.corpus).resolve()), "corpus_sample": corpus_sample(inputs.corpus)}
+        record.update(tokenizer_sha256=tokenizer_sha256(tokenizer), world_size=world)
+        (output_dir / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
     order = ResumableBatchOrder(len(dataset), micro_batch, config.seed, accelerator.process_index, world)
     collate = PretrainingCollator(
@@ -213,6 +228,49 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     )
 
 
+RUN_RECORD = "run.json"  # what a resumed run must match: corpus, vocabulary, number of processes
+
+
+def corpus_sample(corpus: str | Path) -> str:
+    """A digest of the corpus that changes when it does: each file's name, size and first 64 KiB."""
+    digest = hashlib.sha256()
+    for name, size, _ in corpus_fingerprint(corpus):
+        digest.update(f"{Path(name).name}\0{size}\0".encode())
+        with open(name, "rb") as handle:
+            digest.update(handle.read(65536))
+    return digest.hexdigest()
+
+
+def tokenizer_sha256(tokenizer: Any) -> str:
+    return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
+
+
+def check_resume(output_dir: Path, inputs: RunInputs, world: int, lowercase: bool = True) -> None:
+    """Refuse to continue a run on another corpus, vocabulary or number of processes (one line, before any work):
+    token ids would change meaning, or every process would read other data than the checkpoint expects."""
+    path = output_dir / RUN_RECORD
+    if not path.is_file():
+        return  # a run from before the record existed
+    record = json.loads(path.read_text())
+    if record["world_size"] != world:
+        raise UserError(
+            f"--resume: {output_dir} was trained with {record['world_size']} process(es), this launch has {world}; "
+            f"resume with {record['world_size']} (accelerate launch --num_processes {record['world_size']})."
+        )
+    if corpus_sample(inputs.corpus) != record["corpus_sample"]:
+        raise UserError(
+            f"--resume: the corpus {inputs.corpus} is not the one {output_dir} trained on ({record['corpus']}, "
+            "unchanged); resume with that corpus or start a new --output."
+        )
+    if inputs.vocab is not None:
+        given = load_or_train_tokenizer(inputs.vocab, None, 1, lowercase)
+        if tokenizer_sha256(given) != record["tokenizer_sha256"]:
+            raise UserError(
+                f"--resume: --vocab {inputs.vocab} is not the vocabulary {output_dir} trained with "
+                f"({output_dir / 'tokenizer'}); drop --vocab to use the run's own."
+            )
+
+
 class _MicroBatches:
     """A DataLoader batch sampler over the resumable order, starting at a given micro-batch."""
 
@@ -235,6 +293,7 @@ def _check_output_dir(
         return None
     if existing is None:
         raise UserError(f"--resume: {checkpoints_dir} has no complete checkpoint to resume from.")
+    existing = latest_intact_checkpoint(checkpoints_dir)
     saved = load_saved_config(output_dir / "config.json")
     saved.vocab_size = config.vocab_size
     changed = differing_fields(saved, config, ignore=RESUMABLE_CHANGES | {"vocab_size"})

@@ -112,3 +112,29 @@ def test_flops_budget_stops_within_one_step(small_corpus, tmp_path, micro_overri
     assert summary["stop_reason"] == "flops_budget"
     assert latest_checkpoint(tmp_path / "run" / "checkpoints").name == f"step-{result.step:08d}"
     assert (tmp_path / "run" / "discriminator" / "model.safetensors").is_file()
+
+
+def test_resume_refuses_another_corpus_vocabulary_or_process_count(small_corpus, tmp_path, micro_overrides):
+    """Before: a changed --corpus retrained the vocabulary and continued with token ids that meant other words."""
+    cache = tmp_path / "cache"
+    run = tmp_path / "run"
+    _run(small_corpus, run, cache, {**micro_overrides, "max_steps": 3})
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.txt").write_text("Entirely different words fill this corpus. " * 200)
+    with pytest.raises(UserError, match="is not the one .* trained on"):
+        _run(other, run, cache, {**micro_overrides, "max_steps": 3}, resume=True)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    config = build_config("tiny", overrides={**micro_overrides, "max_steps": 3})
+    inputs = RunInputs(
+        corpus=str(small_corpus), output_dir=run, cache_dir=str(cache), resume=True, vocab=str(vocab)
+    )
+    with pytest.raises(UserError, match="is not the vocabulary"):
+        pretrain(config, inputs)
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(dict(record, world_size=2)))
+    with pytest.raises(UserError, match="trained with 2 process.*this launch has 1"):
+        _run(small_corpus, run, cache, {**micro_overrides, "max_steps": 3}, resume=True)
+    (run / "run.json").write_text(json.dumps(record))
+    assert _run(small_corpus, run, cache, {**micro_overrides, "max_steps": 3}, resume=True).step == 3
