@@ -278,7 +278,9 @@ def _coerce(name: str, raw: Any, source: str = "config") -> Any:
     f = {f.name: f for f in fields(PretrainConfig)}[name]
     kind = str(f.type)
     nullable = "None" in kind
-    if raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null")):
+    if nullable and isinstance(raw, str) and raw.lower() in ("none", "null"):
+        return None
+    if raw is None:
         if nullable:
             return None
         raise UserError(f"{source}: {name} cannot be empty (null); give a {kind}.")

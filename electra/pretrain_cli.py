@@ -78,6 +78,11 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         "--resume", action="store_true", help="continue the run in --output from its latest checkpoint"
     )
     parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start over in an --output that holds a run (its files are replaced), or write into a non-empty one",
+    )
+    parser.add_argument(
         "--cache-dir", help="where tokenizers and packed examples are cached (default ~/.cache/electra)"
     )
     parser.add_argument("--num-proc", type=int, help="processes for building examples")
@@ -139,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         num_proc=args.num_proc,
         resume=args.resume,
+        overwrite=args.overwrite,
         doc_boundary=args.doc_boundary,
         strict_utf8=args.strict_utf8,
     )

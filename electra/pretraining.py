@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from electra.errors import UserError
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.objectives import check_config, flop_report, get_objective
 from electra.outputs import StepOutput
+from electra.overwrite import refuse_foreign_directory
 from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
 from flops.measured import startup_check
 
@@ -66,6 +68,7 @@ class RunInputs:
     cache_dir: str | None = None
     num_proc: int | None = None
     resume: bool = False
+    overwrite: bool = False  # start over in a directory that holds a run, or write into a non-empty one
     doc_boundary: str = "auto"
     strict_utf8: bool = False
 
@@ -152,7 +155,9 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     """Run (or resume) one pretraining run; returns the final metrics, the step and why it stopped."""
     check_config(config)
     output_dir = inputs.output_dir
-    resume_from = _check_output_dir(config, output_dir, output_dir / "checkpoints", inputs.resume)
+    resume_from = _check_output_dir(
+        config, output_dir, output_dir / "checkpoints", inputs.resume, inputs.overwrite
+    )
 
     accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=not torch.cuda.is_available())
     world = accelerator.num_processes
@@ -281,15 +286,46 @@ class _MicroBatches:
         return self.order.batches(self.start)
 
 
+# What a pretraining run writes into its directory (`--overwrite` removes these and nothing else).
+RUN_FILES = (
+    "checkpoints",
+    "logs",
+    "metrics.csv",
+    "summary.json",
+    "run.json",
+    "config.json",
+    "tokenizer",
+    "curves.png",
+    "export.json",
+    "discriminator",
+    "generator",
+    "mlm",
+)
+
+
 def _check_output_dir(
-    config: PretrainConfig, output_dir: Path, checkpoints_dir: Path, resume: bool
+    config: PretrainConfig, output_dir: Path, checkpoints_dir: Path, resume: bool, overwrite: bool = False
 ) -> Path | None:
     existing = latest_checkpoint(checkpoints_dir)
     if not resume:
-        if existing is not None or (output_dir / "summary.json").exists():
+        holds_run = existing is not None or (output_dir / "summary.json").exists()
+        if holds_run and not overwrite:
             raise UserError(
-                f"{output_dir} already holds a run; pass --resume to continue it or choose another --output."
+                f"{output_dir} already holds a run; pass --resume to continue it, --overwrite to start it over, "
+                "or choose another --output."
             )
+        ours_only = (output_dir / RUN_RECORD).is_file() and all(
+            p.name in RUN_FILES for p in output_dir.iterdir()
+        )
+        if not ours_only:
+            refuse_foreign_directory(output_dir, overwrite)
+        # A run killed before its first checkpoint, or --overwrite: this command's files go, nothing else.
+        for name in RUN_FILES:
+            target = output_dir / name
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                target.unlink(missing_ok=True)
         return None
     if existing is None:
         raise UserError(f"--resume: {checkpoints_dir} has no complete checkpoint to resume from.")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from electra.overwrite import refuse_to_replace
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
 10% warmup then linear decay, batch 32, learning rate and layer-wise decay by model size, 10 epochs for RTE and
@@ -87,12 +90,13 @@ def register(subparsers) -> None:
         action="store_true",
         help="reuse the seeds OUTPUT already finished and continue an interrupted one from its checkpoint",
     )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the results an earlier run left in the output"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from electra.errors import UserError
     from glue.finetune import FinetuneSettings, run_glue
     from glue.tasks import parse_task_list, resolve_data_dir
@@ -106,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--predict-test, --save-best, --save-every and --resume need --output DIR.")
     if args.save_every < 0:
         raise UserError("--save-every must not be negative (0 turns checkpoints off).")
+    if args.output and not args.resume:
+        out = Path(args.output)
+        produced = ("results.json", "results.md", "runs", "checkpoints", "glue_test")
+        refuse_to_replace([out / name for name in produced], args.overwrite, resume_hint=True)
     specs = parse_task_list(args.task)
     data_dir = resolve_data_dir(args.data_dir)
     settings = FinetuneSettings(

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from electra.errors import UserError
+from electra.overwrite import refuse_to_replace
 from pll.methods import METHODS, WITHIN_WORD
 
 
@@ -27,6 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     score.add_argument("--output", help="write JSON lines {text, pll, tokens, words} here as well")
     _scoring_options(score)
+    score.add_argument(
+        "--overwrite", action="store_true", help="replace what an earlier run left in the output"
+    )
     score.set_defaults(func=run_score)
 
     rescore = subparsers.add_parser(
@@ -42,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rescore.add_argument("--output-dir", default="rescored", help="where rescored lists and report.json go")
     rescore.add_argument("--lambdas", help="comma-separated λ values (default 0.05,0.10,...,1.00)")
     _scoring_options(rescore)
+    rescore.add_argument(
+        "--overwrite", action="store_true", help="replace what an earlier run left in the output"
+    )
     rescore.set_defaults(func=run_rescore)
 
     nbest = subparsers.add_parser(
@@ -95,6 +102,8 @@ def run_score(args: argparse.Namespace) -> int:
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text; give one sentence per line.") from None
     sentences = [s for s in sentences if s]
+    if args.output:
+        refuse_to_replace([args.output], args.overwrite)
     if not sentences:
         raise UserError(f"{path}: no sentences (the file is empty).")
     scorer = _scorer(args)
@@ -129,6 +138,11 @@ def run_rescore(args: argparse.Namespace) -> int:
     from pll.nbest import read_nbest, write_nbest
     from pll.rescore import attach_plls, choose_lambda, require_refs, split_report
 
+    out_dir = Path(args.output_dir)
+    targets = [
+        out_dir / (Path(p).name.removesuffix(".json") + ".rescored.json") for p in [args.dev, *args.test]
+    ]
+    refuse_to_replace([out_dir / "report.json", *targets], args.overwrite)
     lambdas = _parse_lambdas(args.lambdas)
     dev, dev_fmt = read_nbest(args.dev)
     require_refs(dev, args.dev)
@@ -137,7 +151,7 @@ def run_rescore(args: argparse.Namespace) -> int:
     attach_plls([dev] + [utts for _, utts, _ in tests], scorer.sentence_plls)
     lam, table = choose_lambda(dev, lambdas)
 
-    out_dir = Path(args.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     reports = [("dev", args.dev, dev, dev_fmt)] + [("test", p, u, f) for p, u, f in tests]
     summary = {
         "model": str(args.model),

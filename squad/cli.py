@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+
+from electra.overwrite import refuse_to_replace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,6 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--resume", action="store_true", help="continue training from the latest checkpoint in OUTPUT/train/"
     )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace what an earlier run left in the output"
+    )
     parser.set_defaults(func=run)
 
     ev = subparsers.add_parser(
@@ -94,6 +100,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.resume:
+        produced = (
+            "results.json",
+            "predictions.json",
+            "nbest_predictions.json",
+            "null_odds.json",
+            "model",
+            "train",
+        )
+        refuse_to_replace([Path(args.output) / name for name in produced], args.overwrite, resume_hint=True)
     import logging
 
     from squad.train import SquadSettings, finetune

@@ -22,6 +22,7 @@ FLOORS = {
     "electra.hf_configs": 0,
     "electra.outputs": 0,
     "electra.metrics": 0,
+    "electra.overwrite": 0,
     "electra.corpus": 1,
     "electra.tokenization": 1,
     "electra.data": 1,

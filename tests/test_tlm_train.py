@@ -119,6 +119,7 @@ def test_retrieve_cli_reuses_its_index(data, retrieved):
             [
                 "tlm",
                 "retrieve",
+                "--overwrite",
                 "--corpus",
                 str(data / "corpus"),
                 "--task-train",
@@ -140,6 +141,7 @@ def test_retrieve_cli_reuses_its_index(data, retrieved):
             [
                 "tlm",
                 "retrieve",
+                "--overwrite",
                 "--corpus",
                 str(data / "corpus"),
                 "--task-train",
@@ -247,6 +249,7 @@ def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):
             [
                 "tlm",
                 "retrieve",
+                "--overwrite",
                 "--corpus",
                 str(data / "corpus"),
                 "--task-train",
@@ -263,6 +266,7 @@ def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):
             [
                 "tlm",
                 "retrieve",
+                "--overwrite",
                 "--corpus",
                 str(data / "corpus"),
                 "--task-train",
@@ -282,6 +286,7 @@ def test_bad_input_gives_one_line_errors(data, tmp_path, capsys):
             [
                 "tlm",
                 "retrieve",
+                "--overwrite",
                 "--corpus",
                 str(data / "corpus"),
                 "--task-train",

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from electra.overwrite import refuse_to_replace
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -44,6 +46,9 @@ def register(subparsers) -> None:
         "--keyword-words", type=int, default=32, help="words of RAKE keywords per long query"
     )
     _task_columns(retrieve)
+    retrieve.add_argument(
+        "--overwrite", action="store_true", help="replace what an earlier run left in the output"
+    )
     retrieve.set_defaults(func=run_retrieve)
 
     train = sub.add_parser("train", help="stage 1: task + LM jointly; stage 2: task alone; report dev/test")
@@ -90,6 +95,9 @@ def register(subparsers) -> None:
     )
     train.add_argument("--resume", action="store_true", help="continue from the checkpoints in --out")
     _task_columns(train)
+    train.add_argument(
+        "--overwrite", action="store_true", help="replace what an earlier run left in the output"
+    )
     train.set_defaults(func=run_train)
 
     sciie = sub.add_parser(
@@ -130,6 +138,7 @@ def run_retrieve(args) -> int:
     from tlm.retrieval import load_or_build_index, retrieve_corpus
     from tlm.tasks import read_task_file
 
+    refuse_to_replace([Path(args.out) / "corpus"], args.overwrite)
     examples = read_task_file(args.task_train, fmt=args.task_format, **_column_kwargs(args))
     index_dir = Path(args.index) if args.index else Path(args.out) / "index"
     with load_or_build_index(args.corpus, index_dir, args.passage_words, args.min_passage_words) as index:
@@ -151,6 +160,9 @@ def run_retrieve(args) -> int:
 
 
 def run_train(args) -> int:
+    if not args.resume:
+        produced = ("results.json", "model", "stage1", "stage2")
+        refuse_to_replace([Path(args.out) / name for name in produced], args.overwrite, resume_hint=True)
     from electra.config import parse_overrides
     from tlm.train import TLMSettings, train_tlm
 
