@@ -115,7 +115,10 @@ def test_json_values_of_the_wrong_type_name_the_file(tmp_path, value, fragment):
 @pytest.mark.parametrize(
     "override, fragment",
     [
-        ({"max_steps": "5e-1"}, "not a whole number"),  # was floored to 0: an untrained model exported with exit 0
+        (
+            {"max_steps": "5e-1"},
+            "not a whole number",
+        ),  # was floored to 0: an untrained model exported with exit 0
         ({"max_steps": "0"}, "max_steps must be at least 1"),
         ({"save_every": "0"}, "save_every must be at least 1"),  # was a division by zero after the first step
         ({"train_batch_size": "-4"}, "train_batch_size must be at least 1"),
