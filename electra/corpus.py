@@ -5,7 +5,9 @@ Accepted: a text file, a directory of text files (recursively, in sorted order),
 A document is a file when reading a directory of several files, and a blank-line-separated block when reading one
 text file (`doc_boundary` overrides). POS-tagged text such as the Brown corpus (`word/tag`) is detected and
 stripped, so users can point the trainer at classic corpora without preprocessing them.
-Everything streams: nothing holds the whole corpus in memory.
+Files are read one at a time, so the whole corpus is never in memory; a document longer than MAX_DOCUMENT_CHARS (a
+file that is one enormous line, say) is cut at whitespace into consecutive documents, so no single string the data
+builder tokenizes is larger than that.
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ SKIPPED_SUFFIXES = {
     ".arrow",
 }
 DOC_BOUNDARIES = ("auto", "file", "blank")
+MAX_DOCUMENT_CHARS = 100_000  # ~25k tokens: hundreds of examples, and a bounded share of a map batch
 
+_WHITESPACE = re.compile(r"\s+")
+_BLANK_LINE = re.compile(r"\n\s*\n")
 _TAGGED_TOKEN = re.compile(r"^\S+/[a-z0-9\-+$*.,:;()`'!?]+$")
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])")
 
@@ -57,7 +62,8 @@ def read_documents(path: str | Path, doc_boundary: str = "auto", strict_utf8: bo
             f"corpus {path} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset."
         )
     if is_saved_dataset(path):
-        yield from _read_saved_dataset(path)
+        for document in _read_saved_dataset(path):
+            yield from bounded(document)
         return
     files = corpus_files(path)
     if not files:
@@ -67,7 +73,23 @@ def read_documents(path: str | Path, doc_boundary: str = "auto", strict_utf8: bo
         boundary = "file" if path.is_dir() and len(files) > 1 else "blank"
     for file in files:
         for name, text in _file_texts(file, strict_utf8):
-            yield from _documents_of(name, text, boundary)
+            for document in _documents_of(name, text, boundary):
+                yield from bounded(document)
+
+
+def bounded(document: str, limit: int = MAX_DOCUMENT_CHARS) -> Iterator[str]:
+    """`document` in pieces of at most `limit` characters, cut at the last whitespace before the limit (or at the
+    limit when a piece has none); offsets only, so no copy of the remainder is ever made."""
+    start, end = 0, len(document)
+    while end - start > limit:
+        cut = document.rfind(" ", start + limit // 2, start + limit + 1)
+        cut = start + limit if cut <= start else cut
+        yield document[start:cut]
+        start = cut
+        while start < end and document[start].isspace():
+            start += 1
+    if start < end:
+        yield document[start:] if start else document
 
 
 def corpus_files(path: Path) -> list[Path]:
@@ -142,6 +164,23 @@ def _is_text_name(name: str) -> bool:
 
 
 def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # a UTF-8 byte-order mark is not text
+    elif data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16, with its byte-order mark
+        if strict_utf8:
+            raise UserError(
+                f"{name}: UTF-16 text (byte-order mark), not UTF-8; convert it with `iconv -f utf-16 -t utf-8` or "
+                "drop --strict-utf8 to read it as UTF-16."
+            )
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise UserError(
+                f"{name}: starts with a UTF-16 byte-order mark but is not valid UTF-16 (offset {exc.start}); "
+                "convert it with `iconv -f utf-16 -t utf-8`."
+            ) from None
+        warnings.warn(f"{name} is UTF-16 (byte-order mark); reading it as such", stacklevel=2)
+        return text
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -165,13 +204,25 @@ def _documents_of(name: str, text: str, boundary: str) -> Iterator[str]:
     text = text.replace("\r\n", "\n")
     if looks_pos_tagged(text):
         text = strip_pos_tags(text)
-    blocks = [" ".join(block.split()) for block in re.split(r"\n\s*\n", text)]
-    blocks = [block for block in blocks if block]
+    # Whitespace runs become one space (as " ".join(block.split()) would, without a string object per word); blocks
+    # are made one at a time, so a large file is not held several times over.
+    blocks = (_WHITESPACE.sub(" ", piece).strip() for block in _blocks(text) for piece in bounded(block))
+    blocks = (block for block in blocks if block)
     if boundary == "file":
-        if blocks:
-            yield "\n".join(blocks)
+        joined = "\n".join(blocks)
+        if joined:
+            yield joined
     else:
         yield from blocks
+
+
+def _blocks(text: str) -> Iterator[str]:
+    """The blank-line-separated blocks of `text`, lazily."""
+    start = 0
+    for separator in _BLANK_LINE.finditer(text):
+        yield text[start : separator.start()]
+        start = separator.end()
+    yield text[start:] if start else text
 
 
 def _jsonl_documents(name: str, text: str) -> Iterator[str]:

@@ -106,24 +106,38 @@ class ExampleBuilder:
         return input_ids, token_type_ids
 
 
+ENCODE_CHARS = 200_000  # sentences are tokenized in groups of about this much text: memory stays bounded
+
+
 def _pack_batch(
     batch: dict[str, list], indices: list[int], *, tokenizer, settings: ExampleSettings
 ) -> dict[str, list]:
     """`datasets.map` worker: documents in, examples out.
 
     Each document gets its own builder seeded by (seed, document index), so the result is the same for any
-    `num_proc` and batch size.
+    `num_proc` and batch size. Documents are tokenized a group at a time (about ENCODE_CHARS of text, or one long
+    document), so a batch of long documents never holds all their token encodings at once.
     """
-    doc_sentences = [
-        [sentence for paragraph in doc.split("\n") for sentence in split_sentences(paragraph)]
-        for doc in batch["text"]
-    ]
-    flat = [sentence for sentences in doc_sentences for sentence in sentences]
-    encodings = tokenizer.backend_tokenizer.encode_batch(flat, add_special_tokens=False) if flat else []
     out_ids: list[list[int]] = []
     out_types: list[list[int]] = []
+    group: list[tuple[int, list[str]]] = []
+    chars = 0
+    for doc_index, doc in zip(indices, batch["text"]):
+        sentences = [sentence for paragraph in doc.split("\n") for sentence in split_sentences(paragraph)]
+        group.append((doc_index, sentences))
+        chars += len(doc)
+        if chars >= ENCODE_CHARS:
+            _pack_group(group, tokenizer, settings, out_ids, out_types)
+            group, chars = [], 0
+    _pack_group(group, tokenizer, settings, out_ids, out_types)
+    return {"input_ids": out_ids, "token_type_ids": out_types}
+
+
+def _pack_group(group, tokenizer, settings: ExampleSettings, out_ids: list, out_types: list) -> None:
+    flat = [sentence for _, sentences in group for sentence in sentences]
+    encodings = tokenizer.backend_tokenizer.encode_batch(flat, add_special_tokens=False) if flat else []
     cursor = 0
-    for doc_index, sentences in zip(indices, doc_sentences):
+    for doc_index, sentences in group:
         rng = random.Random(settings.seed * 1_000_003 + doc_index)
         builder = ExampleBuilder(settings, tokenizer.cls_token_id, tokenizer.sep_token_id, rng)
         examples = []
@@ -136,7 +150,6 @@ def _pack_batch(
         for ids, types in examples:
             out_ids.append(ids)
             out_types.append(types)
-    return {"input_ids": out_ids, "token_type_ids": out_types}
 
 
 def default_cache_root() -> Path:
@@ -209,7 +222,7 @@ def build_pretraining_dataset(
         examples = documents.map(
             _pack_batch,
             batched=True,
-            batch_size=64,
+            batch_size=16,  # documents per call: up to 16 x MAX_DOCUMENT_CHARS of text and its examples in memory
             with_indices=True,
             remove_columns=documents.column_names,
             fn_kwargs={"tokenizer": tokenizer, "settings": settings},

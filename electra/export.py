@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from transformers.utils import logging as hf_logging
+
 from electra.errors import UserError
 
 MANIFEST = "export.json"
@@ -115,6 +117,35 @@ def read_export(path: str | Path) -> Export | None:
         if manifest.is_file():
             return _parse(root, manifest)
     return None
+
+
+def load_pretrained(model_class: Any, directory: str | Path) -> Any:
+    """`model_class.from_pretrained(directory)` for a local checkpoint, safetensors only, with one-line errors.
+
+    Pickled weights (`pytorch_model.bin`) are refused rather than loaded: unpickling can run code. Transformers'
+    notes about unused pretraining-head weights are silenced (dropping them is the point of loading an encoder).
+    """
+    directory = Path(directory)
+    if not (directory / "config.json").is_file():
+        raise UserError(
+            f"{directory}/config.json: not found; give a Hugging Face checkpoint directory (e.g. RUN/discriminator) "
+            "or a pretraining run directory."
+        )
+    if not any(directory.glob("*.safetensors")):
+        pickles = sorted(p.name for p in directory.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
+        held = f"it holds {pickles[0]}, a pickle; " if pickles else ""
+        raise UserError(
+            f"{directory}: no .safetensors weights ({held}only safetensors are loaded, since unpickling can run "
+            "code); convert it where you trust it: model.save_pretrained(dir, safe_serialization=True)."
+        )
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        return model_class.from_pretrained(str(directory), use_safetensors=True)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{directory}: could not be loaded as {model_class.__name__} ({exc}).") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
 
 
 def finetune_dir(path: str | Path) -> Path:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from transformers import AutoModel
 
-from electra.errors import UserError
+from electra.export import load_pretrained
 
 HEAD_WEIGHTS = "glue_head.safetensors"
 HEAD_CONFIG = "glue_head.json"
@@ -22,20 +23,7 @@ HEAD_CONFIG = "glue_head.json"
 
 def load_encoder(model_dir: str | Path) -> nn.Module:
     """The bare encoder (ElectraModel / BertModel ...) of any local HF checkpoint: pretraining heads are dropped."""
-    from transformers import AutoModel
-    from transformers.utils import logging as hf_logging
-
-    path = Path(model_dir)
-    if not (path / "config.json").is_file():
-        raise UserError(
-            f"{path}/config.json: not found; --model must be a Hugging Face checkpoint directory."
-        )
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # "some weights were not used" is expected: the pretraining head is dropped
-    try:
-        return AutoModel.from_pretrained(str(path))
-    finally:
-        hf_logging.set_verbosity(verbosity)
+    return load_pretrained(AutoModel, model_dir)
 
 
 class GlueModel(nn.Module):

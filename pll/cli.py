@@ -114,11 +114,14 @@ def run_score(args: argparse.Namespace) -> int:
             line += "\t" + " ".join(f"{tok}={val:.3f}" for tok, val in res.tokens)
         if args.words:
             line += "\t" + " ".join(f"{word}={val:.3f}" for word, val in res.words)
+        if res.truncated:
+            line += f"\t[truncated: only the first {scorer.max_length - 2} pieces scored]"
         print(line)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as out:
             for res in results:
                 record = {"text": res.text, "pll": res.pll, "tokens": res.tokens, "words": res.words}
+                record["truncated"] = res.truncated
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
     return 0
 
@@ -148,6 +151,15 @@ def run_rescore(args: argparse.Namespace) -> int:
     require_refs(dev, args.dev)
     tests = [(path, *read_nbest(path)) for path in args.test]
     scorer = _scorer(args)
+    for path, utts in [(args.dev, dev), *((p, u) for p, u, _ in tests)]:
+        texts = [h.text for u in utts for h in u.hyps]
+        long = sum(scorer.too_long(texts))
+        if long:
+            print(
+                f"warning: {path}: {long} of {len(texts)} hypotheses have more pieces than the model takes "
+                f"({scorer.max_length}); their PLL covers the first {scorer.max_length - 2} only",
+                file=sys.stderr,
+            )
     attach_plls([dev] + [utts for _, utts, _ in tests], scorer.sentence_plls)
     lam, table = choose_lambda(dev, lambdas)
 

@@ -21,7 +21,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, ElectraForPreTrain
 
 from discriminators.energy import electra_tt_token_log_likelihood
 from electra.errors import UserError
-from electra.export import read_export
+from electra.export import load_pretrained, read_export
 from electra.objectives import get_objective, objective_names
 from generators.two_tower import TwoTowerGenerator, is_two_tower_dir
 from pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
@@ -35,6 +35,7 @@ class Encoded:
     scored: list[int]  # positions of the non-special tokens, in order
     word_of: list[int | None]  # word index of every position (None for specials)
     pieces: list[str]
+    truncated: bool = False  # longer than the model: only its first max_length - 2 pieces are scored
 
 
 @dataclass
@@ -43,6 +44,7 @@ class SentenceScore:
     pll: float
     tokens: list[tuple[str, float]]
     words: list[tuple[str, float]]
+    truncated: bool = False  # the PLL covers only the pieces that fit the model
 
 
 class Scorer:
@@ -60,23 +62,36 @@ class Scorer:
 
     # ---- tokenisation ----
     def encode(self, sentences: Sequence[str]) -> list[Encoded]:
-        batch = self.tokenizer(
-            list(sentences), truncation=True, max_length=self.max_length, return_special_tokens_mask=True
-        )
+        """Pieces of every sentence; one longer than the model keeps its first max_length - 2 pieces (and [SEP]),
+        as `truncation=True` would, and is marked `truncated` so the caller can say so."""
+        batch = self.tokenizer(list(sentences), return_special_tokens_mask=True)
         out = []
         for i, ids in enumerate(batch["input_ids"]):
-            if len(ids) >= self.max_length:
-                log.warning("sentence %d was cut to %d tokens (the model's maximum)", i, self.max_length)
             special = batch["special_tokens_mask"][i]
             words = batch.word_ids(i)
+            truncated = len(ids) > self.max_length
+            if truncated:
+                keep = [*range(self.max_length - 1), len(ids) - 1]
+                ids, special, words = (
+                    [ids[p] for p in keep],
+                    [special[p] for p in keep],
+                    [words[p] for p in keep],
+                )
+                log.warning(
+                    "sentence %d has more pieces than the model takes; scored on its first %d",
+                    i,
+                    self.max_length - 2,
+                )
             scored = [p for p in range(len(ids)) if not special[p]]
             word_of = [None if special[p] else words[p] for p in range(len(ids))]
-            out.append(
-                Encoded(
-                    ids=ids, scored=scored, word_of=word_of, pieces=self.tokenizer.convert_ids_to_tokens(ids)
-                )
-            )
+            pieces = self.tokenizer.convert_ids_to_tokens(ids)
+            out.append(Encoded(ids=ids, scored=scored, word_of=word_of, pieces=pieces, truncated=truncated))
         return out
+
+    def too_long(self, sentences: Sequence[str]) -> list[bool]:
+        """Which sentences have more pieces than the model takes (their scores would cover a prefix only)."""
+        lengths = self.tokenizer(list(sentences), return_length=True)["length"]
+        return [length > self.max_length for length in lengths]
 
     def pad(self, rows: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(r) for r in rows)
@@ -105,11 +120,8 @@ class Scorer:
         results = []
         for text, enc, scores in zip(sentences, encoded, per_token):
             tokens = [(enc.pieces[p], s) for p, s in zip(enc.scored, scores)]
-            results.append(
-                SentenceScore(
-                    text=text, pll=float(sum(scores)), tokens=tokens, words=self._words(enc, scores)
-                )
-            )
+            words = self._words(enc, scores)
+            results.append(SentenceScore(text, float(sum(scores)), tokens, words, enc.truncated))
         return results
 
     def sentence_plls(self, sentences: Sequence[str]) -> list[float]:
@@ -406,11 +418,11 @@ def load_scorer(
     dev = pick_device(device)
     tok = load_tokenizer([*dirs, layout.root, *layout.tokenizer_dirs])
     if method == "mlm":
-        model = AutoModelForMaskedLM.from_pretrained(str(dirs[0]))
+        model = load_pretrained(AutoModelForMaskedLM, dirs[0])
         return MaskedLMScorer(model, tok, dev, batch_size, within_word)
     if method == "cloze":
         return ClozeScorer(TwoTowerGenerator.from_pretrained(dirs[0]), tok, dev, batch_size)
-    disc = ElectraForPreTraining.from_pretrained(str(dirs[0]))
+    disc = load_pretrained(ElectraForPreTraining, dirs[0])
     if method == "electric":
         return ElectricScorer(disc, tok, dev, batch_size)
     generator = TwoTowerGenerator.from_pretrained(dirs[1])

@@ -14,8 +14,10 @@ from typing import Any
 
 import torch
 from torch import nn
+from transformers import AutoModel, AutoTokenizer
 
 from electra.errors import UserError
+from electra.export import load_pretrained
 from squad.heads import HeadConfig, QAOutput, SpanHead
 
 HEAD_CONFIG = "qa_head.json"
@@ -56,7 +58,7 @@ class SquadModel(nn.Module):
     @classmethod
     def from_encoder(cls, model_dir: str | Path, head_config: HeadConfig) -> SquadModel:
         """A new head on the encoder of any local HF ELECTRA/BERT checkpoint (a discriminator dir works)."""
-        return cls(load_encoder(model_dir), head_config)
+        return cls(load_pretrained(AutoModel, model_dir), head_config)
 
     @classmethod
     def load(cls, model_dir: str | Path) -> SquadModel:
@@ -67,7 +69,7 @@ class SquadModel(nn.Module):
         if not (model_dir / HEAD_CONFIG).is_file():
             raise UserError(f"{model_dir}: no {HEAD_CONFIG}; this is not a fine-tuned SQuAD model directory.")
         head_config = HeadConfig(**json.loads((model_dir / HEAD_CONFIG).read_text()))
-        model = cls(load_encoder(model_dir), head_config)
+        model = cls(load_pretrained(AutoModel, model_dir), head_config)
         model.qa_head.load_state_dict(load_file(str(model_dir / HEAD_WEIGHTS)))
         return model
 
@@ -84,22 +86,14 @@ class SquadModel(nn.Module):
             tokenizer.save_pretrained(str(model_dir))
 
 
-def load_encoder(model_dir: str | Path) -> nn.Module:
-    from transformers import AutoModel
-
-    model_dir = Path(model_dir)
-    if not (model_dir / "config.json").is_file():
-        raise UserError(
-            f"{model_dir}: no config.json; pass a Hugging Face ELECTRA/BERT checkpoint directory "
-            "(e.g. a pretraining run's discriminator/ folder)."
-        )
-    return AutoModel.from_pretrained(str(model_dir))
-
-
 def load_tokenizer(model_dir: str | Path) -> Any:
-    """The checkpoint's fast tokenizer (offsets are needed for span mapping)."""
-    from transformers import AutoTokenizer
-
+    """The checkpoint's fast tokenizer (offsets are needed for span mapping); a local directory only (nothing is
+    fetched from a hub: this library never reaches the network at run time)."""
+    if not Path(model_dir).is_dir():
+        raise UserError(
+            f"{model_dir}: not a local directory; --tokenizer (and --model) must name a directory holding "
+            "tokenizer.json or vocab.txt (hub names are not fetched)."
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     except (OSError, ValueError) as exc:
