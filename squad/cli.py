@@ -68,6 +68,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         help="fixed no-answer threshold (2.0); default: the F1-best one on the evaluated set",
     )
+    parser.add_argument(
+        "--original-layer-decay",
+        action="store_true",
+        help="use the reference code's layer-wise rates (two extra decay factors below the head), as glue does",
+    )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"), default="no")
     parser.add_argument("--cache-dir", help="feature cache (default: OUTPUT/cache)")
@@ -145,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         max_train_examples=args.max_train_examples,
         save_every=args.save_every,
         resume=args.resume,
+        original_layer_decay=args.original_layer_decay,
     )
     results = finetune(settings)
     if "eval" in results:
@@ -153,18 +159,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    """Scores what the official script scores: gold answers straight from the file. Whatever this library's reader
+    would refuse to train on (an answer_start that misses its text, a 1.1 file under --version 2.0) is a warning."""
+    import sys
 
     from electra.errors import UserError
     from squad.data import load_squad_json, read_squad
-    from squad.metrics import evaluate_v1, evaluate_v2
+    from squad.metrics import evaluate_v1, evaluate_v2, gold_answers
 
     payload = load_squad_json(args.data)
-    examples = read_squad(args.data, args.version)
-    version = args.version or (
-        "2.0" if str(payload.get("version", "")).lstrip("v").startswith("2") else "1.1"
-    )
-    golds = {e.qid: [a.text for a in e.answers] for e in examples}
+    file_version = "2.0" if str(payload.get("version", "")).lstrip("v").startswith("2") else "1.1"
+    version = args.version or file_version
+    try:
+        golds = gold_answers(payload["data"])
+    except (KeyError, TypeError) as exc:
+        raise UserError(f"{args.data}: not a SQuAD file (missing {exc}); expected data/paragraphs/qas.") from None
+    if version != file_version:
+        print(f"warning: {args.data} says version {file_version}; scoring it as {version}", file=sys.stderr)
+    try:
+        read_squad(args.data, file_version)
+    except UserError as exc:
+        print(f"warning: {exc} (scored anyway, as the official script does)", file=sys.stderr)
     predictions = _load_mapping(args.predictions, str)
     unknown = [qid for qid in predictions if qid not in golds]
     if unknown:

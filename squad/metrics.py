@@ -7,7 +7,8 @@ no-answer score per question (`na_probs`, any real number: higher means "more li
 HasAns/NoAns breakdown and the thresholds that maximise EM and F1 on the evaluated set.
 
 Two deliberate details of the official scripts are kept: v1.1 scores an empty prediction 0 F1 even against an empty
-gold, and v2.0 drops gold answers that normalise to nothing. A question with no prediction scores 0 (v1.1's rule;
+gold, and v2.0 drops gold answers that normalise to nothing (after deciding, from the raw list, that the question has
+an answer). A question with no prediction scores 0 (v1.1's rule;
 v2.0's script would skip it, which silently inflates the score), and a warning counts them.
 """
 
@@ -100,9 +101,12 @@ def evaluate_v2(
     A question is answered "no answer" when `na_probs[qid] > na_prob_thresh`. Without `na_probs`, every score is
     0, so only the text predictions count (an empty prediction is an abstention), as in the official script.
     """
+    # Whether a question has an answer is decided from its raw answer list, before answers that normalise to
+    # nothing (like "the" or ".") are dropped for scoring: the official script's order. A question whose only
+    # answers normalise to nothing stays answerable, and only an empty prediction matches it.
+    has_ans = {qid: bool(answers) for qid, answers in golds.items()}
     golds = {qid: [a for a in answers if normalize_answer(a)] or [""] for qid, answers in golds.items()}
     _warn_missing(golds, predictions)
-    has_ans = {qid: bool(answers[0]) for qid, answers in golds.items()}
     raw_exact: dict[str, float] = {}
     raw_f1: dict[str, float] = {}
     for qid, answers in golds.items():

@@ -74,6 +74,7 @@ class SquadSettings:
     cache_dir: str | None = None
     max_train_examples: int | None = None
     progress: bool = True
+    original_layer_decay: bool = False  # the reference code's layer-wise rates (see electra/optim.py)
     save_every: int = 0  # checkpoint every N updates under OUTPUT/train/checkpoints (0: never)
     resume: bool = False  # continue from the latest checkpoint there
     log_every: int = 20
@@ -186,6 +187,7 @@ def train_model(
         schedule="reference",
         weight_decay=settings.weight_decay,
         layer_decay=settings.layer_decay,
+        original_layer_decay=settings.original_layer_decay,
         max_grad_norm=settings.max_grad_norm,
         output_dir=log_dir,
         log_every=settings.log_every,

@@ -90,8 +90,12 @@ def test_cli_reports_bad_input_with_exit_code_2(tmp_path: Path, capsys: pytest.C
         tmp_path, _one({"id": "q9", "question": "Who?", "answers": [{"text": "Denver", "answer_start": 3}]})
     )
     preds = _file(tmp_path, {"q9": "Denver"}, "preds.json")
-    assert main(["squad-eval", "--data", str(bad), "--predictions", str(preds)]) == 2
+    # The official evaluation scores such a file; squad-eval does too and warns (training on it is refused).
+    assert main(["squad-eval", "--data", str(bad), "--predictions", str(preds)]) == 0
     assert "question q9" in capsys.readouterr().err
+    missing = _file(tmp_path, {"q404": "x"}, "unknown.json")
+    assert main(["squad-eval", "--data", str(bad), "--predictions", str(missing)]) == 2
+    assert "question q404 is not in" in capsys.readouterr().err
 
 
 def test_squad_eval_cli_matches_hand_numbers(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -110,3 +110,56 @@ def test_best_threshold_never_answering_is_the_floor() -> None:
         {"x": "no", "y": "no"}, {"x": 0.0, "y": 0.0}, {"x": 0.2, "y": 0.7}, {"x": True, "y": False}
     )
     assert score == pytest.approx(50.0) and thresh == 0.0
+
+
+def test_v2_an_answerable_question_whose_answers_normalise_to_nothing_stays_answerable() -> None:
+    """The official script decides HasAns from the raw answer list. Before: answers like "the" or "." made the
+    question count as NoAns (a constructed file had 1,346 HasAns where the official script counts 1,372)."""
+    golds = {"only_the": ["the"], "dot": ["."], "real": ["cat"], "none": []}
+    predictions = {"only_the": "", "dot": "dog", "real": "cat", "none": ""}
+    result = evaluate_v2(golds, predictions)
+    assert result["HasAns_total"] == 3 and result["NoAns_total"] == 1
+    # Scoring still drops the empty-after-normalising golds: only "" matches them, as in the official script.
+    assert result["HasAns_exact"] == pytest.approx(100 * 2 / 3) and result["NoAns_exact"] == 100.0
+
+
+def test_squad_eval_scores_what_the_official_script_scores(tmp_path, capsys) -> None:
+    """Before: a wrong answer_start, or a 1.1 file under --version 2.0, was refused; the official script scores
+    both. Now they are warnings."""
+    import json
+
+    from electra.cli import main
+
+    data = {
+        "version": "1.1",
+        "data": [
+            {
+                "title": "t",
+                "paragraphs": [
+                    {
+                        "context": "The cat sat on the mat.",
+                        "qas": [
+                            {
+                                "id": "q1",
+                                "question": "Who sat?",
+                                "answers": [{"text": "cat", "answer_start": 9}],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "data.json").write_text(json.dumps(data))
+    (tmp_path / "pred.json").write_text(json.dumps({"q1": "the cat"}))
+    argv = ["squad-eval", "--data", str(tmp_path / "data.json"), "--predictions", str(tmp_path / "pred.json")]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["exact_match"] == 100.0
+    assert "does not match the context at answer_start=9" in captured.err and "scored anyway" in captured.err
+    assert main([*argv, "--version", "2.0"]) == 0
+    captured = capsys.readouterr()
+    assert (
+        "says version 1.1; scoring it as 2.0" in captured.err
+        and json.loads(captured.out)["HasAns_total"] == 1
+    )
