@@ -173,7 +173,9 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         golds = gold_answers(payload["data"])
     except (KeyError, TypeError) as exc:
-        raise UserError(f"{args.data}: not a SQuAD file (missing {exc}); expected data/paragraphs/qas.") from None
+        raise UserError(
+            f"{args.data}: not a SQuAD file (missing {exc}); expected data/paragraphs/qas."
+        ) from None
     if version != file_version:
         print(f"warning: {args.data} says version {file_version}; scoring it as {version}", file=sys.stderr)
     try:

@@ -165,3 +165,44 @@ def test_non_finite_weights_are_never_exported(micro_overrides, tmp_path):
     with pytest.raises(UserError, match="not exported: 1 weight tensor\\(s\\) hold NaN or inf"):
         model.export(tmp_path / "export", tokenizer())
     assert not (tmp_path / "export" / "export.json").exists()
+
+
+@pytest.mark.parametrize(
+    "phase",
+    ["_save_rng", "save_model", "_save_optimizer", "_sha256", "replace", "_write_atomically", "_prune"],
+)
+def test_a_kill_in_any_checkpoint_phase_resumes_to_the_same_weights(
+    straight, tmp_path, micro_overrides_module, corpus_module, monkeypatch, phase
+):
+    """Killed inside the step-4 checkpoint write, in each of its phases (RNG, weights, optimizer, checksums, the
+    rename, the `latest` pointer, pruning), then resumed: the final weights equal the uninterrupted run's. (The
+    cached vocabulary is shared: WordPiece training is not reproducible from one process to the next.)"""
+    import electra.engine as engine_module
+
+    target = checkpoint_module.os if phase == "replace" else checkpoint_module
+    real, real_save = getattr(target, phase), checkpoint_module.save_checkpoint
+    writing_step_4 = {"now": False}
+
+    def killed(*args, **kwargs):
+        if writing_step_4["now"]:
+            raise KeyboardInterrupt(f"killed in {phase}")
+        return real(*args, **kwargs)
+
+    def save(directory, step, *args, **kwargs):
+        writing_step_4["now"] = step == 4
+        try:
+            return real_save(directory, step, *args, **kwargs)
+        finally:
+            writing_step_4["now"] = False
+
+    monkeypatch.setattr(engine_module, "save_checkpoint", save)
+    monkeypatch.setattr(target, phase, killed)
+    with pytest.raises(KeyboardInterrupt):
+        _run(corpus_module, tmp_path / "run", straight.parent / "cache", micro_overrides_module)
+    monkeypatch.setattr(target, phase, real)
+    result = _run(
+        corpus_module, tmp_path / "run", straight.parent / "cache", micro_overrides_module, resume=True
+    )
+    assert result.step == 6
+    a, b = _final_weights(straight), _final_weights(tmp_path / "run")
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -302,3 +302,35 @@ def test_tiny_model_beats_a_positional_baseline(files, tmp_path: Path) -> None:
     assert results["train"]["final_loss"] < 0.5 * results["train"]["first_loss"]
     assert model["exact_match"] > baseline["exact_match"] + 1.0
     assert model["f1"] > baseline["f1"]
+
+
+def test_original_layer_decay_reaches_the_optimizer(files, tmp_path: Path, monkeypatch) -> None:
+    """`electra squad --original-layer-decay`, as `electra glue` has it: the reference code's rates (the top layer
+    at decay**2 of the head's rate) instead of the paper's rule."""
+    import electra.engine as engine_module
+
+    seen = {}
+    real = engine_module.build_adamw
+
+    def capture(groups, *args, **kwargs):
+        seen["rates"] = {g["name"]: g["lr"] for g in groups}
+        return real(groups, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "build_adamw", capture)
+    flags = [
+        "--train",
+        str(files["train"]),
+        "--version",
+        "1.1",
+        "--max-steps",
+        "1",
+        "--max-train-examples",
+        "20",
+    ]
+    flags += ["--learning-rate", "1e-3", "--layer-decay", "0.5"]
+    _squad(files, tmp_path / "paper", *flags)
+    assert seen["rates"]["layer_1"] == pytest.approx(1e-3)  # the top layer trains at the head's rate
+    _squad(files, tmp_path / "original", *flags, "--original-layer-decay")
+    assert seen["rates"]["layer_1"] == pytest.approx(1e-3 * 0.25) and seen["rates"]["head"] == pytest.approx(
+        1e-3
+    )

@@ -1,0 +1,239 @@
+"""Every malformed input tried, with the one line it gets (README, "Reliability", prints this table):
+
+    python -m tests.test_malformed_inputs      # the table, as markdown
+
+Each case runs the real command and must exit 2 with exactly one line on stderr, naming the file or flag and the
+fix, and no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from electra.cli import main
+from tests.conftest import MICRO, SAMPLE_TEXT
+
+Case = tuple[str, Callable[[Path], list[str]], str]
+MICRO_FLAGS = [f"--set={k}={v}" for k, v in {**MICRO, "max_steps": 2, "save_every": 2}.items()]
+
+
+def _corpus(root: Path) -> Path:
+    directory = root / "corpus"
+    directory.mkdir(exist_ok=True)
+    for i in range(6):
+        (directory / f"doc{i}.txt").write_text(SAMPLE_TEXT * 4)
+    return directory
+
+
+def _write(root: Path, name: str, content: str | bytes) -> Path:
+    path = root / name
+    path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    return path
+
+
+def _pretrain(root: Path, *extra: str) -> list[str]:
+    return [
+        "pretrain",
+        "--output",
+        str(root / "run"),
+        "--cache-dir",
+        str(root / "cache"),
+        "--no-plot",
+        *extra,
+    ]
+
+
+def _finished_run(root: Path) -> list[str]:
+    argv = _pretrain(root, "--corpus", str(_corpus(root)), *MICRO_FLAGS)
+    assert main(argv) == 0
+    return argv
+
+
+CASES: list[Case] = [
+    (
+        "corpus path that does not exist",
+        lambda r: _pretrain(r, "--corpus", str(r / "nope")),
+        "does not exist",
+    ),
+    ("empty corpus file", lambda r: _pretrain(r, "--corpus", str(_write(r, "e.txt", "\n\n"))), "is empty"),
+    (
+        "binary file as corpus",
+        lambda r: _pretrain(r, "--corpus", str(_write(r, "b.txt", bytes(range(256)) * 50))),
+        "undecodable bytes",
+    ),
+    (
+        "UTF-16 corpus with --strict-utf8",
+        lambda r: _pretrain(
+            r, "--strict-utf8", "--corpus", str(_write(r, "u.txt", "hi there".encode("utf-16")))
+        ),
+        "UTF-16 text",
+    ),
+    (
+        "vocabulary without [MASK]",
+        lambda r: _pretrain(
+            r, "--corpus", str(_corpus(r)), "--vocab", str(_write(r, "v.txt", "[PAD]\n[UNK]\n"))
+        ),
+        "lacks",
+    ),
+    ("unknown config key", lambda r: _pretrain(r, "--set", "hiden_size=3"), "unknown config key"),
+    (
+        "JSON config value of the wrong type",
+        lambda r: _pretrain(r, "--config", str(_write(r, "c.json", json.dumps({"num_hidden_layers": 2.5})))),
+        "is not a whole number",
+    ),
+    ("--set max_steps=5e-1", lambda r: _pretrain(r, "--set", "max_steps=5e-1"), "is not a whole number"),
+    ("--save-every 0", lambda r: _pretrain(r, "--save-every", "0"), "save_every must be at least 1"),
+    ("unknown objective", lambda r: _pretrain(r, "--set", "objective=xlnet"), "is not one of electra"),
+    (
+        "output directory holding other files",
+        lambda r: _pretrain(r, "--corpus", str(_corpus(r)), "--output", str(_write(r, "x", "").parent)),
+        "is not empty",
+    ),
+    ("output directory holding a finished run", _finished_run, "already holds a run"),
+    (
+        "--resume on another corpus",
+        lambda r: [
+            *_finished_run(r)[:-1],
+            "--corpus",
+            str(_write(r, "other.txt", "Other text here. " * 50)),
+            "--resume",
+        ],
+        "is not the one",
+    ),
+    (
+        "--resume with no checkpoint",
+        lambda r: _pretrain(r, "--corpus", str(_corpus(r)), "--resume"),
+        "no complete checkpoint",
+    ),
+    (
+        "GLUE task file missing",
+        lambda r: ["glue", "--model", str(_pickled(r)), "--task", "qnli", "--data-dir", str(r)],
+        "file not found",
+    ),
+    (
+        "checkpoint with pickled weights only",
+        lambda r: ["glue", "--model", str(_pickled(r)), "--task", "sst2", "--data-dir", str(_sst2(r))],
+        "no .safetensors weights",
+    ),
+    (
+        "SQuAD tokenizer given as a hub name",
+        lambda r: [
+            "squad",
+            "--model",
+            str(r),
+            "--tokenizer",
+            "bert-base-uncased",
+            "--eval",
+            "x.json",
+            "--output",
+            str(r / "s"),
+        ],
+        "not a local directory",
+    ),
+    (
+        "n-best list with an empty hypothesis list",
+        lambda r: [
+            "rescore",
+            "--model",
+            str(r),
+            "--dev",
+            str(_write(r, "dev.json", '[{"id": "u9", "ref": "a", "hyps": []}]')),
+        ],
+        "empty hypothesis list",
+    ),
+    (
+        "score input that does not exist",
+        lambda r: ["score", "--model", str(r), "--input", str(r / "none.txt")],
+        "does not exist",
+    ),
+    (
+        "results.json of an earlier run in --output",
+        lambda r: [
+            "glue",
+            "--model",
+            "m",
+            "--task",
+            "sst2",
+            "--output",
+            str(_write(r, "results.json", "{}").parent),
+        ],
+        "already exists",
+    ),
+]
+
+
+def _pickled(root: Path) -> Path:
+    import torch
+
+    directory = root / "pickled"
+    directory.mkdir(exist_ok=True)
+    (directory / "config.json").write_text(
+        json.dumps({"model_type": "electra", "architectures": ["ElectraModel"]})
+    )
+    torch.save({"w": torch.zeros(1)}, directory / "pytorch_model.bin")
+    return directory
+
+
+def _sst2(root: Path) -> Path:
+    data = root / "glue"
+    (data / "SST-2").mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev"):
+        (data / "SST-2" / f"{split}.tsv").write_text("sentence\tlabel\ngood\t1\nbad\t0\n")
+    return data
+
+
+def one_line_error(argv: list[str], capsys) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err if line.startswith("electra ")]
+    assert code == 2, err
+    assert len(errors) == 1 and not any("Traceback" in line for line in err), err
+    return errors[0]
+
+
+@pytest.mark.parametrize("label, make_argv, fragment", CASES, ids=[case[0] for case in CASES])
+def test_malformed_input_gets_one_line(label, make_argv, fragment, tmp_path, capsys):
+    argv = make_argv(tmp_path)
+    capsys.readouterr()
+    assert fragment in one_line_error(argv, capsys)
+
+
+def table() -> str:
+    """The README's table: each malformed input and the line the command answers with."""
+
+    class Capture:
+        def readouterr(self):
+            from types import SimpleNamespace
+
+            value = sys.stderr.getvalue()
+            sys.stderr.truncate(0)
+            sys.stderr.seek(0)
+            return SimpleNamespace(err=value, out="")
+
+    import io
+
+    rows = ["| input | the command's answer (stderr, exit 2) |", "|---|---|"]
+    for label, make_argv, _ in CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            real = sys.stderr
+            sys.stderr = io.StringIO()
+            try:
+                argv = make_argv(root)
+                sys.stderr.truncate(0)
+                sys.stderr.seek(0)
+                line = one_line_error(argv, Capture())
+            finally:
+                sys.stderr = real
+            rows.append(f"| {label} | `` {line.replace(tmp, 'TMP')} `` |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())
