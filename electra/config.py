@@ -343,6 +343,8 @@ def assemble_config(
     objective = layered.get("objective", values.get("objective", "electra"))
     values.update(objective_defaults(objective))
     values.update(layered)
+    if "vocab_size" not in layered:  # until a tokenizer says otherwise, the vocabulary a run would train
+        values["vocab_size"] = values.get("tokenizer_vocab_size", PretrainConfig.tokenizer_vocab_size)
     return PretrainConfig(**values).validate()
 
 

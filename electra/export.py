@@ -18,6 +18,7 @@ declare their parts and scoring methods; consumers ask `read_export` and never p
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +78,8 @@ def write_export(
     finetune: str,
     scoring: Mapping[str, Sequence[str]],
 ) -> dict[str, Path]:
-    """Write every part (weights, config and the tokenizer) and then the manifest that names them."""
+    """Write every part (weights, config and the tokenizer) and then the manifest that names them. The caller sets
+    the tokenizer's `model_max_length` (the model's positions)."""
     output_dir = Path(output_dir)
     written: dict[str, Path] = {}
     for part in parts:
@@ -146,6 +148,27 @@ def load_pretrained(model_class: Any, directory: str | Path) -> Any:
         raise UserError(f"{directory}: could not be loaded as {model_class.__name__} ({exc}).") from None
     finally:
         hf_logging.set_verbosity(verbosity)
+
+
+def fit_length(requested: int, model_config: Any, flag: str = "--max-seq-length") -> int:
+    """`requested`, or the model's position limit when it asks for more (said in one line on stderr): a longer
+    sequence would index past the position embeddings."""
+    limit = int(getattr(model_config, "max_position_embeddings", requested))
+    if requested > limit:
+        print(
+            f"{flag} {requested} is longer than the model takes; using its {limit} positions", file=sys.stderr
+        )
+        return limit
+    return requested
+
+
+def save_tokenizer(tokenizer: Any, directory: str | Path, model_config: Any) -> None:
+    """Save `tokenizer` beside a model, with `model_max_length` set to the model's positions, so `truncation=True`
+    and the `transformers` pipelines cut inputs where the model ends."""
+    limit = getattr(model_config, "max_position_embeddings", None)
+    if limit:
+        tokenizer.model_max_length = int(limit)
+    tokenizer.save_pretrained(str(directory))
 
 
 def finetune_dir(path: str | Path) -> Path:

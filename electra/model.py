@@ -54,6 +54,9 @@ class PretrainingModel(nn.Module):
                 "resume from an earlier checkpoint with a lower learning rate."
             )
         objective = self.objective
+        tokenizer.model_max_length = (
+            self.config.max_position_embeddings
+        )  # truncation=True stops where the model does
         return write_export(
             output_dir,
             objective.export_parts(self),

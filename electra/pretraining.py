@@ -31,6 +31,7 @@ from electra.data import (
 )
 from electra.engine import Engine, Task, TrainArgs
 from electra.errors import UserError
+from electra.export import save_tokenizer
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.objectives import check_config, flop_report, get_objective
 from electra.outputs import StepOutput
@@ -198,7 +199,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     if resume_from is None and accelerator.is_main_process:
         output_dir.mkdir(parents=True, exist_ok=True)
         config.save(output_dir / "config.json")
-        tokenizer.save_pretrained(str(output_dir / "tokenizer"))
+        save_tokenizer(tokenizer, output_dir / "tokenizer", config)
         record = {"corpus": str(Path(inputs.corpus).resolve()), "corpus_sample": corpus_sample(inputs.corpus)}
         record.update(tokenizer_sha256=tokenizer_sha256(tokenizer), world_size=world)
         (output_dir / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n")

@@ -16,7 +16,7 @@ import random
 import statistics
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,7 @@ from transformers import AutoConfig, AutoTokenizer
 
 from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
 from electra.errors import UserError
-from electra.export import finetune_dir
+from electra.export import finetune_dir, fit_length
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
 from flops.analytic import finetune_flops as analytic_finetune_flops
@@ -414,6 +414,7 @@ def run_glue(
     accelerator = Accelerator(mixed_precision=settings.mixed_precision)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     config = AutoConfig.from_pretrained(str(model_dir))
+    settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
     size, size_lr, size_decay = size_defaults(config.hidden_size)
     resolved = asdict(settings) | {
         "learning_rate": settings.learning_rate or size_lr,

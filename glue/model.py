@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from transformers import AutoModel
 
-from electra.export import load_pretrained
+from electra.export import load_pretrained, save_tokenizer
 
 HEAD_WEIGHTS = "glue_head.safetensors"
 HEAD_CONFIG = "glue_head.json"
@@ -71,7 +71,7 @@ class GlueModel(nn.Module):
         directory.mkdir(parents=True, exist_ok=True)
         self.encoder.save_pretrained(str(directory))
         if tokenizer is not None:
-            tokenizer.save_pretrained(str(directory))
+            save_tokenizer(tokenizer, directory, self.encoder.config)
         state = {k: v.detach().cpu().contiguous() for k, v in self.classifier.state_dict().items()}
         save_file(state, str(directory / HEAD_WEIGHTS))
         meta = {

@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
 from electra.errors import UserError
-from electra.export import load_pretrained
+from electra.export import load_pretrained, save_tokenizer
 from squad.heads import HeadConfig, QAOutput, SpanHead
 
 HEAD_CONFIG = "qa_head.json"
@@ -83,7 +83,7 @@ class SquadModel(nn.Module):
         save_file(state, str(model_dir / HEAD_WEIGHTS))
         (model_dir / HEAD_CONFIG).write_text(json.dumps(self.head_config.to_dict(), indent=2) + "\n")
         if tokenizer is not None:
-            tokenizer.save_pretrained(str(model_dir))
+            save_tokenizer(tokenizer, model_dir, self.encoder.config)
 
 
 def load_tokenizer(model_dir: str | Path) -> Any:

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from electra.data import pad_batch
 from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
 from electra.errors import UserError
+from electra.export import finetune_dir, fit_length
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
 from squad.data import SquadExample, read_squad
@@ -105,11 +106,13 @@ def finetune(settings: SquadSettings) -> dict[str, Any]:
     output = Path(settings.output)
     output.mkdir(parents=True, exist_ok=True)
     cache_dir = settings.cache_dir or str(output / "cache")
-    tokenizer = load_tokenizer(settings.tokenizer or settings.model)
+    model_dir = finetune_dir(settings.model)  # a pretraining run's export: its fine-tuning part
+    tokenizer = load_tokenizer(settings.tokenizer or model_dir)
     if settings.train is not None:
-        model = SquadModel.from_encoder(settings.model, settings.head_config())
+        model = SquadModel.from_encoder(model_dir, settings.head_config())
     else:  # evaluation only: the directory must be a fine-tuned SQuAD model
         model = SquadModel.load(settings.model)
+    settings.max_seq_length = fit_length(settings.max_seq_length, model.encoder.config)
     results: dict[str, Any] = {}
     if settings.train is not None:
         examples = read_squad(settings.train, settings.version)

@@ -408,3 +408,19 @@ def test_startup_check_on_a_padded_batch(objective):
     assert result["predicted_positions"] == pytest.approx(
         (7 + 4 + 7) / 3
     )  # round(0.15 * 45), round(0.15 * 28)
+
+
+def test_a_preset_counts_the_vocabulary_pretraining_trains(capsys):
+    """Before: `electra flops --size tiny` counted a 30,522 vocabulary (4.98M parameters) where pretraining trains
+    8,192 (2.10M)."""
+    from electra.cli import main
+    from electra.model import PretrainingModel
+    from electra.outputs import SpecialIds
+
+    assert main(["flops", "--size", "tiny", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    config = build_config("tiny")
+    assert config.vocab_size == config.tokenizer_vocab_size == 8192
+    model = PretrainingModel(config, SpecialIds(0, 2, 3, 4))
+    assert report["params"]["total"] == sum(p.numel() for p in model.parameters())
+    assert build_config("tiny", overrides={"vocab_size": 30522}).vocab_size == 30522  # an explicit size stays

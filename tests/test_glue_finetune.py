@@ -223,3 +223,33 @@ def test_median_over_seeds_and_paper_average():
     }
     average, used = glue_average(rows)
     assert used == ["cola", "stsb", "mnli"] and average == pytest.approx((0.5 + 0.9 + 0.8) / 3)
+
+
+def test_lengths_are_fitted_to_the_model_and_exports_say_their_length(tmp_path, capsys):
+    """Before: `glue --max-seq-length 512` on a 128-position model ended in a RuntimeError, and exported tokenizers
+    had no model_max_length, so truncation=True (and the pipelines) did not stop where the model does."""
+    from transformers import AutoTokenizer, ElectraTokenizerFast
+
+    from electra.export import fit_length
+    from electra.model import build_pretraining_model
+    from electra.objectives import build_config
+    from tests.golden_trace import WORDS, write_stsb
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
+    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    small = dict(
+        hidden_size=32, num_hidden_layers=1, intermediate_size=64, num_attention_heads=2, embedding_size=16
+    )
+    config = build_config("tiny", overrides={**small, "max_position_embeddings": 64, "max_seq_length": 64})
+    build_pretraining_model(config, tokenizer).export(tmp_path / "run", tokenizer)
+    saved = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "discriminator"))
+    assert saved.model_max_length == 64
+    assert len(saved(" ".join(["module"] * 200), truncation=True)["input_ids"]) == 64
+    assert fit_length(512, config) == 64 and "using its 64 positions" in capsys.readouterr().err
+    data = write_stsb(tmp_path / "glue")
+    argv = ["glue", "--model", str(tmp_path / "run"), "--task", "stsb", "--data-dir", str(data)]
+    assert main([*argv, "--max-seq-length", "512", "--max-steps", "2"]) == 0
+    assert (
+        "--max-seq-length 512 is longer than the model takes; using its 64 positions"
+        in capsys.readouterr().err
+    )

@@ -334,3 +334,29 @@ def test_original_layer_decay_reaches_the_optimizer(files, tmp_path: Path, monke
     assert seen["rates"]["layer_1"] == pytest.approx(1e-3 * 0.25) and seen["rates"]["head"] == pytest.approx(
         1e-3
     )
+
+
+def test_the_default_length_is_fitted_to_a_small_model(files, tmp_path: Path, capsys) -> None:
+    """Before: the default --max-seq-length 384 on a 256-position model ended in a raw RuntimeError."""
+    argv = [
+        "squad",
+        "--model",
+        str(files["checkpoint"]),
+        "--output",
+        str(tmp_path / "s"),
+        "--train",
+        str(files["train"]),
+        "--version",
+        "1.1",
+        "--max-steps",
+        "1",
+        "--max-train-examples",
+        "10",
+    ]
+    assert main(argv) == 0
+    assert (
+        "--max-seq-length 384 is longer than the model takes; using its 256 positions"
+        in capsys.readouterr().err
+    )
+    saved = json.loads((tmp_path / "s" / "model" / "tokenizer_config.json").read_text())
+    assert saved["model_max_length"] == 256

@@ -36,6 +36,7 @@ from transformers import ElectraForSequenceClassification
 from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset
 from electra.engine import EarlyStopping, Engine, Task, TrainArgs
 from electra.errors import UserError
+from electra.export import save_tokenizer
 from electra.hf_configs import discriminator_hf_config
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, objective_names
@@ -540,7 +541,7 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
     }
     if accelerator.is_main_process:
         classifier.save_pretrained(str(out / "model"), safe_serialization=True)
-        tokenizer.save_pretrained(str(out / "model"))
+        save_tokenizer(tokenizer, out / "model", classifier.config)
         _write_json(out / "results.json", results)
     accelerator.end_training()
     logger.info("test: %s", test)
