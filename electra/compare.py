@@ -34,7 +34,7 @@ from electra.errors import UserError
 from electra.export import finetune_dir
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, objective_names
-from electra.pretraining import RunInputs, pretrain
+from electra.pretraining import RunInputs, pretrain, size_to_budget
 from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
 from glue.finetune import FinetuneSettings, check_files, glue_average, run_glue
 from glue.report import json_safe
@@ -46,19 +46,15 @@ def objective_config(settings: CompareSettings, objective: str, vocab_size: int)
     """The objective's PretrainConfig with its schedule fitted to the budget (same batch for every objective)."""
     config = build_config(settings.size, None, {**settings.overrides, "objective": objective})
     config.vocab_size = vocab_size
-    per_step = flop_report(config).train_flops_per_step
-    steps = math.ceil(settings.budget / per_step - 1e-9)
+    steps = size_to_budget(config, settings.budget, keep_warmup="warmup_steps" in settings.overrides)
     if steps < settings.checkpoints:
+        per_step = _per_step(config)
         raise UserError(
             f"--flops-budget {settings.budget:.3g} buys only {steps} step(s) of {objective} ({per_step:.3g} FLOPs "
             f"each); give at least {settings.checkpoints * per_step:.3g} for {settings.checkpoints} checkpoints."
         )
-    config.max_steps = steps
-    if "warmup_steps" not in settings.overrides:
-        config.warmup_steps = min(config.warmup_steps, max(1, steps // 10))
     config.save_every = max(1, math.ceil(steps / (2 * settings.checkpoints)))
     config.keep_checkpoints = 1_000_000  # pruned here, once a fraction is exported
-    config.flops_budget = settings.budget
     return config.validate()
 
 

@@ -101,7 +101,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from electra.config import parse_overrides
+    from electra.config import load_config_file, parse_overrides
     from electra.objectives import build_config
 
     overrides = parse_overrides(args.set)
@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         if value is not None:
             overrides[name] = value
     config = build_config(args.size, args.config_file, overrides)
+    explicit = {**(load_config_file(args.config_file) if args.config_file else {}), **overrides}
     if args.help_config:
         for name, value in sorted(config.to_dict().items()):
             print(f"{name} = {value!r}")
@@ -145,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         num_proc=args.num_proc,
         resume=args.resume,
         overwrite=args.overwrite,
+        size_to_budget=config.flops_budget is not None and "max_steps" not in explicit,
+        keep_warmup="warmup_steps" in explicit,
         doc_boundary=args.doc_boundary,
         strict_utf8=args.strict_utf8,
     )

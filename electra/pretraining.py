@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,6 +71,10 @@ class RunInputs:
     num_proc: int | None = None
     resume: bool = False
     overwrite: bool = False  # start over in a directory that holds a run, or write into a non-empty one
+    # Size max_steps (and warmup, unless `keep_warmup`) to config.flops_budget once the vocabulary is known, so
+    # the schedule decays over the budget and the progress bar counts the steps it buys (the CLI's --flops-budget).
+    size_to_budget: bool = False
+    keep_warmup: bool = False
     doc_boundary: str = "auto"
     strict_utf8: bool = False
 
@@ -130,6 +135,19 @@ class PretrainingTask(Task):
         )
 
 
+def size_to_budget(config: PretrainConfig, budget: float, keep_warmup: bool = False) -> int:
+    """Fit the schedule to a FLOP budget: max_steps = the steps it buys, warmup at most a tenth of them (unless
+    `keep_warmup`), and the budget as the stop rule. Returns the steps. The vocabulary must be final: it sets the
+    cost of a step."""
+    per_step = flop_report(config).train_flops_per_step
+    steps = max(1, math.ceil(budget / per_step - 1e-9))
+    config.max_steps = steps
+    if not keep_warmup:
+        config.warmup_steps = min(config.warmup_steps, max(1, steps // 10))
+    config.flops_budget = budget
+    return steps
+
+
 def train_args(config: PretrainConfig, output_dir: Path | None) -> TrainArgs:
     """The engine's settings of a pretraining config."""
     return TrainArgs(
@@ -157,7 +175,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     check_config(config)
     output_dir = inputs.output_dir
     resume_from = _check_output_dir(
-        config, output_dir, output_dir / "checkpoints", inputs.resume, inputs.overwrite
+        config, output_dir, output_dir / "checkpoints", inputs.resume, inputs.overwrite, inputs.size_to_budget
     )
 
     accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=not torch.cuda.is_available())
@@ -194,6 +212,11 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
             strict_utf8=inputs.strict_utf8,
         )
     config.vocab_size = len(tokenizer)
+    if inputs.size_to_budget and config.flops_budget and resume_from is None:
+        steps = size_to_budget(config, config.flops_budget, inputs.keep_warmup)
+        accelerator.print(
+            f"--flops-budget {config.flops_budget:.3g} buys {steps} steps (warmup {config.warmup_steps})"
+        )
     counts = token_counts(dataset, len(tokenizer)) if config.generator == "unigram" else None
     model = build_pretraining_model(config, tokenizer, token_counts=counts)
     if resume_from is None and accelerator.is_main_process:
@@ -305,7 +328,12 @@ RUN_FILES = (
 
 
 def _check_output_dir(
-    config: PretrainConfig, output_dir: Path, checkpoints_dir: Path, resume: bool, overwrite: bool = False
+    config: PretrainConfig,
+    output_dir: Path,
+    checkpoints_dir: Path,
+    resume: bool,
+    overwrite: bool = False,
+    sized: bool = False,
 ) -> Path | None:
     existing = latest_checkpoint(checkpoints_dir)
     if not resume:
@@ -333,6 +361,8 @@ def _check_output_dir(
     existing = latest_intact_checkpoint(checkpoints_dir)
     saved = load_saved_config(output_dir / "config.json")
     saved.vocab_size = config.vocab_size
+    if sized:  # derived from the budget when the run started: take them as they were
+        config.max_steps, config.warmup_steps = saved.max_steps, saved.warmup_steps
     changed = differing_fields(saved, config, ignore=RESUMABLE_CHANGES | {"vocab_size"})
     if changed:
         raise UserError(

@@ -138,3 +138,32 @@ def test_resume_refuses_another_corpus_vocabulary_or_process_count(small_corpus,
         _run(small_corpus, run, cache, {**micro_overrides, "max_steps": 3}, resume=True)
     (run / "run.json").write_text(json.dumps(record))
     assert _run(small_corpus, run, cache, {**micro_overrides, "max_steps": 3}, resume=True).step == 3
+
+
+def test_a_flop_budget_sizes_the_schedule(small_corpus, tmp_path, micro_overrides):
+    """Before: --flops-budget only stopped the run: mid-warmup, with the progress bar at 6/600. Now the steps the
+    budget buys are the run's max_steps, the warmup a tenth of them, and the learning rate reaches 0 at the end."""
+    from electra.cli import main
+    from electra.objectives import flop_report
+
+    overrides = {k: v for k, v in micro_overrides.items() if k not in ("max_steps", "warmup_steps")}
+    flags = [f"--set={k}={v}" for k, v in {**overrides, "log_every": 1, "warmup_steps": 500}.items()]
+    out = tmp_path / "run"
+    argv = [
+        "pretrain",
+        "--corpus",
+        str(small_corpus),
+        "--output",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "c"),
+    ]
+    flags = [f for f in flags if "warmup_steps" not in f]
+    assert main([*argv, *flags, "--flops-budget", "1e9", "--no-plot"]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    per_step = flop_report(build_config("tiny", overrides={**overrides, "vocab_size": saved["vocab_size"]}))
+    steps = -(-1e9 // per_step.train_flops_per_step)
+    assert saved["max_steps"] == steps and saved["warmup_steps"] == max(1, int(steps) // 10)
+    rows = read_metrics(out)
+    assert rows[-1]["step"] == steps and rows[-1]["learning_rate"] == 0.0
+    assert json.loads((out / "summary.json").read_text())["stop_reason"] in ("max_steps", "flops_budget")
