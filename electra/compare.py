@@ -225,6 +225,7 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
                     **{k: cell[k] for k in ("fraction", "step", "train_flops")},
                     "scores": {k: None if math.isnan(r["median"]) else r["median"] for k, r in rows.items()},
                     "average": None if math.isnan(average) else average,
+                    "average_by_seed": seed_averages(rows),
                 }
             )
         objectives[objective] = {
@@ -243,6 +244,19 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
         "finetune_settings": asdict(finetune) if finetune is not None else None,
         "objectives": objectives,
     }
+
+
+def seed_averages(rows: dict[str, dict]) -> list[float]:
+    """The paper's average computed per fine-tuning seed (seed i of every task together): its spread over seeds is
+    the noise a difference between objectives must exceed."""
+    per_task = [row["seeds"] for row in rows.values() if row.get("seeds")]
+    if not per_task or len({len(seeds) for seeds in per_task}) != 1:
+        return []
+    averages = []
+    for i in range(len(per_task[0])):
+        values = [seeds[i] for seeds in per_task if seeds[i] is not None and not math.isnan(seeds[i])]
+        averages.append(sum(values) / len(values) if len(values) == len(per_task) else math.nan)
+    return [a for a in averages if not math.isnan(a)]
 
 
 def _score(value) -> str:
@@ -271,26 +285,46 @@ def format_markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_curve(results: dict, path: Path) -> Path:
-    """Average score against training FLOPs, one line per objective (the paper's Figure 5.1, left)."""
+def curve_figure(results: dict):
+    """Average score against training FLOPs (log axis), one line per objective with the spread of its per-seed
+    averages as a bar (the paper's Figure 5.1, left). Objectives are drawn with their own marker and a slight
+    horizontal offset, so a line that coincides with another still shows."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(6, 4))
-    for objective, entry in results["objectives"].items():
-        points = [(c["train_flops"], 100 * c["average"]) for c in entry["cells"] if c["average"] is not None]
-        if points:
-            xs, ys = zip(*points)
-            axis.plot(xs, ys, marker="o", label=objective)
-    axis.set_xlabel("pretraining FLOPs")
-    axis.set_ylabel("average dev score")
+    figure, axis = plt.subplots(figsize=(6.5, 4.2))
+    markers = "osD^vP*X"
+    objectives = list(results["objectives"].items())
+    for index, (objective, entry) in enumerate(objectives):
+        cells = [c for c in entry["cells"] if c["average"] is not None]
+        if not cells:
+            continue
+        offset = 1.0 + 0.03 * (index - (len(objectives) - 1) / 2)
+        xs = [c["train_flops"] * offset for c in cells]
+        ys = [100 * c["average"] for c in cells]
+        spreads = [[100 * a for a in c.get("average_by_seed") or [c["average"]]] for c in cells]
+        below = [y - min(s) for y, s in zip(ys, spreads)]
+        above = [max(s) - y for y, s in zip(ys, spreads)]
+        axis.errorbar(
+            xs, ys, yerr=[below, above], marker=markers[index % len(markers)], capsize=3, label=objective
+        )
+    axis.set_xscale("log")
+    axis.set_xlabel("pretraining FLOPs (log scale)")
+    axis.set_ylabel("average dev score (bars: min-max over seeds)")
     axis.set_title(f"{results['size']}: score against training compute")
-    axis.grid(alpha=0.3)
+    axis.grid(alpha=0.3, which="both")
     if axis.get_legend_handles_labels()[0]:
         axis.legend()
     figure.tight_layout()
+    return figure
+
+
+def plot_curve(results: dict, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    figure = curve_figure(results)
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path

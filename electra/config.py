@@ -97,6 +97,12 @@ class PretrainConfig:
     save_every: int = 1000
     keep_checkpoints: int = 2
     flops_budget: float | None = None  # stop once this many training FLOPs are spent
+    # held-out evaluation (as the reference's do_eval): this fraction of the examples, at most eval_examples of
+    # them, is never trained on; every eval_every steps and at the end the objective's metrics on it are logged as
+    # eval/... (0 for eval_every: at the end only; 0 for eval_fraction: no held-out set)
+    eval_fraction: float = 0.01
+    eval_examples: int = 512
+    eval_every: int = 0
     dataloader_workers: int = 0
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # free-form notes (never read by code)
 
@@ -133,7 +139,9 @@ class PretrainConfig:
             raise UserError(
                 "config: embedding_sharing=all ties every weight, so it needs generator_hidden_multiplier=1.0."
             )
-        for name in ("warmup_steps", "dataloader_workers", "keep_checkpoints"):
+        if not 0.0 <= self.eval_fraction < 1.0:
+            raise UserError(f"config: eval_fraction must be in [0, 1), got {self.eval_fraction}.")
+        for name in ("warmup_steps", "dataloader_workers", "keep_checkpoints", "eval_every", "eval_examples"):
             if getattr(self, name) < 0:
                 raise UserError(f"config: {name} must not be negative, got {getattr(self, name)}.")
         if self.flops_budget is not None and not self.flops_budget > 0:
@@ -199,6 +207,7 @@ SIZES: dict[str, dict[str, Any]] = {
         train_batch_size=32,
         save_every=200,
         log_every=20,
+        eval_every=100,
         attention_probs_dropout_prob=0.0,
     ),
     "mini": dict(
@@ -217,9 +226,11 @@ SIZES: dict[str, dict[str, Any]] = {
         train_batch_size=64,
         save_every=1000,
         log_every=50,
+        eval_every=500,
         attention_probs_dropout_prob=0.0,
     ),
     "small": dict(
+        eval_every=10000,
         hidden_size=256,
         num_hidden_layers=12,
         intermediate_size=1024,
@@ -234,6 +245,7 @@ SIZES: dict[str, dict[str, Any]] = {
         max_steps=1_000_000,
     ),
     "base": dict(
+        eval_every=10000,
         hidden_size=768,
         num_hidden_layers=12,
         intermediate_size=3072,
@@ -248,6 +260,7 @@ SIZES: dict[str, dict[str, Any]] = {
         max_steps=766_000,
     ),
     "large": dict(
+        eval_every=10000,
         hidden_size=1024,
         num_hidden_layers=24,
         intermediate_size=4096,

@@ -1,4 +1,10 @@
-"""`electra plot RUN`: the training curves of a run as one PNG, for people who would rather look than read."""
+"""`electra plot RUN`: the training curves of a run as one PNG, for people who would rather look than read.
+
+Every panel has a labelled y axis; held-out evaluation (`eval/...`) is drawn dashed beside the training curve of the
+same metric. The discriminator-accuracy panel shows the always-"original" baseline it must beat and spans at least
+five points of accuracy, so the noise of a run still at the baseline does not look like swings. Electric's NCE
+accuracy and energies get panels of their own.
+"""
 
 from __future__ import annotations
 
@@ -8,62 +14,86 @@ from pathlib import Path
 from electra.errors import UserError
 from electra.run_log import read_metrics as read_rows
 
+# (title, y-axis label, metrics, log scale)
 PANELS = (
-    ("loss", ("loss", "generator_loss", "discriminator_loss", "mlm_loss")),
-    ("generator", ("generator_accuracy", "mlm_accuracy", "replaced_fraction")),
-    ("discriminator accuracy", ("discriminator_accuracy",)),
-    ("replaced tokens", ("replaced_precision", "replaced_recall", "discriminator_auc")),
-    ("learning rate", ("learning_rate",)),
+    (
+        "loss",
+        "loss (log scale)",
+        ("loss", "generator_loss", "discriminator_loss", "mlm_loss", "all_tokens_loss"),
+        True,
+    ),
+    ("generator", "fraction of tokens", ("generator_accuracy", "mlm_accuracy", "replaced_fraction"), False),
+    ("discriminator accuracy", "accuracy", ("discriminator_accuracy", "nce_accuracy"), False),
+    (
+        "replaced tokens",
+        "precision / recall / AUC",
+        ("replaced_precision", "replaced_recall", "discriminator_auc"),
+        False,
+    ),
+    ("Electric energies", "mean energy E(x)_t", ("mean_energy_kept", "mean_energy_replaced"), False),
+    ("learning rate", "learning rate", ("learning_rate",), False),
 )
+MIN_ACCURACY_SPAN = 0.05
 
 
-def read_metrics(run_dir: Path) -> dict[str, list[float]]:
-    """The training columns of RUN/metrics.csv (`train/` stripped), one list per metric, aligned with `step`."""
+def read_metrics(run_dir: Path, namespace: str = "train") -> dict[str, list[float]]:
+    """One namespace's columns of RUN/metrics.csv (prefix stripped), one list per metric, aligned with `step`."""
     path = run_dir / "metrics.csv"
     if not path.is_file():
         raise UserError(f"{path} does not exist; is {run_dir} a pretraining run directory?")
-    rows = read_rows(run_dir, "train")
-    if not rows:
+    rows = read_rows(run_dir, namespace)
+    if not rows and namespace == "train":
         raise UserError(f"{path} has no rows yet.")
-    keys = [k for k in rows[0] if all(k in row for row in rows)]
+    keys = [k for k in rows[0] if all(k in row for row in rows)] if rows else []
     return {key: [row[key] for row in rows] for key in keys}
 
 
-def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
+def build_figure(train: dict[str, list[float]], held_out: dict[str, list[float]], title: str):
+    """The figure of a run's columns (training, and held-out where there is any); returned, not saved."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    run_dir = Path(run_dir)
-    columns = read_metrics(run_dir)
-    steps = columns["step"]
-    panels = [(title, [k for k in keys if k in columns]) for title, keys in PANELS]
-    panels = [(title, keys) for title, keys in panels if keys]
-    figure, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6), squeeze=False)
-    for axis, (title, keys) in zip(axes[0], panels):
+    panels = [(t, label, [k for k in keys if k in train], log) for t, label, keys, log in PANELS]
+    panels = [panel for panel in panels if panel[2]]
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
+    for axis, (name, label, keys, log) in zip(axes[0], panels):
         for key in keys:
-            axis.plot(steps, columns[key], label=key.replace("_", " "))
-        axis.set_title(title)
+            (line,) = axis.plot(train["step"], train[key], label=key.replace("_", " "))
+            if key in held_out:
+                axis.plot(
+                    held_out["step"],
+                    held_out[key],
+                    "--",
+                    marker=".",
+                    color=line.get_color(),
+                    label=f"{key.replace('_', ' ')} (held out)",
+                )
+        if name == "discriminator accuracy" and "replaced_fraction" in train:
+            baseline = [1.0 - f for f in train["replaced_fraction"]]
+            axis.plot(train["step"], baseline, ":", color="grey", label='always "original"')
+            low, high = axis.get_ylim()
+            middle = (low + high) / 2
+            if high - low < MIN_ACCURACY_SPAN:
+                axis.set_ylim(middle - MIN_ACCURACY_SPAN / 2, middle + MIN_ACCURACY_SPAN / 2)
+        axis.set_title(name)
         axis.set_xlabel("step")
-        if title == "loss":
+        axis.set_ylabel(label)
+        if log:
             axis.set_yscale("log")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
-    titles = [title for title, _ in panels]
-    if "discriminator accuracy" in titles and "replaced_fraction" in columns:
-        # The baseline a discriminator must beat: answering "original" everywhere. Same axis, zoomed to both.
-        axis = axes[0][titles.index("discriminator accuracy")]
-        axis.plot(
-            steps,
-            [1.0 - f for f in columns["replaced_fraction"]],
-            "--",
-            color="grey",
-            label='always "original"',
-        )
-        axis.legend(fontsize=7)
-    figure.suptitle(run_dir.name)
+    figure.suptitle(title)
     figure.tight_layout()
+    return figure
+
+
+def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    figure = build_figure(read_metrics(run_dir), read_metrics(run_dir, "eval"), run_dir.name)
     output = Path(output) if output else run_dir / "curves.png"
     figure.savefig(output, dpi=110)
     plt.close(figure)

@@ -47,6 +47,7 @@ RESUMABLE_CHANGES = {
     "keep_checkpoints",
     "dataloader_workers",
     "flops_budget",
+    "eval_every",
     "extra",
 }
 
@@ -89,10 +90,18 @@ class PretrainingTask(Task):
     }
 
     def __init__(
-        self, model: PretrainingModel, dataset, collate, order: ResumableBatchOrder, config: PretrainConfig
+        self,
+        model: PretrainingModel,
+        dataset,
+        collate,
+        order: ResumableBatchOrder,
+        config: PretrainConfig,
+        held_out=None,
+        eval_batch_size: int = 32,
     ):
         self.model = model
         self.dataset, self.collate, self.order, self.config = dataset, collate, order, config
+        self.held_out, self.eval_batch_size = held_out, eval_batch_size
         self.flops_per_step = float(flop_report(config).train_flops_per_step)
         self.flop_check: dict[str, Any] | None = None
 
@@ -113,6 +122,26 @@ class PretrainingTask(Task):
 
     def flops(self, micro_batches) -> float:
         return self.flops_per_step
+
+    def evaluate(self, model) -> dict[str, float] | None:
+        """The objective's metrics on the held-out examples, with the same masks and samples every time (a fixed
+        seed inside a forked RNG: the training stream is left exactly as it was)."""
+        if self.held_out is None:
+            return None
+        device = next(model.parameters()).device
+        sums: dict[str, float] = {}
+        n = len(self.held_out)
+        batches = 0
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(self.config.seed)
+            for start in range(0, n, self.eval_batch_size):
+                rows = self.held_out[start : min(n, start + self.eval_batch_size)]
+                batch = self.collate([dict(zip(rows, values)) for values in zip(*rows.values())])
+                output = model(**{k: v.to(device) for k, v in batch.items()})
+                for name, value in output.metrics.items():
+                    sums[name] = sums.get(name, 0.0) + float(value)
+                batches += 1
+        return {name: total / batches for name, total in sums.items()}
 
     def before_training(self, model, resumed: bool) -> None:
         """Measure one real forward against the analytic count, so a miscounted objective shows at once."""
@@ -148,6 +177,16 @@ def size_to_budget(config: PretrainConfig, budget: float, keep_warmup: bool = Fa
     return steps
 
 
+def split_held_out(dataset, config: PretrainConfig):
+    """(training examples, held-out examples or None): the last `eval_fraction` of the examples (at most
+    `eval_examples`, at least one), never trained on."""
+    n = len(dataset)
+    if config.eval_fraction <= 0 or n < 2:
+        return dataset, None
+    held = min(config.eval_examples, max(1, int(n * config.eval_fraction)), n - 1)
+    return dataset.select(range(n - held)), dataset.select(range(n - held, n))
+
+
 def train_args(config: PretrainConfig, output_dir: Path | None) -> TrainArgs:
     """The engine's settings of a pretraining config."""
     return TrainArgs(
@@ -166,6 +205,7 @@ def train_args(config: PretrainConfig, output_dir: Path | None) -> TrainArgs:
         save_every=config.save_every,
         keep_checkpoints=config.keep_checkpoints,
         flops_budget=config.flops_budget,
+        eval_every=config.eval_every,
         description="pretraining",
     )
 
@@ -211,6 +251,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
             show_progress=accelerator.is_main_process,
             strict_utf8=inputs.strict_utf8,
         )
+    dataset, held_out = split_held_out(dataset, config)
     config.vocab_size = len(tokenizer)
     if inputs.size_to_budget and config.flops_budget and resume_from is None:
         steps = size_to_budget(config, config.flops_budget, inputs.keep_warmup)
@@ -231,11 +272,12 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     collate = PretrainingCollator(
         tokenizer.pad_token_id, pad_to=config.max_seq_length if config.compile else None
     )
-    task = PretrainingTask(model, dataset, collate, order, config)
+    task = PretrainingTask(model, dataset, collate, order, config, held_out, micro_batch)
     accelerator.print(
         f"{len(dataset):,} examples | {sum(p.numel() for p in model.parameters()):,} parameters | batch "
         f"{config.train_batch_size} = {world} processes x {micro_batch} x {config.gradient_accumulation_steps} "
         f"accumulation | {task.flops_per_step:.3g} train FLOPs/step"
+        + (f" | {len(held_out):,} held out" if held_out is not None else "")
     )
     result = Engine(train_args(config, output_dir), accelerator).fit(task, resume_from)
 

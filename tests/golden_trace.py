@@ -121,6 +121,8 @@ def pretrain(objective: str, workdir: Path, cache: Path, corpus: Path, vocab: Pa
             "log_every=1",
             "--set",
             "save_every=1000",
+            "--set",
+            "eval_fraction=0",  # the trace pins what training computes; held-out evaluation came later
             "--output",
             str(output),
             "--corpus",

@@ -4,6 +4,7 @@ resumes, and the FLOP budget."""
 import json
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
 import electra.engine as engine_module
@@ -167,3 +168,25 @@ def test_a_flop_budget_sizes_the_schedule(small_corpus, tmp_path, micro_override
     rows = read_metrics(out)
     assert rows[-1]["step"] == steps and rows[-1]["learning_rate"] == 0.0
     assert json.loads((out / "summary.json").read_text())["stop_reason"] in ("max_steps", "flops_budget")
+
+
+def test_held_out_evaluation_is_logged_and_leaves_training_alone(small_corpus, tmp_path, micro_overrides):
+    """A slice of the examples is held out; the objective's metrics on it are logged as eval/... every eval_every
+    steps and at the end, with fixed masks, and without touching the training run's random stream."""
+    cache = tmp_path / "cache"
+    quiet = _run(
+        small_corpus, tmp_path / "a", cache, {**micro_overrides, "eval_fraction": 0.1, "eval_every": 0}
+    )
+    loud = _run(
+        small_corpus, tmp_path / "b", cache, {**micro_overrides, "eval_fraction": 0.1, "eval_every": 2}
+    )
+    evals = read_metrics(tmp_path / "b", "eval")
+    assert [row["step"] for row in evals] == [2, 4, 6]
+    assert {"loss", "discriminator_auc", "generator_accuracy"} <= set(evals[0])
+    assert (
+        evals[-1]["generator_loss"] < evals[0]["generator_loss"]
+    )  # the generator learns the held-out text too
+    assert [row["step"] for row in read_metrics(tmp_path / "a", "eval")] == [6]  # at the end only
+    a = load_file(str(tmp_path / "a" / "discriminator" / "model.safetensors"))
+    b = load_file(str(tmp_path / "b" / "discriminator" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a) and quiet.metrics["loss"] == loud.metrics["loss"]

@@ -1,0 +1,79 @@
+"""The PNGs a user looks at: labelled axes, ranges that do not turn noise into swings, every curve visible."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from electra.compare import curve_figure, seed_averages
+from electra.plot import build_figure
+
+
+def _columns(steps, **metrics):
+    return {"step": list(steps), **{k: list(v) for k, v in metrics.items()}}
+
+
+def test_run_curves_label_axes_and_keep_the_accuracy_range_readable():
+    steps = range(20, 220, 20)
+    train = _columns(
+        steps,
+        loss=[30 - i for i in range(10)],
+        generator_accuracy=[0.01 * i for i in range(10)],
+        replaced_fraction=[0.1475] * 10,
+        discriminator_accuracy=[0.8523 + 0.00006 * (i % 2) for i in range(10)],  # noise around the baseline
+        discriminator_auc=[0.55] * 10,
+        learning_rate=[1e-3] * 10,
+    )
+    held_out = _columns([100, 200], loss=[26.0, 22.0])
+    figure = build_figure(train, held_out, "run")
+    axes = {axis.get_title(): axis for axis in figure.axes}
+    assert all(axis.get_ylabel() and axis.get_xlabel() == "step" for axis in axes.values())
+    low, high = axes["discriminator accuracy"].get_ylim()
+    assert high - low >= 0.05 and low < 1 - 0.1475 < high  # the always-"original" baseline is on the panel
+    labels = [line.get_label() for line in axes["discriminator accuracy"].get_lines()]
+    assert 'always "original"' in labels
+    loss_lines = {line.get_label(): line for line in axes["loss"].get_lines()}
+    assert loss_lines["loss (held out)"].get_linestyle() == "--"
+    assert axes["loss"].get_yscale() == "log"
+
+
+def test_electric_runs_get_their_nce_and_energy_panels():
+    steps = range(10, 60, 10)
+    train = _columns(
+        steps,
+        loss=[40, 39, 38, 37, 36],
+        nce_accuracy=[0.5, 0.55, 0.6, 0.62, 0.64],
+        mean_energy_kept=[9.8, 9.6, 9.4, 9.2, 9.0],
+        mean_energy_replaced=[9.8, 9.7, 9.7, 9.6, 9.6],
+        learning_rate=[1e-3] * 5,
+    )
+    axes = {axis.get_title(): axis for axis in build_figure(train, {"step": []}, "electric").axes}
+    assert "nce accuracy" in [line.get_label() for line in axes["discriminator accuracy"].get_lines()]
+    assert {line.get_label() for line in axes["Electric energies"].get_lines()} == {
+        "mean energy kept",
+        "mean energy replaced",
+    }
+
+
+def test_compare_curve_has_a_log_flops_axis_seed_spread_and_visible_duplicates():
+    rows = {"sst2": {"seeds": [0.5, 0.7, 0.6]}, "rte": {"seeds": [0.4, 0.6, 0.5]}}
+    assert seed_averages(rows) == pytest.approx([0.45, 0.65, 0.55])
+    cell = lambda flops: {"train_flops": flops, "average": 0.55, "average_by_seed": [0.45, 0.65, 0.55]}  # noqa: E731
+    results = {
+        "size": "tiny",
+        "objectives": {
+            "electra": {"cells": [cell(1e13), cell(2e13)]},
+            "mlm": {"cells": [cell(1e13), cell(2e13)]},
+        },
+    }
+    figure = curve_figure(results)
+    axis = figure.axes[0]
+    assert axis.get_xscale() == "log" and "seeds" in axis.get_ylabel()
+    lines = [c.lines[0] for c in axis.containers if c.get_label() in ("electra", "mlm")]
+    xs = [tuple(line.get_xdata()) for line in lines]
+    assert len(lines) == 2 and xs[0] != xs[1]  # identical scores, yet two distinct lines
+    assert lines[0].get_marker() != lines[1].get_marker()
+    assert not math.isclose(xs[0][0], xs[1][0])
+    bars = [c for c in axis.containers if c.get_label() == "electra"][0]
+    assert bars.has_yerr  # the seed spread is drawn
