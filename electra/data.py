@@ -165,8 +165,22 @@ def corpus_fingerprint(corpus: str | Path) -> list[Any]:
     return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
 
 
+def tokenizer_fingerprint(tokenizer) -> str:
+    """SHA-256 of what decides a tokenizer's output, equal for a freshly trained tokenizer and the same one saved
+    and loaded again. (Their serialisations differ: the reload writes BERT's `strip_accents` as None, meaning "as
+    `lowercase`", where training wrote True; hashing the raw serialisation made a first run build its example cache
+    twice.)"""
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    normalizer = spec.get("normalizer") or {}
+    if normalizer.get("type") == "BertNormalizer" and normalizer.get("strip_accents") is None:
+        normalizer["strip_accents"] = normalizer.get("lowercase")
+    for volatile in ("truncation", "padding", "added_tokens"):
+        spec.pop(volatile, None)
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
 def examples_cache_key(corpus: str | Path, tokenizer, settings: ExampleSettings, doc_boundary: str) -> str:
-    vocab_hash = hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
+    vocab_hash = tokenizer_fingerprint(tokenizer)
     payload = json.dumps(
         {
             "version": BUILDER_VERSION,

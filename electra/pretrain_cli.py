@@ -102,6 +102,8 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from electra.config import load_config_file, parse_overrides
+
+    check_paths(args)  # before the models are imported: a wrong path answers at once
     from electra.objectives import build_config
 
     overrides = parse_overrides(args.set)
@@ -155,6 +157,22 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plot and result.is_main_process:
         print(f"curves: {plot_run(result.output_dir)}")
     return 0
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """The mistakes that need no model to spot: a corpus, vocabulary or config file that is not there."""
+    from electra.errors import UserError
+
+    if args.corpus is not None and not Path(args.corpus).exists():
+        raise UserError(
+            f"corpus {args.corpus} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset."
+        )
+    if args.vocab is not None and not Path(args.vocab).exists():
+        raise UserError(
+            f"vocabulary {args.vocab} does not exist; pass a BERT-style vocab.txt or omit --vocab."
+        )
+    if args.config_file is not None and not Path(args.config_file).is_file():
+        raise UserError(f"config file {args.config_file} does not exist.")
 
 
 def register(subparsers) -> None:

@@ -29,6 +29,7 @@ from electra.data import (
     build_pretraining_dataset,
     corpus_fingerprint,
     token_counts,
+    tokenizer_fingerprint,
 )
 from electra.engine import Engine, Task, TrainArgs
 from electra.errors import UserError
@@ -313,7 +314,7 @@ def corpus_sample(corpus: str | Path) -> str:
 
 
 def tokenizer_sha256(tokenizer: Any) -> str:
-    return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
+    return tokenizer_fingerprint(tokenizer)
 
 
 def check_resume(output_dir: Path, inputs: RunInputs, world: int, lowercase: bool = True) -> None:

@@ -53,7 +53,11 @@ def load_saved_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
 
 
 def train_wordpiece_tokenizer(
-    texts: Iterable[str], vocab_size: int, lowercase: bool = True, min_frequency: int = 2
+    texts: Iterable[str],
+    vocab_size: int,
+    lowercase: bool = True,
+    min_frequency: int = 2,
+    show_progress: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train BERT-style WordPiece (`tokenizers`, in Rust) and wrap it as an ElectraTokenizerFast."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -66,7 +70,7 @@ def train_wordpiece_tokenizer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=list(SPECIAL_TOKENS),
-        show_progress=False,
+        show_progress=show_progress,
     )
     tokenizer.train_from_iterator(_nonempty(texts), trainer=trainer)
     if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS):
@@ -129,7 +133,13 @@ def load_or_train_tokenizer(
     if next(read_documents(corpus, strict_utf8=strict_utf8), None) is None:
         raise UserError(f"corpus {corpus} is empty: it holds no text. Point --corpus at real text.")
     documents = read_documents(corpus, strict_utf8=strict_utf8)
-    tokenizer = train_wordpiece_tokenizer(documents, vocab_size=vocab_size, lowercase=lowercase)
+    print(
+        f"training a {vocab_size:,}-piece WordPiece vocabulary on {corpus} (once; cached in {root})",
+        flush=True,
+    )
+    tokenizer = train_wordpiece_tokenizer(
+        documents, vocab_size=vocab_size, lowercase=lowercase, show_progress=True
+    )
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".{key}-{os.getpid()}"
     tokenizer.save_pretrained(str(staging))

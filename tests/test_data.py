@@ -162,3 +162,22 @@ def test_shared_corpus_builds(shared_data, tmp_path):
     lengths = np.array([len(x) for x in ds["input_ids"]])
     assert len(ds) > 5000 and lengths.max() == 128 and (lengths == 128).mean() > 0.8
     assert Path(ds.cache_files[0]["filename"]).exists()
+
+
+def test_a_first_run_builds_its_example_cache_once(small_corpus, tmp_path):
+    """Before: the cache key hashed the tokenizer's serialisation, which differs between a freshly trained tokenizer
+    and the same one reloaded from the tokenizer cache, so the second run built the examples again."""
+    from electra.data import build_pretraining_dataset
+    from electra.objectives import build_config
+    from electra.tokenization import load_or_train_tokenizer
+
+    config = build_config("tiny", overrides={"tokenizer_vocab_size": 300, "max_seq_length": 48})
+    fresh = load_or_train_tokenizer(None, small_corpus, 300, True, tmp_path / "tok")
+    build_pretraining_dataset(
+        small_corpus, fresh, config, cache_dir=tmp_path / "ex", num_proc=1, show_progress=False
+    )
+    reloaded = load_or_train_tokenizer(None, small_corpus, 300, True, tmp_path / "tok")  # from its cache now
+    build_pretraining_dataset(
+        small_corpus, reloaded, config, cache_dir=tmp_path / "ex", num_proc=1, show_progress=False
+    )
+    assert len([p for p in (tmp_path / "ex").iterdir() if not p.name.startswith(".")]) == 1

@@ -180,3 +180,15 @@ def test_bad_input_gives_one_line_errors(tmp_path, small_corpus, capsys):
     # No half-written cache survives a failed build: the next run with good data works from scratch.
     cache = tmp_path / "cache" / "examples"
     assert not cache.exists() or all(p.name.startswith(".") is False for p in cache.iterdir())
+
+
+def test_a_wrong_path_is_answered_before_the_models_are_imported(tmp_path):
+    """Before: a missing corpus took 4-8 s to report, torch and transformers being imported first."""
+    code = (
+        "import sys; from electra.cli import main; "
+        f"assert main(['pretrain', '--corpus', {str(tmp_path / 'missing')!r}]) == 2; "
+        "print('torch' in sys.modules, 'transformers' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False False", done.stderr
+    assert "does not exist" in done.stderr
