@@ -8,10 +8,12 @@ answer at once. A `UserError` anywhere becomes one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from electra import compare_cli, plot, pretrain_cli
+from electra import __version__, compare_cli, plot, pretrain_cli
 from electra.errors import UserError
+from electra.run_log import parse_report_to
 from flops import cli as flops_cli
 from glue import cli as glue_cli
 from pll import cli as pll_cli
@@ -26,10 +28,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="electra", description="Pretrain, count, fine-tune and score ELECTRA / Electric models."
     )
+    parser.add_argument("--version", action="version", version=f"electra {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.register(subparsers)
+    for command in _leaf_parsers(subparsers):
+        add_common_flags(command)
     return parser
+
+
+def add_common_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags every command takes, with one spelling everywhere (as Trainer's --report_to and tqdm's switch)."""
+    taken = {option for action in parser._actions for option in action.option_strings}
+    if "--no-progress" not in taken:
+        parser.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
+    parser.add_argument(
+        "--report-to",
+        default=None,
+        metavar="WHERE",
+        help="where training logs go: comma list of csv, tensorboard, wandb (if installed), or none "
+        "(default csv,tensorboard)",
+    )
+
+
+def _leaf_parsers(subparsers) -> list[argparse.ArgumentParser]:
+    found = []
+    for parser in dict.fromkeys(subparsers.choices.values()):
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        found += _leaf_parsers(nested[0]) if nested else [parser]
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    saved = {name: os.environ.get(name) for name in ("TQDM_DISABLE", "ELECTRA_REPORT_TO")}
     try:
+        if getattr(args, "no_progress", False):
+            os.environ["TQDM_DISABLE"] = "1"  # every bar: ours, datasets', transformers'
+        if getattr(args, "report_to", None) is not None:
+            parse_report_to(args.report_to)  # refuse an unknown name now, in one line
+            os.environ["ELECTRA_REPORT_TO"] = args.report_to
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"electra {args.command}: error: {exc}", file=sys.stderr)
@@ -46,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"electra {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:  # the command's settings end with it (main() may be called again in the same process)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 if __name__ == "__main__":

@@ -38,7 +38,14 @@ def register(subparsers) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--corpus", required=True, help="text file or directory every objective pretrains on")
-    parser.add_argument("--out", required=True, help="output directory (rerun with the same one to resume)")
+    parser.add_argument(
+        "--output",
+        "--out",
+        "--output-dir",
+        dest="out",
+        required=True,
+        help="output directory (rerun with the same one to resume)",
+    )
     parser.add_argument("--size", default="tiny", help="model size preset (tiny, mini, small, base, large)")
     parser.add_argument(
         "--objectives",

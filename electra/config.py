@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from electra.errors import UserError
 
 GENERATORS = ("mlm", "unigram", "two-tower")
@@ -362,15 +364,26 @@ def assemble_config(
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A JSON object, or YAML (`.yaml`/`.yml`) mapping, of field: value."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"config file {path} does not exist.")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"config file {path} is not valid JSON ({exc}); write it as a JSON object.") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise UserError(f"config file {path} is not valid YAML ({str(exc).splitlines()[0]}).") from None
+        kind = "YAML mapping"
+    else:
+        try:
+            data = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(
+                f"config file {path} is not valid JSON ({exc}); write it as a JSON object (or YAML, as .yaml)."
+            ) from None
+        kind = "JSON object"
     if not isinstance(data, dict):
-        raise UserError(f"config file {path} must hold a JSON object of field: value.")
+        raise UserError(f"config file {path} must hold a {kind} of field: value.")
     return data
 
 

@@ -43,7 +43,7 @@ from electra.checkpoint import (
 from electra.errors import UserError
 from electra.optim import build_adamw, layerwise_lr_groups, lr_schedule, parameter_groups
 from electra.outputs import StepOutput
-from electra.run_log import RunLog
+from electra.run_log import RunLog, default_report_to, progress_off
 
 BEST_WEIGHTS = "best.safetensors"
 
@@ -91,7 +91,7 @@ class TrainArgs:
     early_stopping: EarlyStopping | None = None
     progress: bool = True
     description: str = "training"
-    tensorboard: bool = True
+    report_to: tuple[str, ...] = field(default_factory=default_report_to)  # csv, tensorboard, wandb
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -216,7 +216,8 @@ class Engine:
             args.output_dir or Path("."),
             enabled=args.output_dir is not None and acc.is_main_process,
             resume_step=step,
-            tensorboard=args.tensorboard,
+            report_to=args.report_to,
+            run_name=args.description,
         )
         progress = _progress_bar(args, step, enabled=args.progress and acc.is_main_process)
         task.before_training(acc.unwrap_model(model), resumed=resume_from is not None)
@@ -414,7 +415,9 @@ def _to_device(batch: Any, device: torch.device) -> Any:
 
 
 def _progress_bar(args: TrainArgs, step: int, enabled: bool):
-    return tqdm(total=args.max_steps, initial=step, disable=not enabled, desc=args.description)
+    return tqdm(
+        total=args.max_steps, initial=step, disable=not enabled or progress_off(), desc=args.description
+    )
 
 
 def _postfix(metrics: dict[str, float], keys: dict[str, str]) -> dict[str, str]:

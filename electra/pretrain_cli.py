@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from electra.config import GENERATORS, SIZES
+from electra.errors import UserError
 from electra.plot import plot_run
 
 
@@ -46,7 +47,14 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         "--vocab",
         help="BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus",
     )
-    parser.add_argument("--output", default=None, help="run directory (default: runs/<size>-<objective>)")
+    parser.add_argument(
+        "--output",
+        "--output-dir",
+        "--out",
+        dest="output",
+        default=None,
+        help="run directory (default: runs/<size>-<objective>)",
+    )
     parser.add_argument(
         "--objective",
         choices=OBJECTIVE_CHOICES,
@@ -57,7 +65,18 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generator", choices=GENERATORS, help="generator (noise distribution)")
     parser.add_argument("--max-steps", type=int, help="optimizer steps")
     parser.add_argument(
-        "--batch-size", type=int, dest="train_batch_size", help="global batch size (sequences)"
+        "--batch-size",
+        "--global-batch-size",
+        type=int,
+        dest="train_batch_size",
+        help="global batch size: sequences per optimizer step over all processes and accumulation steps",
+    )
+    parser.add_argument(
+        "--per-device-batch-size",
+        "--per-device-train-batch-size",
+        type=int,
+        help="sequences per process per forward, as Trainer's --per_device_train_batch_size (the global batch is "
+        "this x processes x accumulation)",
     )
     parser.add_argument("--learning-rate", type=float)
     parser.add_argument("--gradient-accumulation-steps", type=int)
@@ -124,6 +143,15 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
+    if args.per_device_batch_size is not None:
+        if args.train_batch_size is not None:
+            raise UserError("give --batch-size (global) or --per-device-batch-size, not both.")
+        from accelerate import PartialState
+
+        accumulation = int(overrides.get("gradient_accumulation_steps") or 1)
+        overrides["train_batch_size"] = (
+            args.per_device_batch_size * PartialState().num_processes * accumulation
+        )
     config = build_config(args.size, args.config_file, overrides)
     explicit = {**(load_config_file(args.config_file) if args.config_file else {}), **overrides}
     if args.help_config:
@@ -154,15 +182,13 @@ def run(args: argparse.Namespace) -> int:
         strict_utf8=args.strict_utf8,
     )
     result = pretrain(config, inputs)
-    if not args.no_plot and result.is_main_process:
+    if not args.no_plot and result.is_main_process and (result.output_dir / "metrics.csv").is_file():
         print(f"curves: {plot_run(result.output_dir)}")
     return 0
 
 
 def check_paths(args: argparse.Namespace) -> None:
     """The mistakes that need no model to spot: a corpus, vocabulary or config file that is not there."""
-    from electra.errors import UserError
-
     if args.corpus is not None and not Path(args.corpus).exists():
         raise UserError(
             f"corpus {args.corpus} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset."

@@ -30,7 +30,14 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--data-dir", default=None, help="GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR"
     )
-    parser.add_argument("--output", default=None, help="write results.json, results.md (and test files) here")
+    parser.add_argument(
+        "--output",
+        "--output-dir",
+        "--out",
+        dest="output",
+        default=None,
+        help="write results.json, results.md (and test files) here",
+    )
     parser.add_argument(
         "--seeds", type=int, default=1, help="fine-tuning runs per task; the median is reported"
     )

@@ -43,7 +43,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--dev", required=True, help="n-best JSON (mlm-scoring dict or list of {id, ref, hyps})"
     )
     rescore.add_argument("--test", nargs="*", default=[], help="n-best JSON file(s) to rescore with dev's λ")
-    rescore.add_argument("--output-dir", default="rescored", help="where rescored lists and report.json go")
+    rescore.add_argument(
+        "--output",
+        "--output-dir",
+        "--out",
+        dest="output_dir",
+        default="rescored",
+        help="where rescored lists and report.json go",
+    )
     rescore.add_argument("--lambdas", help="comma-separated λ values (default 0.05,0.10,...,1.00)")
     _scoring_options(rescore)
     rescore.add_argument(

@@ -23,6 +23,7 @@ from discriminators.energy import electra_tt_token_log_likelihood
 from electra.errors import UserError
 from electra.export import load_pretrained, read_export
 from electra.objectives import get_objective, objective_names
+from electra.run_log import progress_off
 from generators.two_tower import TwoTowerGenerator, is_two_tower_dir
 from pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
 
@@ -146,7 +147,12 @@ class ElectricScorer(Scorer):
 
     def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
         out: list[list[float]] = [[] for _ in encoded]
-        for batch in tqdm(list(self.sentence_batches(encoded)), desc="electric", disable=None, leave=False):
+        for batch in tqdm(
+            list(self.sentence_batches(encoded)),
+            desc="electric",
+            disable=True if progress_off() else None,
+            leave=False,
+        ):
             ids, mask = self.pad([encoded[i].ids for i in batch])
             neg_energy = self.model(input_ids=ids, attention_mask=mask).logits.float().cpu()
             for row, i in enumerate(batch):
@@ -175,7 +181,12 @@ class ElectraTTScorer(Scorer):
 
     def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
         out: list[list[float]] = [[] for _ in encoded]
-        for batch in tqdm(list(self.sentence_batches(encoded)), desc="electra-tt", disable=None, leave=False):
+        for batch in tqdm(
+            list(self.sentence_batches(encoded)),
+            desc="electra-tt",
+            disable=True if progress_off() else None,
+            leave=False,
+        ):
             ids, mask = self.pad([encoded[i].ids for i in batch])
             disc_logits = self.discriminator(input_ids=ids, attention_mask=mask).logits.float()
             log_q = two_tower_log_q(self.generator, ids, mask)
@@ -205,7 +216,12 @@ class ClozeScorer(Scorer):
 
     def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
         out: list[list[float]] = [[] for _ in encoded]
-        for batch in tqdm(list(self.sentence_batches(encoded)), desc="cloze", disable=None, leave=False):
+        for batch in tqdm(
+            list(self.sentence_batches(encoded)),
+            desc="cloze",
+            disable=True if progress_off() else None,
+            leave=False,
+        ):
             ids, mask = self.pad([encoded[i].ids for i in batch])
             log_q = two_tower_log_q(self.generator, ids, mask).cpu()
             for row, i in enumerate(batch):
@@ -266,7 +282,9 @@ class MaskedLMScorer(Scorer):
         out = [[0.0] * len(enc.scored) for enc in encoded]
         mask_id = self.tokenizer.mask_token_id
         starts = range(0, len(items), self.batch_size)
-        for start in tqdm(starts, desc="masked-LM PLL", disable=None, leave=False):
+        for start in tqdm(
+            starts, desc="masked-LM PLL", disable=True if progress_off() else None, leave=False
+        ):
             chunk = items[start : start + self.batch_size]
             rows, targets, positions = [], [], []
             for i, j in chunk:

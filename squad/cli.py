@@ -29,7 +29,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--train", help="training JSON in the official format")
     parser.add_argument("--eval", help="evaluation JSON in the official format")
     parser.add_argument("--version", choices=("1.1", "2.0"), default="1.1")
-    parser.add_argument("--output", default="squad_output", help="output directory (default: squad_output)")
+    parser.add_argument(
+        "--output",
+        "--output-dir",
+        "--out",
+        dest="output",
+        default="squad_output",
+        help="output directory (default: squad_output)",
+    )
     parser.add_argument("--epochs", type=float, default=2.0, help="training epochs (paper: 2)")
     parser.add_argument("--max-steps", type=int, help="stop after N updates (overrides --epochs)")
     parser.add_argument(
@@ -100,7 +107,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--na-prob-thresh", type=float, default=1.0, help="2.0: predict no answer above this score"
     )
     ev.add_argument("--version", choices=("1.1", "2.0"), help="default: the data file's version field")
-    ev.add_argument("--out", help="also write the result JSON here")
+    ev.add_argument("--output", "--out", dest="out", help="also write the result JSON here")
     ev.set_defaults(func=run_eval)
 
 

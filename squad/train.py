@@ -32,6 +32,7 @@ from electra.errors import UserError
 from electra.export import finetune_dir, fit_length
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
+from electra.run_log import progress_off
 from squad.data import SquadExample, read_squad
 from squad.features import FeatureSettings, build_features
 from squad.heads import HeadConfig
@@ -239,7 +240,9 @@ def predict(
     gathered: dict[str, list[np.ndarray]] = {}
     has_classifier = False
     for batch in tqdm(
-        loader, desc="squad predict", disable=not (settings.progress and accelerator.is_local_main_process)
+        loader,
+        desc="squad predict",
+        disable=not (settings.progress and accelerator.is_local_main_process) or progress_off(),
     ):
         window = batch.pop("window")
         with torch.no_grad(), accelerator.autocast():

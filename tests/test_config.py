@@ -132,3 +132,13 @@ def test_counts_and_choices_are_checked(override, fragment):
     with pytest.raises(UserError, match=fragment):
         build_config("tiny", overrides=override)
     assert build_config("tiny", overrides={"max_steps": "1e3"}).max_steps == 1000  # integral: accepted
+
+
+def test_yaml_config_files(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("hidden_size: 64\nnum_attention_heads: 2\nlearning_rate: 3.0e-4\n")
+    config = build_config("tiny", path)
+    assert (config.hidden_size, config.num_attention_heads, config.learning_rate) == (64, 2, 3e-4)
+    path.write_text("- not a mapping\n")
+    with pytest.raises(UserError, match="must hold a YAML mapping"):
+        build_config("tiny", path)

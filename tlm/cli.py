@@ -32,7 +32,12 @@ def register(subparsers) -> None:
     )
     retrieve.add_argument("--top-k", type=int, default=50, help="passages per query (the paper: 50 to 5000)")
     retrieve.add_argument(
-        "--out", required=True, help="output folder: corpus/retrieved.txt, retrieved.jsonl, summary.json"
+        "--output",
+        "--out",
+        "--output-dir",
+        dest="out",
+        required=True,
+        help="output folder: corpus/retrieved.txt, retrieved.jsonl, summary.json",
     )
     retrieve.add_argument(
         "--index", default=None, help="index folder (built once, reused; default OUT/index)"
@@ -56,7 +61,9 @@ def register(subparsers) -> None:
     train.add_argument("--task-train", required=True)
     train.add_argument("--task-dev", required=True)
     train.add_argument("--task-test", required=True)
-    train.add_argument("--out", default="runs/tlm", help="output folder")
+    train.add_argument(
+        "--output", "--out", "--output-dir", dest="out", default="runs/tlm", help="output folder"
+    )
     train.add_argument(
         "--objective",
         default="electra",
@@ -106,7 +113,14 @@ def register(subparsers) -> None:
     sciie.add_argument(
         "--scierc", required=True, help="folder with SciERC train.json, dev.json, test.json (DyGIE form)"
     )
-    sciie.add_argument("--out", required=True, help="folder for train/dev/test.jsonl with text and label")
+    sciie.add_argument(
+        "--output",
+        "--out",
+        "--output-dir",
+        dest="out",
+        required=True,
+        help="folder for train/dev/test.jsonl with text and label",
+    )
     sciie.set_defaults(func=run_sciie)
 
 

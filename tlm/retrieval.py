@@ -19,6 +19,7 @@ import numpy as np
 
 from electra.corpus import read_documents
 from electra.errors import UserError
+from electra.run_log import progress_off
 from tlm.keywords import keyword_query
 
 logger = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ class BM25Index:
         k = min(k, self.num_docs)
         results: list[list[tuple[int, float]]] = []
         starts = range(0, len(queries), batch_size)
-        for start in tqdm(starts, desc="bm25 search", unit="batch", disable=not progress):
+        for start in tqdm(starts, desc="bm25 search", unit="batch", disable=not progress or progress_off()):
             tokens = _bm25_tokens(queries[start : start + batch_size])
             known = [[t for t in q if t in self.retriever.vocab_dict and t] for q in tokens]
             active = [i for i, q in enumerate(known) if q]
@@ -173,7 +174,9 @@ def build_index(
                 token_ids.append(np.asarray(ids, dtype=np.int32))
             pending.clear()
 
-        for document in tqdm(documents, desc="indexing corpus", unit="doc", disable=not progress):
+        for document in tqdm(
+            documents, desc="indexing corpus", unit="doc", disable=not progress or progress_off()
+        ):
             num_documents += 1
             for passage in split_passages(document, max_words, min_words):
                 key = _text_key(passage)
