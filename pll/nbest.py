@@ -3,8 +3,10 @@
 - "mlm-scoring" (awslabs/mlm-scoring): {utt_id: {"hyp_1": {"score": s, "text": t}, ..., "ref": r}}.
 - "list": [{"id": utt_id, "ref": r, "hyps": [{"text": t, "score": s}, ...]}, ...].
 
-A score is a log-domain acoustic (or first-pass) score: higher is better. Written lists keep the input format,
-add `pll` and `combined` to every hypothesis and order hypotheses best first by the combined score.
+A score is a log-domain acoustic (or first-pass) score: higher is better. Written lists keep the input format
+and every field the user's hypotheses and utterances carried (a recognizer's `am_score`, `lm_score`, timings...),
+add `pll` (and `pieces`, the number of scored word pieces) to every hypothesis, and, when rescored, `combined`,
+ordering hypotheses best first by it.
 """
 
 from __future__ import annotations
@@ -21,12 +23,19 @@ from electra.errors import UserError
 FORMATS = ("mlm-scoring", "list")
 
 
+# Fields this module owns; anything else on a hypothesis or an utterance is the user's and is written back as read.
+OWN_HYP_FIELDS = ("text", "score", "pll", "pieces", "combined")
+OWN_UTT_FIELDS = ("id", "ref", "hyps")
+
+
 @dataclass
 class Hypothesis:
     text: str
     score: float
     pll: float | None = None
     key: str | None = None  # "hyp_3" in the mlm-scoring format
+    pieces: int | None = None  # word pieces the PLL sums over (for length normalisation)
+    extra: dict[str, Any] = field(default_factory=dict)  # the user's other fields, kept on write
 
 
 @dataclass
@@ -34,19 +43,45 @@ class Utterance:
     id: str
     ref: str | None
     hyps: list[Hypothesis] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def read_nbest(path: str | Path) -> tuple[list[Utterance], str]:
-    """(utterances, format name); every error is one line naming the file and the entry."""
+def read_nbest(path: str | Path, text: str | None = None) -> tuple[list[Utterance], str]:
+    """(utterances, format name); every error is one line naming the file and the entry.
+
+    `text` is the file's content when it was read already (standard input, named `path` in messages)."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: n-best file does not exist.")
+    if text is None:
+        if not path.is_file():
+            raise UserError(f"{path}: n-best file does not exist.")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{path}: not UTF-8 text; expected an n-best JSON file.") from None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise UserError(
             f"{path}: not valid JSON ({exc}); expected an mlm-scoring dict or a list of utterances."
         ) from None
+    return parse_nbest(path, data)
+
+
+def looks_like_nbest(text: str) -> bool:
+    """Whether a file's content is an n-best JSON document, not sentences or JSON lines of scores.
+
+    One JSON line `{"text": ..., "pll": ...}` is valid JSON too; an n-best dict never has a string 'text' field."""
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped[:1] not in ("{", "["):
+        return False
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError:
+        return False
+    return not (isinstance(data, dict) and isinstance(data.get("text"), str))
+
+
+def parse_nbest(path: Path, data: Any) -> tuple[list[Utterance], str]:
     if isinstance(data, dict):
         utts = [_read_mlm_scoring_entry(path, str(uid), entry) for uid, entry in data.items()]
         fmt = "mlm-scoring"
@@ -82,7 +117,8 @@ def _read_mlm_scoring_entry(path: Path, uid: str, entry: Any) -> Utterance:
     hyps = [_read_hyp(path, f"{uid}/{k}", entry[k], key=k) for k in keys]
     if not hyps:
         raise UserError(f"{path}:{uid}: empty hypothesis list (no hyp_N fields).")
-    return Utterance(id=uid, ref=_read_ref(path, uid, entry.get("ref")), hyps=hyps)
+    extra = {k: v for k, v in entry.items() if not k.startswith("hyp_") and k != "ref"}
+    return Utterance(id=uid, ref=_read_ref(path, uid, entry.get("ref")), hyps=hyps, extra=extra)
 
 
 def _read_list_entry(path: Path, index: int, entry: Any) -> Utterance:
@@ -95,7 +131,8 @@ def _read_list_entry(path: Path, index: int, entry: Any) -> Utterance:
     if not hyps_raw:
         raise UserError(f"{path}:{uid}: empty hypothesis list.")
     hyps = [_read_hyp(path, f"{uid}/hyps[{i}]", h) for i, h in enumerate(hyps_raw)]
-    return Utterance(id=uid, ref=_read_ref(path, uid, entry.get("ref")), hyps=hyps)
+    extra = {k: v for k, v in entry.items() if k not in OWN_UTT_FIELDS}
+    return Utterance(id=uid, ref=_read_ref(path, uid, entry.get("ref")), hyps=hyps, extra=extra)
 
 
 def _read_ref(path: Path, uid: str, ref: Any) -> str | None:
@@ -117,23 +154,48 @@ def _read_hyp(path: Path, where: str, hyp: Any, key: str | None = None) -> Hypot
             f"{path}:{where}: missing or non-numeric 'score' (a finite log score, higher is better)."
         )
     pll = hyp.get("pll")  # present in lists this tool wrote; kept so they can be read back
-    pll = float(pll) if isinstance(pll, (int, float)) and not isinstance(pll, bool) else None
-    return Hypothesis(text=text.strip(), score=float(score), pll=pll, key=key)
+    pll = float(pll) if _is_number(pll) else None
+    pieces = hyp.get("pieces")
+    pieces = int(pieces) if _is_number(pieces) and pieces >= 0 else None
+    extra = {k: v for k, v in hyp.items() if k not in OWN_HYP_FIELDS}
+    return Hypothesis(text=text.strip(), score=float(score), pll=pll, key=key, pieces=pieces, extra=extra)
 
 
-def write_nbest(path: str | Path, utts: list[Utterance], fmt: str, lam: float) -> None:
-    """Write lists best first by acoustic + lam * PLL (by acoustic score alone when unscored), in `fmt`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
-    def ordered(utt: Utterance) -> list[tuple[Hypothesis, float]]:
-        pairs = [(h, combined_score(h, lam) if h.pll is not None else h.score) for h in utt.hyps]
+
+def write_nbest(
+    path: str | Path | None,
+    utts: list[Utterance],
+    fmt: str,
+    lam: float | None,
+    ln_alpha: float = 0.0,
+    ln_type: str = "gnmt",
+) -> str:
+    """Write lists in `fmt`; return the JSON text (to standard output when `path` is None).
+
+    With `lam`, hypotheses are ordered best first by score + lam * length-normalised PLL and carry `combined`;
+    with `lam=None` (scoring only) they keep their order and gain `pll` and `pieces`."""
+
+    def ordered(utt: Utterance) -> list[tuple[Hypothesis, float | None]]:
+        if lam is None:
+            return [(h, None) for h in utt.hyps]
+        pairs = [
+            (h, combined_score(h, lam, ln_alpha, ln_type) if h.pll is not None else h.score) for h in utt.hyps
+        ]
         return sorted(pairs, key=lambda p: -p[1])
 
-    def fields(h: Hypothesis, combined: float) -> dict[str, Any]:
-        if h.pll is None:  # unscored lists (from `electra nbest`) keep the plain {text, score} shape
-            return {"text": h.text, "score": h.score}
-        return {"text": h.text, "score": h.score, "pll": h.pll, "combined": combined}
+    def fields(h: Hypothesis, combined: float | None) -> dict[str, Any]:
+        record: dict[str, Any] = {"text": h.text, "score": h.score}
+        record.update(h.extra)
+        if h.pll is not None:  # unscored lists (from `electra nbest`) keep the plain {text, score} shape
+            record["pll"] = h.pll
+            if h.pieces is not None:
+                record["pieces"] = h.pieces
+            if combined is not None:
+                record["combined"] = combined
+        return record
 
     if fmt == "mlm-scoring":
         out: Any = {}
@@ -143,15 +205,44 @@ def write_nbest(path: str | Path, utts: list[Utterance], fmt: str, lam: float) -
             }
             if utt.ref is not None:
                 entry["ref"] = utt.ref
+            entry.update(utt.extra)
             out[utt.id] = entry
     elif fmt == "list":
-        out = [{"id": u.id, "ref": u.ref, "hyps": [fields(h, c) for h, c in ordered(u)]} for u in utts]
+        out = [
+            {"id": u.id, "ref": u.ref, **u.extra, "hyps": [fields(h, c) for h, c in ordered(u)]} for u in utts
+        ]
     else:
         raise ValueError(f"unknown n-best format {fmt!r}")
-    path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    text = json.dumps(out, indent=1, ensure_ascii=False) + "\n"
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+    return text
 
 
-def combined_score(hyp: Hypothesis, lam: float) -> float:
+LN_TYPES = ("gnmt", "length")
+
+
+def length_penalty(pieces: int, alpha: float, kind: str = "gnmt") -> float:
+    """The divisor of a length-normalised PLL: GNMT's ((5 + n) / 6)^alpha, or plainly n^alpha; 1 when alpha is 0.
+
+    Longer hypotheses collect more negative log-probability terms, so a summed PLL prefers short (deleting)
+    hypotheses; normalising removes part of that bias (Wu et al. 2016; mlm-scoring's `--ln`)."""
+    if alpha == 0.0:
+        return 1.0
+    if kind == "gnmt":
+        return ((5.0 + pieces) / 6.0) ** alpha
+    if kind == "length":
+        return max(pieces, 1) ** alpha
+    raise ValueError(f"unknown length normalisation {kind!r}; choose one of {LN_TYPES}")
+
+
+def combined_score(hyp: Hypothesis, lam: float, ln_alpha: float = 0.0, ln_type: str = "gnmt") -> float:
     if hyp.pll is None:
         raise ValueError(f"hypothesis {hyp.text!r} has not been scored")
-    return hyp.score + lam * hyp.pll
+    if ln_alpha and hyp.pieces is None:
+        raise UserError(
+            f"hypothesis {hyp.text!r} has a PLL but no 'pieces' count, which --ln needs; score it again "
+            "with this version of `electra score`."
+        )
+    return hyp.score + lam * hyp.pll / length_penalty(hyp.pieces or 0, ln_alpha, ln_type)

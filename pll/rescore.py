@@ -2,26 +2,91 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from electra.errors import UserError
-from pll.nbest import Utterance, combined_score
+from pll.nbest import Utterance, combined_score, looks_like_nbest, parse_nbest
 from pll.wer import corpus_wer, edit_distance, normalize_words
 
 DEFAULT_LAMBDAS = tuple(round(0.05 * i, 2) for i in range(1, 21))  # 0.05, 0.10, ..., 1.00
 
+TextScore = tuple[float, "int | None"]  # (PLL, word pieces it sums over; None when the source did not say)
+
 
 def attach_plls(
-    utt_lists: Sequence[list[Utterance]], score_texts: Callable[[list[str]], list[float]]
-) -> None:
-    """Score every distinct hypothesis text once and store its PLL on the hypotheses."""
-    texts = sorted({h.text for utts in utt_lists for u in utts for h in u.hyps})
-    plls = dict(zip(texts, score_texts(texts)))
+    utt_lists: Sequence[list[Utterance]],
+    score_texts: Callable[[list[str]], Sequence[TextScore]] | None,
+    known: Mapping[str, TextScore] | None = None,
+) -> int:
+    """Store a PLL on every hypothesis: from `known` (saved scores) where it has the text, else by scoring each
+    distinct remaining text once. Returns how many texts were scored."""
+    known = dict(known or {})
+    missing = sorted({h.text for utts in utt_lists for u in utts for h in u.hyps} - known.keys())
+    if missing:
+        if score_texts is None:
+            raise UserError(
+                f"{len(missing)} hypotheses have no saved score (first: {missing[0]!r}); pass --model to "
+                "score them, or --scores files that cover every hypothesis."
+            )
+        known.update(zip(missing, score_texts(missing)))
     for utts in utt_lists:
         for utt in utts:
             for hyp in utt.hyps:
-                hyp.pll = plls[hyp.text]
+                hyp.pll, hyp.pieces = known[hyp.text]
+    return len(missing)
+
+
+def saved_scores(paths: Sequence[str | Path]) -> dict[str, TextScore]:
+    """text -> (PLL, pieces) from files `electra score` wrote: scored n-best JSON, or JSON lines {text, pll, pieces}.
+
+    The same text with two different PLLs (two models, two methods) is an error, not a silent pick."""
+    scores: dict[str, TextScore] = {}
+    origin: dict[str, Path] = {}
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_file():
+            raise UserError(f"{path}: scores file does not exist.")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{path}: not UTF-8 text; expected what `electra score` wrote.") from None
+        for sentence, value in _scores_in(path, text):
+            if sentence in scores and abs(scores[sentence][0] - value[0]) > 1e-4 * max(1.0, abs(value[0])):
+                raise UserError(
+                    f"{path}: {sentence!r} has PLL {value[0]:.4f} here but {scores[sentence][0]:.4f} in "
+                    f"{origin[sentence]}; scores from different models cannot be mixed."
+                )
+            scores[sentence], origin[sentence] = value, path
+    return scores
+
+
+def _scores_in(path: Path, text: str) -> list[tuple[str, TextScore]]:
+    if looks_like_nbest(text):
+        utts, _ = parse_nbest(path, json.loads(text.lstrip("\ufeff")))
+        pairs = [(h.text, (h.pll, h.pieces)) for u in utts for h in u.hyps if h.pll is not None]
+        if not pairs:
+            raise UserError(
+                f"{path}: an n-best list without 'pll' fields; score it first with `electra score`."
+            )
+        return pairs  # type: ignore[return-value]
+    pairs = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            pair = (str(record["text"]).strip(), (float(record["pll"]), record.get("pieces")))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise UserError(
+                f"{path}:{number}: not a JSON line with 'text' and 'pll' (what `electra score --output` writes)."
+            ) from None
+        pairs.append(pair)
+    if not pairs:
+        raise UserError(f"{path}: holds no scores.")
+    return pairs
 
 
 def first_best(utt: Utterance) -> str:
@@ -29,8 +94,12 @@ def first_best(utt: Utterance) -> str:
     return max(enumerate(utt.hyps), key=lambda p: (p[1].score, -p[0]))[1].text
 
 
-def rescored_best(utt: Utterance, lam: float) -> str:
-    return max(enumerate(utt.hyps), key=lambda p: (combined_score(p[1], lam), -p[0]))[1].text
+def rescored_best(utt: Utterance, lam: float, ln_alpha: float = 0.0, ln_type: str = "gnmt") -> str:
+    def key(pair: tuple[int, object]) -> tuple[float, int]:
+        index, hyp = pair
+        return combined_score(hyp, lam, ln_alpha, ln_type), -index  # type: ignore[arg-type]
+
+    return max(enumerate(utt.hyps), key=key)[1].text
 
 
 def oracle_best(utt: Utterance) -> str:
@@ -47,13 +116,15 @@ class SplitReport:
     wer_oracle: float
 
 
-def split_report(name: str, utts: list[Utterance], lam: float) -> SplitReport:
+def split_report(
+    name: str, utts: list[Utterance], lam: float, ln_alpha: float = 0.0, ln_type: str = "gnmt"
+) -> SplitReport:
     refs = [u.ref or "" for u in utts]
     return SplitReport(
         name=name,
         utterances=len(utts),
         wer_first_best=corpus_wer(refs, [first_best(u) for u in utts]),
-        wer_rescored=corpus_wer(refs, [rescored_best(u, lam) for u in utts]),
+        wer_rescored=corpus_wer(refs, [rescored_best(u, lam, ln_alpha, ln_type) for u in utts]),
         wer_oracle=corpus_wer(refs, [oracle_best(u) for u in utts]),
     )
 
@@ -67,12 +138,17 @@ def require_refs(utts: list[Utterance], source: str) -> None:
 
 
 def choose_lambda(
-    dev: list[Utterance], lambdas: Sequence[float] = DEFAULT_LAMBDAS
+    dev: list[Utterance],
+    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+    ln_alpha: float = 0.0,
+    ln_type: str = "gnmt",
 ) -> tuple[float, dict[float, float]]:
     """The λ with the lowest dev WER (ties go to the smaller λ, the smaller change to the first pass)."""
     if not lambdas:
         raise UserError("no λ values to try; pass at least one to --lambdas.")
     refs = [u.ref or "" for u in dev]
-    table = {lam: corpus_wer(refs, [rescored_best(u, lam) for u in dev]) for lam in lambdas}
+    table = {
+        lam: corpus_wer(refs, [rescored_best(u, lam, ln_alpha, ln_type) for u in dev]) for lam in lambdas
+    }
     best = min(sorted(table), key=lambda lam: table[lam])
     return best, table

@@ -47,6 +47,11 @@ class SentenceScore:
     words: list[tuple[str, float]]
     truncated: bool = False  # the PLL covers only the pieces that fit the model
 
+    @property
+    def pieces(self) -> int:
+        """How many word pieces the PLL sums over (the length that length normalisation and PPPL divide by)."""
+        return len(self.tokens)
+
 
 class Scorer:
     """Shared tokenisation, batching and aggregation; subclasses supply `token_scores`."""

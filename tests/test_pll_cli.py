@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import sys
 
 import pytest
@@ -107,6 +109,80 @@ def test_rescore_tunes_lambda_and_writes_lists(mlm_dir, tmp_path, capsys):
     assert dev_split["wer_rescored"] <= dev_split["wer_first_best"]  # λ is tuned on dev, the 1-best is λ → 0
     written, _ = read_nbest(out / "test.rescored.json")
     assert written[0].id == "x1" and written[0].hyps[0].pll is not None
+
+
+def _stdin(monkeypatch, text: str) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode("utf-8"))))
+
+
+def test_stdin_scores_equal_file_scores_and_the_summary_is_the_corpus_pppl(
+    mlm_dir, tmp_path, monkeypatch, capsys
+):
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\na dog ran on the mat\n")
+    out = tmp_path / "scores.jsonl"
+    assert main(["score", "--model", str(mlm_dir), "--input", str(text), "--output", str(out)]) == 0
+    from_file = capsys.readouterr()
+    _stdin(monkeypatch, text.read_text())
+    assert main(["score", "--model", str(mlm_dir), "--input", "-"]) == 0
+    from_stdin = capsys.readouterr()
+    assert from_stdin.out == from_file.out
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    total, pieces = sum(r["pll"] for r in records), sum(r["pieces"] for r in records)
+    assert pieces == 3 + 6  # every word of this vocabulary is one piece
+    summary = from_file.err.strip().splitlines()[-1]
+    assert summary.startswith("2 sentences, 9 pieces, 9 words")
+    pppl = float(summary.split("pseudo-perplexity ")[1].split()[0])
+    assert pppl == pytest.approx(math.exp(-total / pieces), rel=1e-3)
+    assert "scoring with --method mlm" in from_file.err  # what auto picked is said
+
+
+@pytest.mark.parametrize("fmt", ["list", "mlm-scoring"])
+def test_score_reads_an_nbest_json_and_rescore_reuses_its_scores(mlm_dir, tmp_path, monkeypatch, capsys, fmt):
+    hyps = [
+        {"text": "the cat sad", "score": -1.0, "am_score": -0.3},
+        {"text": "the cat sat", "score": -1.2, "am_score": -0.2},
+    ]
+    if fmt == "list":
+        data = [{"id": "u1", "ref": "the cat sat", "hyps": hyps}]
+    else:
+        data = {"u1": {"hyp_1": hyps[0], "hyp_2": hyps[1], "ref": "the cat sat"}}
+    dev = tmp_path / "dev.json"
+    dev.write_text(json.dumps(data))
+    # Sentence scoring of the same texts is the reference for what the n-best scoring writes back.
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("the cat sad\nthe cat sat\n")
+    main(["score", "--model", str(mlm_dir), "--input", str(sentences)])
+    expected = [float(line.split("\t")[0]) for line in capsys.readouterr().out.splitlines()]
+
+    _stdin(monkeypatch, dev.read_text())  # n-best JSON on standard input, scored list on standard output
+    assert main(["score", "--model", str(mlm_dir), "--input", "-"]) == 0
+    scored_utts, got_fmt = read_nbest("out", capsys.readouterr().out)
+    assert got_fmt == fmt and [h.text for h in scored_utts[0].hyps] == ["the cat sad", "the cat sat"]
+    assert [h.pll for h in scored_utts[0].hyps] == pytest.approx(expected, abs=1e-3)
+    assert [h.extra["am_score"] for h in scored_utts[0].hyps] == [-0.3, -0.2]
+
+    scored = tmp_path / "dev.scored.json"
+    assert main(["score", "--model", str(mlm_dir), "--input", str(dev), "--output", str(scored)]) == 0
+    capsys.readouterr()
+    with_model = tmp_path / "with_model"
+    assert main(["rescore", "--model", str(mlm_dir), "--dev", str(dev), "--output", str(with_model)]) == 0
+    capsys.readouterr()
+    reused = tmp_path / "reused"
+    assert main(["rescore", "--scores", str(scored), "--dev", str(dev), "--output", str(reused)]) == 0
+    streams = capsys.readouterr()
+    assert "scoring with" not in streams.err  # no model was loaded
+    a = json.loads((with_model / "report.json").read_text())
+    b = json.loads((reused / "report.json").read_text())
+    assert b["method"] == "saved scores" and b["model"] is None
+    assert a["dev_wer_by_lambda"] == b["dev_wer_by_lambda"] and a["lambda"] == b["lambda"]
+    written, _ = read_nbest(reused / "dev.rescored.json")
+    assert {h.text: h.extra["am_score"] for h in written[0].hyps} == {
+        "the cat sad": -0.3,
+        "the cat sat": -0.2,
+    }
+    assert main(["rescore", "--dev", str(dev), "--output", str(tmp_path / "x")]) == 2
+    assert "needs --model" in capsys.readouterr().err
 
 
 def test_bad_input_is_a_one_line_error(mlm_dir, tmp_path, capsys):

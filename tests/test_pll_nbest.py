@@ -7,8 +7,16 @@ import json
 import pytest
 
 from electra.errors import UserError
-from pll.nbest import Hypothesis, Utterance, read_nbest, write_nbest
-from pll.rescore import attach_plls, choose_lambda, first_best, oracle_best, rescored_best, split_report
+from pll.nbest import Hypothesis, Utterance, length_penalty, read_nbest, write_nbest
+from pll.rescore import (
+    attach_plls,
+    choose_lambda,
+    first_best,
+    oracle_best,
+    rescored_best,
+    saved_scores,
+    split_report,
+)
 from pll.wer import corpus_wer, edit_distance
 
 
@@ -75,8 +83,8 @@ def _utts():
 
 
 def _hand_scorer(texts):
-    # Prefers real words: each of "sad" and "rang" costs 2 nats.
-    return [-2.0 * sum(w in ("sad", "rang") for w in t.split()) for t in texts]
+    # Prefers real words: each of "sad" and "rang" costs 2 nats; one piece per word.
+    return [(-2.0 * sum(w in ("sad", "rang") for w in t.split()), len(t.split())) for t in texts]
 
 
 def test_rescoring_picks_what_the_hand_made_scorer_prefers():
@@ -106,4 +114,85 @@ def test_written_lists_read_back_best_first(tmp_path, fmt):
     assert again[0].hyps[0].text == "the cat sat"  # -1.5 beats -1 + 0.5 * -2
     raw = json.loads(path.read_text())
     first = raw["u1"]["hyp_1"] if fmt == "mlm-scoring" else raw[0]["hyps"][0]
-    assert first == {"text": "the cat sat", "score": -1.5, "pll": 0.0, "combined": -1.5}
+    assert first == {"text": "the cat sat", "score": -1.5, "pll": 0.0, "pieces": 3, "combined": -1.5}
+
+
+@pytest.mark.parametrize("fmt", ["mlm-scoring", "list"])
+def test_the_users_other_fields_survive_rescoring(tmp_path, fmt):
+    """A recognizer's own fields (am_score, lm_score, timings) and per-utterance fields are written back as read."""
+    hyp_a = {"text": "the cat sad", "score": -1.0, "am_score": -0.4, "lm_score": -0.6, "words": [1, 2]}
+    hyp_b = {"text": "the cat sat", "score": -1.5, "am_score": -0.5, "lm_score": -1.0}
+    if fmt == "list":
+        data = [{"id": "u1", "ref": "the cat sat", "speaker": "s7", "hyps": [hyp_a, hyp_b]}]
+    else:
+        data = {"u1": {"hyp_1": hyp_a, "hyp_2": hyp_b, "ref": "the cat sat", "speaker": "s7"}}
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(data))
+    utts, got_fmt = read_nbest(source)
+    attach_plls([utts], _hand_scorer)
+    out = tmp_path / "out.json"
+    write_nbest(out, utts, got_fmt, lam=1.0)
+    raw = json.loads(out.read_text())
+    entry = raw[0] if fmt == "list" else raw["u1"]
+    hyps = entry["hyps"] if fmt == "list" else [entry["hyp_1"], entry["hyp_2"]]
+    assert entry["speaker"] == "s7" and entry["ref"] == "the cat sat"
+    assert [h["text"] for h in hyps] == ["the cat sat", "the cat sad"]  # -1.5 + 0 beats -1 - 2
+    assert {k: hyps[1][k] for k in ("am_score", "lm_score", "words")} == {
+        "am_score": -0.4,
+        "lm_score": -0.6,
+        "words": [1, 2],
+    }
+    assert hyps[0]["am_score"] == -0.5 and hyps[0]["pll"] == 0.0 and hyps[0]["combined"] == -1.5
+
+
+def test_scoring_only_keeps_order_and_adds_pll():
+    utts = _utts()
+    attach_plls([utts], _hand_scorer)
+    raw = json.loads(write_nbest(None, utts, "list", lam=None))
+    assert [h["text"] for h in raw[0]["hyps"]] == ["the cat sad", "the cat sat", "a cat sat"]
+    assert raw[0]["hyps"][0] == {"text": "the cat sad", "score": -1.0, "pll": -2.0, "pieces": 3}
+
+
+def test_length_penalty_hand_values():
+    assert length_penalty(7, 0.0) == 1.0
+    assert length_penalty(7, 1.0) == pytest.approx(2.0)  # (5 + 7) / 6
+    assert length_penalty(13, 0.5) == pytest.approx(3**0.5)  # ((5 + 13) / 6) ** 0.5
+    assert length_penalty(4, 1.0, "length") == 4.0
+
+
+def test_length_normalisation_changes_the_pick():
+    # Two hypotheses with equal first-pass scores; the longer has the lower summed PLL (more terms) but the
+    # higher PLL per piece. Without --ln the short one wins; with length division the long one does.
+    utt = Utterance("u", "a b c d e f", [Hypothesis("a b c", 0.0), Hypothesis("a b c d e f", 0.0)])
+    attach_plls([[utt]], lambda texts: [(-3.0, 3) if len(t.split()) == 3 else (-4.8, 6) for t in texts])
+    assert rescored_best(utt, 1.0) == "a b c"
+    assert rescored_best(utt, 1.0, ln_alpha=1.0, ln_type="length") == "a b c d e f"  # -0.8 per piece > -1.0
+
+
+def test_saved_scores_read_both_files_score_writes_and_refuse_mixed_models(tmp_path):
+    lines = tmp_path / "s.jsonl"
+    lines.write_text(
+        json.dumps({"text": "the cat sat", "pll": -1.25, "pieces": 3})
+        + "\n\n"
+        + json.dumps({"text": "a dog ran", "pll": -2.5})
+        + "\n"
+    )
+    scored = tmp_path / "scored.json"
+    scored.write_text(
+        json.dumps([{"id": "u", "hyps": [{"text": "the cat sad", "score": 0, "pll": -4.0, "pieces": 3}]}])
+    )
+    known = saved_scores([lines, scored])
+    assert known == {"the cat sat": (-1.25, 3), "a dog ran": (-2.5, None), "the cat sad": (-4.0, 3)}
+    utts = _utts()
+    with pytest.raises(UserError, match="2 hypotheses have no saved score"):
+        attach_plls([utts], None, known)  # "a cat sat", "a dog rang", and nothing to score them with
+    assert attach_plls([utts], _hand_scorer, known) == 2  # only the two unknown texts are scored
+    assert utts[0].hyps[1].pll == -1.25 and utts[1].hyps[1].pll == -2.0
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"text": "the cat sat", "pll": -9.0}) + "\n")
+    with pytest.raises(UserError, match="cannot be mixed"):
+        saved_scores([lines, other])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("the cat sat\n")
+    with pytest.raises(UserError, match=r"bad.jsonl:1: not a JSON line"):
+        saved_scores([bad])
