@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from electra.siblings import bind_siblings
+
 __version__ = "0.1.0"
+
+bind_siblings()  # glue, squad, ... from beside this package, whatever else is on sys.path (see electra.siblings)
 
 # The names electra.api exports (tests/test_objective_registry.py checks the two lists agree).
 API = (

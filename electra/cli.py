@@ -14,6 +14,7 @@ import sys
 from electra import __version__, compare_cli, plot, pretrain_cli
 from electra.errors import UserError
 from electra.run_log import parse_report_to
+from electra.siblings import bind_siblings
 from flops import cli as flops_cli
 from glue import cli as glue_cli
 from pll import cli as pll_cli
@@ -60,6 +61,11 @@ def _leaf_parsers(subparsers) -> list[argparse.ArgumentParser]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        bind_siblings(strict=True)
+    except UserError as exc:
+        print(f"electra: error: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -23,6 +23,7 @@ FLOORS = {
     "electra.outputs": 0,
     "electra.metrics": 0,
     "electra.overwrite": 0,
+    "electra.siblings": 0,
     "electra.corpus": 1,
     "electra.tokenization": 1,
     "electra.data": 1,
