@@ -4,4 +4,6 @@
 acoustic score + λ·PLL with λ tuned on dev; `electra nbest` makes n-best lists from wav files with pocketsphinx.
 """
 
-__electra_package__ = True  # electra.siblings tells this copy from another distribution's package of the same name
+__electra_package__ = (
+    True  # electra.siblings tells this copy from another distribution's package of the same name
+)

@@ -5,4 +5,6 @@ language-modelling objective (`mlm`, `electra` or `electric`) jointly from scrat
 batches with ρ1 retrieved batches, `tlm.train` runs the two training stages, `tlm.cli` is `electra tlm`.
 """
 
-__electra_package__ = True  # electra.siblings tells this copy from another distribution's package of the same name
+__electra_package__ = (
+    True  # electra.siblings tells this copy from another distribution's package of the same name
+)
