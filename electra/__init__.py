@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from electra.siblings import bind_siblings
-
-__version__ = "0.1.0"
+from electra.version import __version__ as __version__
 
 bind_siblings()  # glue, squad, ... from beside this package, whatever else is on sys.path (see electra.siblings)
 

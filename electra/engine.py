@@ -43,7 +43,8 @@ from electra.checkpoint import (
 from electra.errors import UserError
 from electra.optim import build_adamw, layerwise_lr_groups, lr_schedule, parameter_groups
 from electra.outputs import StepOutput
-from electra.run_log import RunLog, default_report_to, progress_off
+from electra.run_log import default_report_to, progress_off
+from electra.trackers import RunLog
 
 BEST_WEIGHTS = "best.safetensors"
 
@@ -215,6 +216,7 @@ class Engine:
         log = RunLog(
             args.output_dir or Path("."),
             enabled=args.output_dir is not None and acc.is_main_process,
+            accelerator=acc,
             resume_step=step,
             report_to=args.report_to,
             run_name=args.description,

@@ -171,6 +171,58 @@ def save_tokenizer(tokenizer: Any, directory: str | Path, model_config: Any) -> 
     tokenizer.save_pretrained(str(directory))
 
 
+def save_with_head(
+    directory: str | Path,
+    encoder: Any,
+    head_tensors: Mapping[str, Any],
+    settings_key: str,
+    settings: Mapping[str, Any],
+    architecture: str | None = None,
+    tokenizer: Any = None,
+) -> None:
+    """A fine-tuned model as one Hugging Face directory: config.json (the encoder's, plus the head's settings under
+    `settings_key` and `architectures`), and one model.safetensors holding the encoder under its
+    `base_model_prefix` (as every `...For<Task>` class stores it) and the head's tensors under their own names.
+
+    `AutoModel.from_pretrained(directory)` then loads the encoder, and a `transformers` class whose head has those
+    names loads the whole model (the fine-tuners pick the names so that one exists where it can)."""
+    import copy
+
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    prefix = encoder.base_model_prefix
+    state = {f"{prefix}.{k}": v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}
+    clash = state.keys() & head_tensors.keys()
+    if clash:
+        raise ValueError(f"head tensor names collide with the encoder's: {sorted(clash)[:3]}")
+    state.update({k: v.detach().cpu().contiguous() for k, v in head_tensors.items()})
+    save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    config = copy.deepcopy(encoder.config)
+    setattr(config, settings_key, dict(settings))
+    config.architectures = [architecture] if architecture else None
+    config.save_pretrained(str(directory))
+    if tokenizer is not None:
+        save_tokenizer(tokenizer, directory, encoder.config)
+
+
+def read_head(directory: str | Path, settings_key: str, prefixes: Sequence[str]) -> tuple[dict, dict] | None:
+    """(settings, head tensors) of a directory `save_with_head` wrote; None when config.json has no such head."""
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    try:
+        config = json.loads((directory / "config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    settings = config.get(settings_key)
+    if not isinstance(settings, dict) or not (directory / "model.safetensors").is_file():
+        return None
+    tensors = load_file(str(directory / "model.safetensors"))
+    return settings, {k: v for k, v in tensors.items() if k.startswith(tuple(prefixes))}
+
+
 def finetune_dir(path: str | Path) -> Path:
     """The directory a fine-tuner loads: an export's fine-tuning part, or `path` itself (a plain checkpoint).
 

@@ -33,12 +33,14 @@ from electra.data import (
 )
 from electra.engine import Engine, Task, TrainArgs
 from electra.errors import UserError
-from electra.export import save_tokenizer
+from electra.export import read_export, save_tokenizer
 from electra.model import PretrainingModel, build_pretraining_model
+from electra.model_card import CardFacts, write_export_cards
 from electra.objectives import check_config, flop_report, get_objective
 from electra.outputs import StepOutput
 from electra.overwrite import refuse_foreign_directory
 from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
+from electra.version import __version__
 from flops.measured import startup_check
 
 # Settings that may change between the interrupted run and its resumption without changing the result.
@@ -285,6 +287,8 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     last = dict(result.metrics, step=result.step)
     if accelerator.is_main_process:
         written = model.export(output_dir, tokenizer)
+        facts = card_facts(config, inputs, model, tokenizer, result, len(dataset), held_out)
+        write_export_cards(output_dir, written, read_export(output_dir).kinds, facts)
         summary = dict(last, stop_reason=result.stop_reason, exports={k: str(v) for k, v in written.items()})
         if task.flop_check is not None:
             summary["flop_counter_check"] = task.flop_check
@@ -297,6 +301,69 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     accelerator.end_training()
     return PretrainResult(
         result.step, result.stop_reason, result.metrics, output_dir, accelerator.is_main_process
+    )
+
+
+def card_facts(
+    config: PretrainConfig,
+    inputs: RunInputs,
+    model: Any,
+    tokenizer: Any,
+    result: Any,
+    examples: int,
+    held_out: Any,
+) -> CardFacts:
+    """What the export's model cards state, all read from the run (electra.model_card renders them)."""
+    objective = get_objective(config.objective)
+    encoder = objective.kept_encoder(model)
+    shape = (
+        f"hidden {config.hidden_size}, {config.num_hidden_layers} layers, {config.num_attention_heads} heads, "
+        f"intermediate {config.intermediate_size}, embeddings {config.embedding_size}, "
+        f"{config.max_position_embeddings} positions; {sum(p.numel() for p in encoder.parameters()):,} parameters"
+    )
+    generator = "none"
+    if model.generator is not None:
+        generator = f"{config.generator}, {sum(p.numel() for p in model.generator.parameters()):,} parameters"
+    held = f", {len(held_out):,} held out for eval/..." if held_out is not None else ""
+    rows = [
+        ("objective", f"`{config.objective}`: {objective.summary}"),
+        ("generator", generator),
+        (
+            "corpus",
+            f"`{Path(inputs.corpus).name}`, sha256 of names, sizes and first 64 KiB "
+            f"`{corpus_sample(inputs.corpus)[:16]}`; {examples:,} training examples{held}",
+        ),
+        (
+            "vocabulary",
+            f"{len(tokenizer):,} WordPiece pieces, {'lowercased' if config.lowercase else 'cased'}, "
+            f"sha256 `{tokenizer_sha256(tokenizer)[:16]}`",
+        ),
+        ("model", shape),
+        ("steps", f"{result.step:,} of {config.max_steps:,} (stopped by {result.stop_reason})"),
+        (
+            "batch",
+            f"{config.train_batch_size} sequences of up to {config.max_seq_length} tokens, "
+            f"learning rate {config.learning_rate:g}, warmup {config.warmup_steps:,}, seed {config.seed}",
+        ),
+        (
+            "compute",
+            f"{result.flops:.3g} training FLOPs (the ELECTRA paper's accounting), {result.seconds / 60:.1f} "
+            f"minutes, precision {config.mixed_precision}",
+        ),
+        ("software", f"electra {__version__}"),
+    ]
+    run_figures = ("learning_rate", "flops", "elapsed_seconds", "tokens_per_second")  # in the table already
+    metrics = {f"train/{k}": v for k, v in result.metrics.items() if k not in run_figures}
+    if result.evaluations:
+        metrics.update({f"eval/{k}": v for k, v in result.evaluations[-1].items() if k != "step"})
+    return CardFacts(
+        title=f"{Path(inputs.output_dir).name}: `{config.objective}` pretraining",
+        summary=f"An encoder pretrained with the `{config.objective}` objective by the `electra` library "
+        "(ELECTRA / Electric). Fine-tune the discriminator (or the masked LM of the `mlm` baseline); "
+        "`export.json` beside it says which part is which.",
+        facts=rows,
+        metrics=metrics,
+        tags=(config.objective, "pretraining"),
     )
 
 

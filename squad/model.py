@@ -1,9 +1,16 @@
-"""A Hugging Face ELECTRA/BERT encoder plus a span head, saved as the encoder's HF layout + the head's safetensors.
+"""A Hugging Face ELECTRA/BERT encoder plus a span head, saved as one Hugging Face model directory.
 
-Layout of a saved model directory:
-    config.json, model.safetensors   the fine-tuned encoder (`transformers.AutoModel.from_pretrained(dir)` loads it)
-    qa_head.json, qa_head.safetensors the head's settings and weights
-    tokenizer files                   when a tokenizer was passed to `save`
+Layout of a saved model directory (written by `electra.export.save_with_head`):
+    config.json        the encoder's config, plus `squad_head` (the head's settings) and `architectures`
+    model.safetensors  the encoder under `electra.` (or `bert.`), and the head:
+                       - the plain head without an answerability classifier as `qa_outputs` (start; end), exactly
+                         `ElectraForQuestionAnswering`'s layout: `AutoModelForQuestionAnswering` and
+                         `pipeline("question-answering")` load it with no code from this library;
+                       - ELECTRA's XLNet-style head (the default) as `qa_head.*`: `squad.hf_model.ElectraForSquad`
+                         (a `transformers` model class) loads it, since no `transformers` class has that head.
+    tokenizer files    when a tokenizer was passed to `save`
+`AutoModel.from_pretrained(dir)` loads the fine-tuned encoder from either. Directories written before this layout
+(`qa_head.json` + `qa_head.safetensors` beside the encoder) still load.
 """
 
 from __future__ import annotations
@@ -17,11 +24,62 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
 from electra.errors import UserError
-from electra.export import load_pretrained, save_tokenizer
+from electra.export import load_pretrained, read_head, save_with_head
 from squad.heads import HeadConfig, QAOutput, SpanHead
 
-HEAD_CONFIG = "qa_head.json"
-HEAD_WEIGHTS = "qa_head.safetensors"
+HEAD_KEY = "squad_head"  # config.json entry holding the head's settings
+OLD_HEAD_CONFIG = "qa_head.json"  # the first layout's side files
+OLD_HEAD_WEIGHTS = "qa_head.safetensors"
+
+
+def span_forward(
+    encoder: nn.Module,
+    head: SpanHead,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    token_type_ids: torch.Tensor,
+    start_positions: torch.Tensor | None = None,
+    end_positions: torch.Tensor | None = None,
+    is_impossible: torch.Tensor | None = None,
+) -> QAOutput:
+    """Encoder, then the head over context tokens and [CLS] (the null answer): the reference's answer mask."""
+    hidden = encoder(
+        input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+    ).last_hidden_state
+    answer_mask = (token_type_ids * attention_mask).clone()
+    answer_mask[:, 0] = 1
+    return head(hidden, answer_mask, start_positions, end_positions, is_impossible)
+
+
+def native_qa_class(encoder: nn.Module, config: HeadConfig) -> str | None:
+    """The `transformers` class that holds this model exactly (`ElectraForQuestionAnswering`), when one does."""
+    name = type(encoder).__name__
+    if config.kind == "plain" and not config.answerable and name.endswith("Model"):
+        return name.removesuffix("Model") + "ForQuestionAnswering"
+    return None
+
+
+def head_tensors(head: SpanHead, native: bool) -> dict[str, torch.Tensor]:
+    if native:  # transformers' qa_outputs: one Linear(hidden, 2), start row first
+        return {
+            "qa_outputs.weight": torch.cat([head.start.weight, head.end.weight]),
+            "qa_outputs.bias": torch.cat([head.start.bias, head.end.bias]),
+        }
+    return {f"qa_head.{k}": v for k, v in head.state_dict().items()}
+
+
+def load_head_tensors(head: SpanHead, tensors: dict[str, torch.Tensor]) -> None:
+    if "qa_outputs.weight" in tensors:
+        weight, bias = tensors["qa_outputs.weight"], tensors["qa_outputs.bias"]
+        state = {
+            "start.weight": weight[:1],
+            "start.bias": bias[:1],
+            "end.weight": weight[1:],
+            "end.bias": bias[1:],
+        }
+    else:
+        state = {k.removeprefix("qa_head."): v for k, v in tensors.items() if k.startswith("qa_head.")}
+    head.load_state_dict(state)
 
 
 class SquadModel(nn.Module):
@@ -46,13 +104,16 @@ class SquadModel(nn.Module):
         end_positions: torch.Tensor | None = None,
         is_impossible: torch.Tensor | None = None,
     ) -> QAOutput:
-        hidden = self.encoder(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-        ).last_hidden_state
-        # Context tokens (segment 1) and [CLS], the null answer: the reference's answer mask.
-        answer_mask = (token_type_ids * attention_mask).clone()
-        answer_mask[:, 0] = 1
-        return self.qa_head(hidden, answer_mask, start_positions, end_positions, is_impossible)
+        return span_forward(
+            self.encoder,
+            self.qa_head,
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            start_positions,
+            end_positions,
+            is_impossible,
+        )
 
     # ---- persistence -----------------------------------------------------------------------------------
     @classmethod
@@ -62,28 +123,39 @@ class SquadModel(nn.Module):
 
     @classmethod
     def load(cls, model_dir: str | Path) -> SquadModel:
-        """A model saved by `save` (encoder and head)."""
+        """A model saved by `save` (encoder and head), or by the first layout."""
         from safetensors.torch import load_file
 
         model_dir = Path(model_dir)
-        if not (model_dir / HEAD_CONFIG).is_file():
-            raise UserError(f"{model_dir}: no {HEAD_CONFIG}; this is not a fine-tuned SQuAD model directory.")
-        head_config = HeadConfig(**json.loads((model_dir / HEAD_CONFIG).read_text()))
-        model = cls(load_pretrained(AutoModel, model_dir), head_config)
-        model.qa_head.load_state_dict(load_file(str(model_dir / HEAD_WEIGHTS)))
+        if (model_dir / OLD_HEAD_CONFIG).is_file():
+            head_config = HeadConfig(**json.loads((model_dir / OLD_HEAD_CONFIG).read_text()))
+            model = cls(load_pretrained(AutoModel, model_dir), head_config)
+            model.qa_head.load_state_dict(load_file(str(model_dir / OLD_HEAD_WEIGHTS)))
+            return model
+        found = read_head(model_dir, HEAD_KEY, ("qa_outputs.", "qa_head."))
+        if found is None:
+            raise UserError(
+                f"{model_dir}: its config.json has no {HEAD_KEY!r}; this is not a fine-tuned SQuAD model directory."
+            )
+        settings, tensors = found
+        model = cls(load_pretrained(AutoModel, model_dir), HeadConfig(**settings))
+        load_head_tensors(model.qa_head, tensors)
         return model
 
     def save(self, model_dir: str | Path, tokenizer: Any = None) -> None:
-        from safetensors.torch import save_file
-
-        model_dir = Path(model_dir)
-        model_dir.mkdir(parents=True, exist_ok=True)
-        self.encoder.save_pretrained(str(model_dir))
-        state = {k: v.detach().cpu().contiguous() for k, v in self.qa_head.state_dict().items()}
-        save_file(state, str(model_dir / HEAD_WEIGHTS))
-        (model_dir / HEAD_CONFIG).write_text(json.dumps(self.head_config.to_dict(), indent=2) + "\n")
-        if tokenizer is not None:
-            save_tokenizer(tokenizer, model_dir, self.encoder.config)
+        native = native_qa_class(self.encoder, self.head_config)
+        architecture = native or (
+            "ElectraForSquad" if type(self.encoder).__name__ == "ElectraModel" else None
+        )
+        save_with_head(
+            model_dir,
+            self.encoder,
+            head_tensors(self.qa_head, native is not None),
+            HEAD_KEY,
+            self.head_config.to_dict(),
+            architecture,
+            tokenizer,
+        )
 
 
 def load_tokenizer(model_dir: str | Path) -> Any:

@@ -30,6 +30,7 @@ from electra.data import pad_batch
 from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
 from electra.errors import UserError
 from electra.export import finetune_dir, fit_length
+from electra.model_card import CARD, CardFacts, render_card
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
 from electra.run_log import progress_off
@@ -37,7 +38,7 @@ from squad.data import SquadExample, read_squad
 from squad.features import FeatureSettings, build_features
 from squad.heads import HeadConfig
 from squad.metrics import evaluate_v1, evaluate_v2
-from squad.model import SquadModel, load_tokenizer
+from squad.model import SquadModel, load_tokenizer, native_qa_class
 from squad.postprocess import Predictions, WindowResult, postprocess
 
 logger = logging.getLogger(__name__)
@@ -134,7 +135,69 @@ def finetune(settings: SquadSettings) -> dict[str, Any]:
     if accelerator.is_main_process:
         record = {"settings": asdict(settings), **results}
         (output / "results.json").write_text(json.dumps(record, indent=2) + "\n")
+        if settings.train is not None:
+            write_squad_card(output / "model", settings, results, accelerator.unwrap_model(model))
     return results
+
+
+def write_squad_card(
+    model_dir: Path, settings: SquadSettings, results: dict[str, Any], model: SquadModel
+) -> None:
+    """The fine-tuned model's README.md: what it was trained from and on, its scores, and how to load it."""
+    native = native_qa_class(model.encoder, model.head_config)
+    train = results.get("train", {})
+    head = settings.head + (" + answerability classifier" if model.head_config.answerable else "")
+    rows = [
+        ("base model", f"`{settings.model}`"),
+        (
+            "data",
+            f"SQuAD {settings.version}: `{Path(str(settings.train)).name}`, {train.get('windows', 0):,} windows",
+        ),
+        ("head", head),
+        (
+            "steps",
+            f"{train.get('steps', 0):,}, batch {settings.batch_size}, learning rate {settings.learning_rate:g}, "
+            f"layer-wise decay {settings.layer_decay:g}, max length {settings.max_seq_length}, seed {settings.seed}",
+        ),
+    ]
+    scores = {k: float(v) for k, v in results.get("eval", {}).items() if isinstance(v, (int, float))}
+    if results.get("eval"):
+        rows.append(("evaluated on", f"`{Path(str(settings.eval)).name}`"))
+    if native:
+        loads = [
+            (
+                f"How to load ({native})",
+                "import torch\nfrom transformers import AutoModelForQuestionAnswering, AutoTokenizer\n\n"
+                f'tokenizer = AutoTokenizer.from_pretrained("{model_dir}")\n'
+                f'model = AutoModelForQuestionAnswering.from_pretrained("{model_dir}")\n'
+                'inputs = tokenizer("Who wrote it?", "The book was written by Ada.", return_tensors="pt")\n'
+                "with torch.no_grad():\n    out = model(**inputs)\n"
+                "start, end = int(out.start_logits.argmax()), int(out.end_logits.argmax())\n"
+                'print(tokenizer.decode(inputs["input_ids"][0, start : end + 1]))',
+            )
+        ]
+    else:
+        loads = [
+            (
+                "How to load (ELECTRA's span head: a class from this library)",
+                f"from squad.hf_model import ElectraForSquad  # installed with electra\n\n"
+                f'model = ElectraForSquad.from_pretrained("{model_dir}")  # encoder + start/end/answerability head',
+            )
+        ]
+    facts = CardFacts(
+        title=f"{model_dir.parent.name}: SQuAD {settings.version} fine-tuning",
+        summary="An extractive question-answering model fine-tuned by `electra squad`. "
+        + (
+            "Its head is transformers' own."
+            if native
+            else "Its head is ELECTRA's (the end depends on the start; "
+            "no transformers class has it): `AutoModel` loads the encoder, `ElectraForSquad` the whole model."
+        ),
+        facts=rows,
+        metrics=scores,
+        tags=("question-answering", "squad"),
+    )
+    (model_dir / CARD).write_text(render_card(facts, loads, "question-answering" if native else None))
 
 
 class SquadTask(Task):

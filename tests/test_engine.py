@@ -133,6 +133,42 @@ def test_flop_budget_stops_at_the_first_step_that_spends_it(tmp_path):
     assert result.flops == 3200.0 and result.step == 4  # 800 FLOPs a step: 2400 < 2500 <= 3200
 
 
+def test_logs_go_through_accelerate_trackers(tmp_path):
+    """The engine writes through accelerator.log: a tracker the user put on the accelerator receives exactly the rows
+    of metrics.csv, and the engine's own trackers are detached when the run ends (the accelerator is reused)."""
+    from accelerate import Accelerator
+    from accelerate.tracking import GeneralTracker
+
+    class Recorder(GeneralTracker):
+        name, requires_logging_directory = "recorder", False
+
+        def __init__(self):
+            super().__init__()
+            self.rows: list[dict] = []
+
+        @property
+        def tracker(self):
+            return self.rows
+
+        def store_init_configuration(self, values):
+            pass
+
+        def log(self, values, step=None, **kwargs):
+            self.rows.append({"step": float(step), **values})
+
+    recorder = Recorder()
+    accelerator = Accelerator(cpu=True, log_with=[recorder])
+    accelerator.init_trackers("test")
+    for run in ("a", "b"):  # a second run on the same accelerator: no duplicated or leaked trackers
+        Engine(_args(tmp_path / run), accelerator).fit(Regression())
+        assert accelerator.trackers == [recorder]
+    csv_rows = read_csv(tmp_path / "b" / "metrics.csv")
+    assert len(csv_rows) == 6 and len(recorder.rows) == 12
+    for sent, written in zip(recorder.rows[6:], csv_rows):
+        assert sent.keys() == written.keys() and all(sent[k] == pytest.approx(written[k]) for k in sent)
+    assert (tmp_path / "b" / "logs").is_dir()  # Accelerate's TensorBoard tracker wrote there
+
+
 def test_a_non_finite_loss_is_a_one_line_error(tmp_path):
     from electra.errors import UserError
 

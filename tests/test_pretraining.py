@@ -190,3 +190,36 @@ def test_held_out_evaluation_is_logged_and_leaves_training_alone(small_corpus, t
     a = load_file(str(tmp_path / "a" / "discriminator" / "model.safetensors"))
     b = load_file(str(tmp_path / "b" / "discriminator" / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a) and quiet.metrics["loss"] == loud.metrics["loss"]
+
+
+def test_exports_carry_model_cards_that_state_the_run_and_load(small_corpus, tmp_path, micro_overrides):
+    """RUN/README.md and one card per part: objective, corpus fingerprint, steps, FLOPs, final metrics, and a code
+    block that really loads the part (it is executed here)."""
+    out = tmp_path / "run"
+    result = _run(small_corpus, out, tmp_path / "cache", {**micro_overrides, "eval_fraction": 0.1})
+    summary = json.loads((out / "summary.json").read_text())
+    record = json.loads((out / "run.json").read_text())
+    for card_path in (
+        out / "README.md",
+        out / "discriminator" / "README.md",
+        out / "generator" / "README.md",
+    ):
+        card = card_path.read_text()
+        assert card.startswith("---\nlibrary_name: transformers\n")
+        assert "`electra`: replaced-token detection" in card
+        assert record["corpus_sample"][:16] in card and record["tokenizer_sha256"][:16] in card
+        assert f"| steps | {result.step:,} of {result.step:,} (stopped by max_steps) |" in card
+        assert f"{summary['flops']:.3g} training FLOPs" in card
+        assert f"| train/generator_loss | {summary['generator_loss']:.4g} |" in card
+        assert "| eval/discriminator_auc |" in card
+    generator_card = (out / "generator" / "README.md").read_text()
+    assert "pipeline_tag: fill-mask" in generator_card
+    for part, loaded in (("discriminator", "discriminator"), ("generator", "fill")):
+        card = (out / part / "README.md").read_text()
+        code = card.split("```python\n")[1].split("```")[0]
+        namespace: dict = {}
+        exec(code.replace("print(", "len("), namespace)  # the card's own instructions, as a reader runs them
+        assert loaded in namespace
+    scope: dict = {}
+    exec((out / "README.md").read_text().split("```python\n")[1].split("```")[0], scope)
+    assert type(scope["discriminator"]).__name__ == "ElectraForPreTraining"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -180,3 +181,96 @@ def test_layerwise_decay_treats_the_qa_head_as_head() -> None:
     assert groups["head"]["lr"] == 1.0 and groups["layer_2"]["lr"] == 1.0
     assert groups["layer_0"]["lr"] == 0.25 and groups["embeddings"]["lr"] == 0.125
     assert any(n.startswith("encoder.embeddings_project") for n in groups["embeddings"]["param_names"])
+
+
+def _tiny_qa(kind: str, answerable: bool = False):
+    from transformers import ElectraConfig, ElectraModel
+
+    from squad.model import SquadModel
+
+    torch.manual_seed(0)
+    config = ElectraConfig(
+        vocab_size=40,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    head = HeadConfig(kind, answerable=answerable, inner_size=16, beam_size=3)
+    model = SquadModel(ElectraModel(config), head).eval()
+    for p in model.qa_head.parameters():  # not the zero/identity init: a mix-up of rows must show
+        torch.nn.init.normal_(p, std=0.5)
+    ids = torch.randint(5, 40, (2, 12))
+    types = torch.zeros_like(ids)
+    types[:, 5:] = 1
+    return model, (ids, torch.ones_like(ids), types)
+
+
+def test_a_plain_head_saves_as_transformers_own_question_answering_model(tmp_path) -> None:
+    """No code of this library is needed to load it: AutoModelForQuestionAnswering does."""
+    from transformers import AutoModelForQuestionAnswering, ElectraTokenizerFast
+
+    words = "[PAD] [UNK] [CLS] [SEP] [MASK] who wrote it ? the book was written by ada .".split()
+    model, (ids, mask, types) = _tiny_qa("plain")
+    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(words)})
+    model.save(tmp_path, tokenizer)
+    hf = AutoModelForQuestionAnswering.from_pretrained(tmp_path).eval()
+    assert type(hf).__name__ == "ElectraForQuestionAnswering"
+    with torch.no_grad():
+        theirs = hf(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        hidden = model.encoder(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        assert torch.allclose(theirs.start_logits, model.qa_head.start(hidden).squeeze(-1), atol=1e-6)
+        assert torch.allclose(theirs.end_logits, model.qa_head.end(hidden).squeeze(-1), atol=1e-6)
+    # What the model card tells a reader to run: question and context through the tokenizer, best start and end.
+    from squad.train import SquadSettings, write_squad_card
+
+    settings = SquadSettings(model="base", output=str(tmp_path.parent), train="train.json", head="plain")
+    write_squad_card(tmp_path, settings, {"train": {"steps": 3, "windows": 8}}, model)
+    card = (tmp_path / "README.md").read_text()
+    assert "pipeline_tag: question-answering" in card and "| steps | 3, batch 32" in card
+    scope: dict = {}
+    exec(card.split("```python\n")[1].split("```")[0].replace("print(", "len("), scope)
+    assert 0 <= scope["start"] < scope["inputs"]["input_ids"].shape[1]
+
+
+@pytest.mark.parametrize("answerable", [False, True])
+def test_electra_span_head_loads_through_its_transformers_class_and_round_trips(tmp_path, answerable) -> None:
+    from transformers import AutoModel
+
+    from squad.hf_model import ElectraForSquad
+    from squad.model import SquadModel
+
+    model, batch = _tiny_qa("xlnet", answerable)
+    model.save(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["architectures"] == ["ElectraForSquad"] and config["squad_head"]["answerable"] is answerable
+    with torch.no_grad():
+        ours = model(*batch)
+        for loaded in (ElectraForSquad.from_pretrained(tmp_path).eval(), SquadModel.load(tmp_path).eval()):
+            theirs = loaded(*batch)
+            for name in ("start_top_scores", "end_top_scores", "end_top_index", "null_score"):
+                # equal weights; a loaded copy may take another BLAS path, hence 1e-6 and not bitwise
+                torch.testing.assert_close(getattr(theirs, name), getattr(ours, name), rtol=0, atol=1e-6)
+        encoder = AutoModel.from_pretrained(tmp_path)  # the fine-tuned encoder alone
+        for key, value in model.encoder.state_dict().items():
+            assert torch.equal(encoder.state_dict()[key], value)
+
+
+def test_the_first_layout_still_loads(tmp_path) -> None:
+    from safetensors.torch import save_file
+
+    from squad.model import SquadModel
+
+    model, batch = _tiny_qa("xlnet")
+    model.encoder.save_pretrained(tmp_path)  # encoder + qa_head.json + qa_head.safetensors, as first written
+    save_file(
+        {k: v.contiguous() for k, v in model.qa_head.state_dict().items()},
+        str(tmp_path / "qa_head.safetensors"),
+    )
+    (tmp_path / "qa_head.json").write_text(json.dumps(model.head_config.to_dict()))
+    with torch.no_grad():
+        assert torch.equal(
+            SquadModel.load(tmp_path).eval()(*batch).end_top_scores, model(*batch).end_top_scores
+        )

@@ -121,8 +121,10 @@ def test_v11_train_save_reload_and_official_eval(files, tmp_path: Path, capsys) 
         "200",
     )
     assert results["train"]["steps"] == 6
-    for name in ("config.json", "model.safetensors", "qa_head.json", "qa_head.safetensors", "tokenizer.json"):
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md"):
         assert (out / "model" / name).is_file()
+    card = (out / "model" / "README.md").read_text()
+    assert "ElectraForSquad.from_pretrained" in card and f"| f1 | {results['eval']['f1']:.4g} |" in card
     examples = {e.qid: e for e in read_squad(files["eval_one"])}
     predictions = json.loads((out / "predictions.json").read_text())
     assert set(predictions) == set(examples)
@@ -198,7 +200,7 @@ def test_v20_constructed_data_end_to_end(files, tmp_path: Path, capsys, head: st
         assert key in metrics
     assert metrics["na_threshold"] == metrics["best_f1_thresh"]
     assert metrics["f1"] == pytest.approx(metrics["best_f1"])  # the tuned threshold is applied
-    head_config = json.loads((out / "model" / "qa_head.json").read_text())
+    head_config = json.loads((out / "model" / "config.json").read_text())["squad_head"]
     assert head_config["kind"] == head and head_config["answerable"] is (answerable == "auto")
     predictions = json.loads((out / "predictions.json").read_text())
     null_odds = json.loads((out / "null_odds.json").read_text())
