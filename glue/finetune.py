@@ -33,7 +33,7 @@ from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
 from flops.analytic import finetune_flops as analytic_finetune_flops
 from glue.data import Collator, encode_examples
-from glue.metrics import compute_metrics
+from glue.metrics import task_scores
 from glue.model import GlueModel, load_encoder
 from glue.report import format_table, write_outputs
 from glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, read_examples, swap_pairs, task_file
@@ -294,7 +294,7 @@ def run_seed(
     metrics = {}
     for name, features in data.dev.items():
         logits = _predict(model, features, collator, accelerator, settings.eval_batch_size, eval_shapes)
-        metrics[name] = compute_metrics(spec, _decide(spec, logits), [f["labels"] for f in features])
+        metrics[name] = task_scores(spec, _decide(spec, logits), [f["labels"] for f in features])
     test_predictions = {}
     for stem, (ids, features) in data.test.items():
         logits = _predict(model, features, collator, accelerator, settings.eval_batch_size, eval_shapes)

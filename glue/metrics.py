@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
+from electra.local_metrics import load_local_metric
 from glue.tasks import TaskSpec
 
 
@@ -62,3 +64,14 @@ def compute_metrics(spec: TaskSpec, predictions: Sequence, labels: Sequence) -> 
     if spec.name in ("mrpc", "qqp"):
         result["f1"] = binary_f1(predictions, labels, positive=spec.labels.index("1"))
     return result
+
+
+METRIC_SCRIPT = Path(__file__).with_name("glue_metric.py")
+
+
+def task_scores(spec: TaskSpec, predictions: Sequence, labels: Sequence) -> dict[str, float]:
+    """`compute_metrics` through the shipped `evaluate` module (what a user computes with `evaluate.load`)."""
+    metric = load_local_metric(str(METRIC_SCRIPT), spec.name)
+    values = [float(x) for x in predictions] if spec.is_regression else [int(x) for x in predictions]
+    refs = [float(x) for x in labels] if spec.is_regression else [int(x) for x in labels]
+    return metric.compute(predictions=values, references=refs)

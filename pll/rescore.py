@@ -9,7 +9,7 @@ from pathlib import Path
 
 from electra.errors import UserError
 from pll.nbest import Utterance, combined_score, looks_like_nbest, parse_nbest
-from pll.wer import corpus_wer, edit_distance, normalize_words
+from pll.wer import edit_distance, normalize_words
 
 DEFAULT_LAMBDAS = tuple(round(0.05 * i, 2) for i in range(1, 21))  # 0.05, 0.10, ..., 1.00
 
@@ -94,17 +94,43 @@ def first_best(utt: Utterance) -> str:
     return max(enumerate(utt.hyps), key=lambda p: (p[1].score, -p[0]))[1].text
 
 
-def rescored_best(utt: Utterance, lam: float, ln_alpha: float = 0.0, ln_type: str = "gnmt") -> str:
-    def key(pair: tuple[int, object]) -> tuple[float, int]:
-        index, hyp = pair
-        return combined_score(hyp, lam, ln_alpha, ln_type), -index  # type: ignore[arg-type]
+def rescored_index(utt: Utterance, lam: float, ln_alpha: float = 0.0, ln_type: str = "gnmt") -> int:
+    """Position of the best hypothesis by score + λ·PLL (ties: the earlier hypothesis)."""
+    scores = [combined_score(h, lam, ln_alpha, ln_type) for h in utt.hyps]
+    return max(range(len(scores)), key=lambda i: (scores[i], -i))
 
-    return max(enumerate(utt.hyps), key=key)[1].text
+
+def rescored_best(utt: Utterance, lam: float, ln_alpha: float = 0.0, ln_type: str = "gnmt") -> str:
+    return utt.hyps[rescored_index(utt, lam, ln_alpha, ln_type)].text
 
 
 def oracle_best(utt: Utterance) -> str:
     ref = normalize_words(utt.ref or "")
     return min(utt.hyps, key=lambda h: edit_distance(ref, normalize_words(h.text))).text
+
+
+@dataclass
+class EditTable:
+    """Word edits of every hypothesis against its utterance's reference, counted once.
+
+    The WER of any choice of one hypothesis per utterance is then a sum over the table, so a weight search that
+    tries thousands of choices aligns each hypothesis with its reference only once. Equal to `corpus_wer`."""
+
+    edits: list[list[int]]
+    words: int
+
+    @classmethod
+    def of(cls, utts: Sequence[Utterance]) -> EditTable:
+        refs = [normalize_words(u.ref or "") for u in utts]
+        edits = [[edit_distance(ref, normalize_words(h.text)) for h in u.hyps] for ref, u in zip(refs, utts)]
+        return cls(edits, sum(len(ref) for ref in refs))
+
+    def wer(self, choices: Sequence[int]) -> float:
+        total = sum(row[i] for row, i in zip(self.edits, choices))
+        return total / self.words if self.words else float(total > 0)
+
+    def oracle(self) -> float:
+        return self.wer([min(range(len(row)), key=row.__getitem__) for row in self.edits])
 
 
 @dataclass
@@ -119,13 +145,14 @@ class SplitReport:
 def split_report(
     name: str, utts: list[Utterance], lam: float, ln_alpha: float = 0.0, ln_type: str = "gnmt"
 ) -> SplitReport:
-    refs = [u.ref or "" for u in utts]
+    table = EditTable.of(utts)
+    first = [max(range(len(u.hyps)), key=lambda i, u=u: (u.hyps[i].score, -i)) for u in utts]
     return SplitReport(
         name=name,
         utterances=len(utts),
-        wer_first_best=corpus_wer(refs, [first_best(u) for u in utts]),
-        wer_rescored=corpus_wer(refs, [rescored_best(u, lam, ln_alpha, ln_type) for u in utts]),
-        wer_oracle=corpus_wer(refs, [oracle_best(u) for u in utts]),
+        wer_first_best=table.wer(first),
+        wer_rescored=table.wer([rescored_index(u, lam, ln_alpha, ln_type) for u in utts]),
+        wer_oracle=table.oracle(),
     )
 
 
@@ -146,9 +173,7 @@ def choose_lambda(
     """The λ with the lowest dev WER (ties go to the smaller λ, the smaller change to the first pass)."""
     if not lambdas:
         raise UserError("no λ values to try; pass at least one to --lambdas.")
-    refs = [u.ref or "" for u in dev]
-    table = {
-        lam: corpus_wer(refs, [rescored_best(u, lam, ln_alpha, ln_type) for u in dev]) for lam in lambdas
-    }
+    edits = EditTable.of(dev)
+    table = {lam: edits.wer([rescored_index(u, lam, ln_alpha, ln_type) for u in dev]) for lam in lambdas}
     best = min(sorted(table), key=lambda lam: table[lam])
     return best, table

@@ -19,6 +19,9 @@ import logging
 import re
 import string
 from collections.abc import Mapping
+from pathlib import Path
+
+from electra.local_metrics import load_local_metric
 
 logger = logging.getLogger(__name__)
 
@@ -184,3 +187,25 @@ def _warn_missing(golds: Mapping[str, list[str]], predictions: Mapping[str, str]
         logger.warning(
             "%d of %d questions have no prediction (scored 0), e.g. %s", len(missing), len(golds), missing[0]
         )
+
+
+METRIC_SCRIPT = Path(__file__).with_name("squad_metric.py")
+
+
+def official_scores(
+    version: str,
+    golds: Mapping[str, list[str]],
+    predictions: Mapping[str, str],
+    na_probs: Mapping[str, float] | None = None,
+    na_prob_thresh: float = 1.0,
+) -> dict[str, float]:
+    """The official scores through the shipped `evaluate` module (what a user computes with `evaluate.load`)."""
+    metric = load_local_metric(str(METRIC_SCRIPT), version)
+    qids = list(golds)
+    references = [{"id": q, "answers": {"text": golds[q], "answer_start": [0] * len(golds[q])}} for q in qids]
+    rows = [{"id": q, "prediction_text": predictions.get(q, "")} for q in qids]
+    if version == "2.0":
+        for row in rows:
+            row["no_answer_probability"] = float((na_probs or {}).get(row["id"], 0.0))
+        return metric.compute(predictions=rows, references=references, na_prob_thresh=na_prob_thresh)
+    return metric.compute(predictions=rows, references=references)

@@ -37,7 +37,7 @@ from electra.run_log import progress_off
 from squad.data import SquadExample, read_squad
 from squad.features import FeatureSettings, build_features
 from squad.heads import HeadConfig
-from squad.metrics import evaluate_v1, evaluate_v2
+from squad.metrics import official_scores
 from squad.model import SquadModel, load_tokenizer, native_qa_class
 from squad.postprocess import Predictions, WindowResult, postprocess
 
@@ -354,11 +354,11 @@ def score_and_write(
     golds = {e.qid: [a.text for a in e.answers] for e in examples}
     if settings.version == "1.1":
         final = predictions.final()
-        metrics: dict[str, Any] = evaluate_v1(golds, final)
+        metrics: dict[str, Any] = official_scores("1.1", golds, final)
     else:
-        tuned = evaluate_v2(golds, predictions.best_text, predictions.na_scores)
+        tuned = official_scores("2.0", golds, predictions.best_text, predictions.na_scores)
         threshold = settings.na_threshold if settings.na_threshold is not None else tuned["best_f1_thresh"]
-        metrics = evaluate_v2(golds, predictions.best_text, predictions.na_scores, na_prob_thresh=threshold)
+        metrics = official_scores("2.0", golds, predictions.best_text, predictions.na_scores, threshold)
         metrics["na_threshold"] = threshold
         final = predictions.final(threshold)
         (output / "null_odds.json").write_text(json.dumps(predictions.na_scores, indent=2) + "\n")

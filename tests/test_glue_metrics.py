@@ -52,3 +52,38 @@ def test_compute_metrics_per_task():
     assert stsb == pytest.approx({"pearson": 0.5, "spearman": 0.5})
     with pytest.raises(ValueError):
         compute_metrics(get_task("rte"), [1, 0], [1])
+
+
+@pytest.mark.parametrize("task", ["cola", "mrpc", "stsb", "rte", "qqp"])
+def test_the_evaluate_module_equals_the_benchmark_formulas(task):
+    """`evaluate.load("glue/glue_metric.py", task)` gives the numbers of the formulas the hub's GLUE script uses
+    (scikit-learn's F1 and MCC, scipy's Pearson and Spearman), offline."""
+    import evaluate
+    import numpy as np
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import f1_score, matthews_corrcoef
+
+    from glue.metrics import METRIC_SCRIPT, task_scores
+
+    rng = np.random.default_rng(0)
+    spec = get_task(task)
+    if spec.is_regression:
+        labels = rng.uniform(0, 5, 40)
+        predictions = labels + rng.normal(0, 1, 40)
+    else:
+        labels = rng.integers(0, 2, 40)
+        predictions = np.where(rng.uniform(size=40) < 0.7, labels, 1 - labels)
+    got = evaluate.load(str(METRIC_SCRIPT), task).compute(predictions=predictions, references=labels)
+    if spec.is_regression:
+        expected = {
+            "pearson": pearsonr(predictions, labels)[0],
+            "spearman": spearmanr(predictions, labels)[0],
+        }
+    else:
+        expected = {"accuracy": float((predictions == labels).mean())}
+        if task == "cola":
+            expected["mcc"] = matthews_corrcoef(labels, predictions)
+        if task in ("mrpc", "qqp"):
+            expected["f1"] = f1_score(labels, predictions)
+    assert got == pytest.approx(expected, abs=1e-12)
+    assert task_scores(spec, predictions, labels) == pytest.approx(got)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +197,24 @@ def test_saved_scores_read_both_files_score_writes_and_refuse_mixed_models(tmp_p
     bad.write_text("the cat sat\n")
     with pytest.raises(UserError, match=r"bad.jsonl:1: not a JSON line"):
         saved_scores([bad])
+
+
+def test_wer_is_jiwers_and_the_evaluate_module_reports_it():
+    import evaluate
+    import jiwer
+
+    from pll.rescore import EditTable
+
+    refs = ["The cat sat on the mat", "a dog ran", "hello world"]
+    hyps = ["the cat sat on mat", "A dog ran away", "hello"]
+    expected = jiwer.wer([r.lower() for r in refs], [h.lower() for h in hyps])
+    assert corpus_wer(refs, hyps) == pytest.approx(expected) == pytest.approx(3 / 11)
+    module = evaluate.load(str(Path(__file__).parent.parent / "pll" / "wer_metric.py"))
+    assert module.compute(predictions=hyps, references=refs)["wer"] == pytest.approx(expected)
+    # The λ search's table of per-hypothesis edits gives the same corpus WER for any choice.
+    utts = _utts()
+    table = EditTable.of(utts)
+    for choice in ([0, 0], [1, 0], [2, 1]):
+        picked = [u.hyps[i].text for u, i in zip(utts, choice)]
+        assert table.wer(choice) == pytest.approx(corpus_wer([u.ref for u in utts], picked))
+    assert table.oracle() == 0.0

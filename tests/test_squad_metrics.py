@@ -163,3 +163,31 @@ def test_squad_eval_scores_what_the_official_script_scores(tmp_path, capsys) -> 
         "says version 1.1; scoring it as 2.0" in captured.err
         and json.loads(captured.out)["HasAns_total"] == 1
     )
+
+
+def test_the_evaluate_module_is_the_official_evaluation() -> None:
+    """`evaluate.load("squad/squad_metric.py", version)` takes the hub metrics' input format and returns the
+    official scripts' numbers (the hand-worked ones above)."""
+    import evaluate
+
+    from squad.metrics import METRIC_SCRIPT, official_scores
+
+    metric = evaluate.load(str(METRIC_SCRIPT), "2.0")
+    references = [
+        {"id": q, "answers": {"text": g, "answer_start": [0] * len(g)}} for q, g in GOLDS_V2.items()
+    ]
+    rows = [
+        {"id": q, "prediction_text": PREDS_V2.get(q, ""), "no_answer_probability": NA_V2[q]} for q in GOLDS_V2
+    ]
+    result = metric.compute(predictions=rows, references=references, na_prob_thresh=0.4)
+    assert result == pytest.approx(evaluate_v2(GOLDS_V2, PREDS_V2, NA_V2, na_prob_thresh=0.4))
+    assert result["exact"] == pytest.approx(75.0) and result["best_f1_thresh"] == 0.5
+    assert official_scores("2.0", GOLDS_V2, PREDS_V2, NA_V2, 0.4) == pytest.approx(result)
+    v1 = evaluate.load(str(METRIC_SCRIPT), "1.1")
+    golds = {"q1": ["Denver Broncos", "Broncos"], "q2": ["blue whale"]}
+    rows_v1 = [{"id": "q1", "prediction_text": "the Broncos"}, {"id": "q2", "prediction_text": "whale"}]
+    refs_v1 = [{"id": q, "answers": {"text": g, "answer_start": [0] * len(g)}} for q, g in golds.items()]
+    scores = v1.compute(predictions=rows_v1, references=refs_v1)
+    assert scores["exact_match"] == pytest.approx(50.0) and scores["f1"] == pytest.approx(
+        100 * (1 + 2 / 3) / 2
+    )
