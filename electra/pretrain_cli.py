@@ -37,7 +37,9 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         help="model size preset (paper Table 5.1, plus CPU sizes)",
     )
     parser.add_argument(
-        "--config", dest="config_file", help="JSON file of config fields (overrides the size preset)"
+        "--config",
+        dest="config_file",
+        help="JSON or YAML (.yaml/.yml) file of config fields (overrides the size preset)",
     )
     parser.add_argument(
         "--corpus",
