@@ -46,11 +46,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     rescore = subparsers.add_parser(
         "rescore",
-        help="re-rank ASR n-best lists by acoustic score + λ·PLL",
-        description="Tune λ on dev (0.05..1.00), report WER of the 1-best, rescored best and oracle, write the lists.",
+        help="re-rank n-best lists by a fusion of first-pass scores and PLLs tuned on dev",
+        description="Fuse the list's scores (--features), PLLs (--model, --scores) and a length term (--length) "
+        "with weights found on dev by a search that adapts to each feature's scale; report dev and test WER "
+        "of the first pass, each feature alone, the fusion and the oracle; write the re-ranked lists.",
     )
     rescore.add_argument(
-        "--model", help="scores the hypotheses --scores does not cover (needed when there is no --scores)"
+        "--model",
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="scoring model(s): the first gives feature 'pll' (and scores what --scores misses), "
+        "each further one a feature 'pll:DIRNAME'",
+    )
+    rescore.add_argument(
+        "--features",
+        default="score",
+        help="comma-separated numeric fields of the hypotheses to fuse, the first one the anchor (weight 1); "
+        "default: the list's 'score'; e.g. am_score,lm_score",
+    )
+    rescore.add_argument(
+        "--length",
+        default="none",
+        choices=("none", "words", "pieces"),
+        help="add a length term (word or piece count) to the fusion: a searched insertion bonus or penalty",
     )
     rescore.add_argument(
         "--scores",
@@ -72,7 +91,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="rescored",
         help="where rescored lists and report.json go",
     )
-    rescore.add_argument("--lambdas", help="comma-separated λ values (default 0.05,0.10,...,1.00)")
+    rescore.add_argument(
+        "--lambdas",
+        help="the classic recipe instead of the search: score + λ·PLL with λ from this comma-separated list",
+    )
     rescore.add_argument(
         "--ln",
         type=float,
@@ -126,10 +148,11 @@ def _scoring_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
 
 
-def _scorer(args: argparse.Namespace):
+def _scorer(args: argparse.Namespace, model: str | None = None):
     from pll.scoring import load_scorer
 
-    scorer = load_scorer(args.model, args.method, args.device, args.batch_size, args.within_word)
+    model = model or args.model
+    scorer = load_scorer(model, args.method, args.device, args.batch_size, args.within_word)
     print(f"scoring with --method {scorer.method}", file=sys.stderr)
     return scorer
 
@@ -237,74 +260,142 @@ def _parse_lambdas(raw: str | None) -> tuple[float, ...]:
 
 
 def run_rescore(args: argparse.Namespace) -> int:
+    from pll.fusion import LengthNorm, fuse, fused_score, split_table
     from pll.nbest import read_nbest, write_nbest
-    from pll.rescore import attach_plls, choose_lambda, require_refs, saved_scores, split_report
+    from pll.rescore import DEFAULT_LAMBDAS, attach_plls, choose_lambda, require_refs, saved_scores
 
     out_dir = Path(args.output_dir)
     targets = [
         out_dir / (Path(p).name.removesuffix(".json") + ".rescored.json") for p in [args.dev, *args.test]
     ]
     refuse_to_replace([out_dir / "report.json", *targets], args.overwrite)
-    lambdas = _parse_lambdas(args.lambdas)
     dev, dev_fmt = read_nbest(args.dev)
     require_refs(dev, args.dev)
     tests = [(path, *read_nbest(path)) for path in args.test]
     if args.ln < 0:
         raise UserError(f"--ln {args.ln}: the length-normalisation exponent must be 0 or more.")
-    if not args.model and not args.scores:
-        raise UserError("rescore needs --model (to score the hypotheses) or --scores (PLLs saved earlier).")
-    known = saved_scores(args.scores)
+    features = [f.strip() for f in args.features.split(",") if f.strip()]
+    if not features:
+        raise UserError("--features: name at least one numeric field of the hypotheses (e.g. score).")
     lists = [dev] + [utts for _, utts, _ in tests]
+    method = None
+    if args.model or args.scores:
+        method = _attach_first_pll(args, dev, tests, lists, attach_plls, saved_scores)
+        features.append("pll")
+    for extra in args.model[1:]:
+        features.append(_attach_extra_pll(args, extra, lists, features))
+    if args.length != "none":
+        features.append(args.length)
+    ln = LengthNorm(args.ln, args.ln_type)
+
+    if args.lambdas:
+        if features != ["score", "pll"]:
+            raise UserError(
+                "--lambdas is the classic score + λ·PLL recipe: use it with one --model and no "
+                "--features/--length, or drop it to search weights for every feature."
+            )
+        lambdas = _parse_lambdas(args.lambdas)
+        lam, table = choose_lambda(dev, lambdas, args.ln, args.ln_type)
+        weights = {"score": 1.0, "pll": lam}
+        search = {"recipe": "score + λ·PLL", "dev_wer_by_lambda": table}
+    else:
+        if len(features) < 2:
+            raise UserError("nothing to fuse: give --model/--scores, more --features, or --length.")
+        extra = (
+            {"pll": DEFAULT_LAMBDAS} if features[0] == "score" else None
+        )  # the classic grid is searched too
+        result = fuse(dev, features, extra_candidates=extra, ln=ln)
+        weights = result.weights
+        search = {
+            "spreads": result.spreads,
+            "dev_wer": result.dev_wer,
+            "ties": result.ties,
+            "settings_evaluated": result.evaluated,
+            "rounds": result.rounds,
+            "search_space": result.search_space,
+        }
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    reports = [("dev", args.dev, dev, dev_fmt)] + [("test", p, u, f) for p, u, f in tests]
+    summary = {
+        "models": [str(m) for m in args.model],
+        "scores": [str(p) for p in args.scores],
+        "method": method,
+        "features": features,
+        "weights": weights,
+        "ln": {"alpha": args.ln, "type": args.ln_type},
+        "search": search,
+        "splits": [],
+    }
+    if "pll" in weights:
+        summary["lambda"] = weights["pll"]  # the classic name of the PLL weight
+    print(f"scoring method: {method}" if method else "no scoring model: fusing the lists' own fields")
+    print("weights (in the features' units): " + ", ".join(f"{k} {v:.4g}" for k, v in weights.items()))
+    rows = []
+    for name, path, utts, fmt in reports:
+        target = out_dir / (Path(path).name.removesuffix(".json") + ".rescored.json")
+        write_nbest(target, utts, fmt, None, combine=lambda h: fused_score(h, weights, ln))
+        entry = {"split": name, "file": str(path), "output": str(target), "utterances": len(utts)}
+        if all(u.ref is not None for u in utts):
+            table = split_table(utts, weights, ln)
+            entry["wer"] = table
+            entry.update(  # the first report's names, kept for scripts that read them
+                wer_first_best=table["first_pass"], wer_rescored=table["fused"], wer_oracle=table["oracle"]
+            )
+            rows.append((name, Path(path).name, len(utts), table))
+        else:
+            print(f"{name}: {Path(path).name}: no references, WER not computed")
+        summary["splits"].append(entry)
+    _print_wer_table(rows)
+    (out_dir / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"rescored lists and report.json written to {out_dir}")
+    return 0
+
+
+def _attach_first_pll(args, dev, tests, lists, attach_plls, saved_scores) -> str:
+    """PLLs of the first model (or --scores) on every hypothesis: feature `pll`. Returns the method's name."""
+    known = saved_scores(args.scores)
     texts = _texts(lists)
     unscored = texts - known.keys()
     score_texts, method = None, "saved scores"
     if unscored and args.model:
-        scorer = _scorer(args)
+        scorer = _scorer(args, args.model[0])
         method = scorer.method if not known else f"{scorer.method} + saved scores"
         _warn_long(scorer, [(args.dev, dev), *((p, u) for p, u, _ in tests)])
         score_texts = _pll_and_pieces(scorer)
-
     scored = attach_plls(lists, score_texts, known)
     if args.scores:
         reused = len(texts & known.keys())
         print(
             f"{reused} distinct hypotheses' PLLs reused from --scores; {scored} scored now", file=sys.stderr
         )
-    lam, table = choose_lambda(dev, lambdas, args.ln, args.ln_type)
+    return method
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    reports = [("dev", args.dev, dev, dev_fmt)] + [("test", p, u, f) for p, u, f in tests]
-    summary = {
-        "model": str(args.model) if args.model else None,
-        "scores": [str(p) for p in args.scores],
-        "method": method,
-        "lambda": lam,
-        "ln": {"alpha": args.ln, "type": args.ln_type},
-        "dev_wer_by_lambda": table,
-        "splits": [],
-    }
-    ln_note = f", PLL / length penalty ({args.ln_type}, α={args.ln:g})" if args.ln else ""
-    print(f"method {method}; λ = {lam:.2f} (lowest dev WER of {len(lambdas)} values){ln_note}")
-    print(f"{'split':<6} {'file':<40} {'utts':>5} {'1-best':>8} {'rescored':>9} {'oracle':>8}")
-    for name, path, utts, fmt in reports:
-        target = out_dir / (Path(path).name.removesuffix(".json") + ".rescored.json")
-        write_nbest(target, utts, fmt, lam, args.ln, args.ln_type)
-        entry = {"split": name, "file": str(path), "output": str(target), "utterances": len(utts)}
-        if all(u.ref is not None for u in utts):
-            rep = split_report(name, utts, lam, args.ln, args.ln_type)
-            entry.update(
-                wer_first_best=rep.wer_first_best, wer_rescored=rep.wer_rescored, wer_oracle=rep.wer_oracle
-            )
-            print(
-                f"{name:<6} {Path(path).name:<40} {len(utts):>5} {100 * rep.wer_first_best:>7.2f}% "
-                f"{100 * rep.wer_rescored:>8.2f}% {100 * rep.wer_oracle:>7.2f}%"
-            )
-        else:
-            print(f"{name:<6} {Path(path).name:<40} {len(utts):>5}  (no references: WER not computed)")
-        summary["splits"].append(entry)
-    (out_dir / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"rescored lists and report.json written to {out_dir}")
-    return 0
+
+def _attach_extra_pll(args, model: str, lists, taken: list[str]) -> str:
+    """A further model's PLLs, stored on each hypothesis as `pll:NAME` (and written back with the lists)."""
+    base = f"pll:{Path(model).resolve().name}"
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}-{k}", k + 1
+    scorer = _scorer(args, model)
+    texts = sorted(_texts(lists))
+    plls = dict(zip(texts, scorer.sentence_plls(texts)))
+    for utts in lists:
+        for utt in utts:
+            for hyp in utt.hyps:
+                hyp.extra[name] = plls[hyp.text]
+    return name
+
+
+def _print_wer_table(rows: list) -> None:
+    if not rows:
+        return
+    columns = list(rows[0][3])
+    print(f"{'split':<6} {'file':<28} {'utts':>5} " + " ".join(f"{c:>14}" for c in columns))
+    for name, file, count, table in rows:
+        cells = " ".join(f"{100 * table[c]:>13.2f}%" for c in columns)
+        print(f"{name:<6} {file[:28]:<28} {count:>5} {cells}")
 
 
 def _pll_and_pieces(scorer):

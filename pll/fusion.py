@@ -20,16 +20,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from electra.errors import UserError
-from pll.nbest import Hypothesis, Utterance
+from pll.nbest import Hypothesis, Utterance, length_penalty
 from pll.rescore import EditTable
 
 # Log-spaced magnitudes, in spread units, from 1/100 to 30 of the anchor's spread (13 per side, and zero).
 MAGNITUDES = tuple(float(10**e) for e in np.linspace(-2.0, math.log10(30.0), 15))
-REFINE_STEPS = (0.5, 0.7, 0.85, 1.0, 1.2, 1.4, 2.0)
+REFINE_STEPS = (0.5, 0.7, 0.85, 0.95, 1.05, 1.2, 1.4, 2.0)
 MAX_ROUNDS = 6
 
 
-def feature_value(hyp: Hypothesis, name: str) -> float:
+@dataclass(frozen=True)
+class LengthNorm:
+    """--ln: the `pll` feature is divided by a length penalty of its pieces (see pll.nbest.length_penalty)."""
+
+    alpha: float = 0.0
+    kind: str = "gnmt"
+
+
+def feature_value(hyp: Hypothesis, name: str, ln: LengthNorm = LengthNorm()) -> float:
     """A hypothesis's value of a named feature: `score`, `pll`, `pll:NAME`, `words`, `pieces`, or one of its
     own numeric fields (a recognizer's `am_score`, `lm_score`, ...)."""
     if name == "score":
@@ -43,7 +51,11 @@ def feature_value(hyp: Hypothesis, name: str) -> float:
     if name == "pll":
         if hyp.pll is None:
             raise UserError(f"feature 'pll': hypothesis {hyp.text!r} has no PLL (pass --model or --scores).")
-        return hyp.pll
+        if not ln.alpha:
+            return hyp.pll
+        if hyp.pieces is None:
+            raise UserError(f"--ln: hypothesis {hyp.text!r} has a PLL but no piece count; score it again.")
+        return hyp.pll / length_penalty(hyp.pieces, ln.alpha, ln.kind)
     value = hyp.extra.get(name)  # the recognizer's fields, and `pll:NAME` of each extra scoring model
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise UserError(
@@ -62,13 +74,15 @@ class FeatureMatrix:
     valid: np.ndarray  # (U, H) bool
 
     @classmethod
-    def of(cls, utts: Sequence[Utterance], names: Sequence[str]) -> FeatureMatrix:
+    def of(
+        cls, utts: Sequence[Utterance], names: Sequence[str], ln: LengthNorm = LengthNorm()
+    ) -> FeatureMatrix:
         longest = max(len(u.hyps) for u in utts)
         values = np.zeros((len(utts), longest, len(names)))
         valid = np.zeros((len(utts), longest), dtype=bool)
         for i, utt in enumerate(utts):
             for j, hyp in enumerate(utt.hyps):
-                values[i, j] = [feature_value(hyp, name) for name in names]
+                values[i, j] = [feature_value(hyp, name, ln) for name in names]
                 valid[i, j] = True
         return cls(list(names), values, valid)
 
@@ -104,6 +118,7 @@ def fuse(
     names: Sequence[str],
     fixed: Mapping[str, float] | None = None,
     extra_candidates: Mapping[str, Sequence[float]] | None = None,
+    ln: LengthNorm = LengthNorm(),
 ) -> FusionResult:
     """Weights for `names` (the first is the anchor, weight 1) with the lowest dev WER.
 
@@ -111,7 +126,7 @@ def fuse(
     a feature's grid (the classic λ grid, so that the default search contains the old one)."""
     if not names:
         raise UserError("fusion needs at least one feature.")
-    matrix = FeatureMatrix.of(dev, names)
+    matrix = FeatureMatrix.of(dev, names, ln)
     edits = EditTable.of(dev)
     spreads = matrix.spreads()
     fixed = dict(fixed or {})
@@ -121,7 +136,10 @@ def fuse(
     for name, raw in fixed.items():
         weights[names.index(name)] = raw * spreads[names.index(name)] / spreads[0]
     grid = {
-        f: sorted({0.0, *MAGNITUDES, *(-m for m in MAGNITUDES)} | _raw_extras(extra_candidates, names[f], spreads, f))
+        f: sorted(
+            {0.0, *MAGNITUDES, *(-m for m in MAGNITUDES)}
+            | _raw_extras(extra_candidates, names[f], spreads, f)
+        )
         for f in free
     }
     seen: dict[tuple[float, ...], float] = {}
@@ -134,10 +152,13 @@ def fuse(
 
     def better(candidate: np.ndarray, current: np.ndarray) -> bool:
         a, b = wer(candidate), wer(current)
-        return a < b - 1e-12 or (abs(a - b) <= 1e-12 and np.abs(candidate[1:]).sum() < np.abs(current[1:]).sum())
+        return a < b - 1e-12 or (
+            abs(a - b) <= 1e-12 and np.abs(candidate[1:]).sum() < np.abs(current[1:]).sum()
+        )
 
     rounds = 0
-    for rounds in range(1, MAX_ROUNDS + 1):
+    while rounds < MAX_ROUNDS:
+        rounds += 1
         changed = False
         for f in free:
             for value in grid[f]:
@@ -147,12 +168,18 @@ def fuse(
                     weights, changed = trial, True
         if not changed:
             break
-    for f in free:  # refinement: smaller multiplicative steps around each chosen weight
-        for step in REFINE_STEPS:
-            trial = weights.copy()
-            trial[f] = weights[f] * step
-            if better(trial, weights):
-                weights = trial
+    for _ in range(
+        MAX_ROUNDS
+    ):  # refinement: multiplicative steps around each chosen weight, until none helps
+        changed = False
+        for f in free:
+            for step in REFINE_STEPS:
+                trial = weights.copy()
+                trial[f] = weights[f] * step
+                if better(trial, weights):
+                    weights, changed = trial, True
+        if not changed:
+            break
     best = wer(weights)
     raw = weights / spreads * spreads[0]  # the anchor's raw weight is 1; the others rescale to its units
     raw = raw / raw[0]
@@ -182,12 +209,31 @@ def _raw_extras(
     return {float(v) * spreads[index] / spreads[0] for v in extras[name]}
 
 
-def fused_choices(utts: Sequence[Utterance], weights: Mapping[str, float]) -> list[int]:
-    """Index of the best hypothesis of each utterance under raw-unit `weights`."""
+def fused_choices(
+    utts: Sequence[Utterance], weights: Mapping[str, float], ln: LengthNorm = LengthNorm()
+) -> list[int]:
+    """Index of the best hypothesis of each utterance under raw-unit `weights` (ties: the earlier one)."""
     names = list(weights)
-    matrix = FeatureMatrix.of(utts, names)
+    matrix = FeatureMatrix.of(utts, names, ln)
     return [int(i) for i in matrix.choices(np.array([weights[n] for n in names]))]
 
 
-def fused_score(hyp: Hypothesis, weights: Mapping[str, float]) -> float:
-    return sum(w * feature_value(hyp, name) for name, w in weights.items())
+def fused_score(hyp: Hypothesis, weights: Mapping[str, float], ln: LengthNorm = LengthNorm()) -> float:
+    return sum(w * feature_value(hyp, name, ln) for name, w in weights.items())
+
+
+def split_table(
+    utts: Sequence[Utterance], weights: Mapping[str, float], ln: LengthNorm = LengthNorm()
+) -> dict[str, float]:
+    """WERs of one split: the first pass (the list's `score`), each searched feature alone, the fusion, the oracle."""
+    edits = EditTable.of(utts)
+    table = {"first_pass": edits.wer(fused_choices(utts, {"score": 1.0}))}
+    for name in weights:
+        if name not in LENGTH_FEATURES:  # "the longest hypothesis" is no ranking: length only helps fused
+            table[f"{name}_alone"] = edits.wer(fused_choices(utts, {name: 1.0}, ln))
+    table["fused"] = edits.wer(fused_choices(utts, weights, ln))
+    table["oracle"] = edits.oracle()
+    return table
+
+
+LENGTH_FEATURES = ("words", "pieces")

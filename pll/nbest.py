@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,13 +173,17 @@ def write_nbest(
     lam: float | None,
     ln_alpha: float = 0.0,
     ln_type: str = "gnmt",
+    combine: Callable[[Hypothesis], float] | None = None,
 ) -> str:
     """Write lists in `fmt`; return the JSON text (to standard output when `path` is None).
 
-    With `lam`, hypotheses are ordered best first by score + lam * length-normalised PLL and carry `combined`;
-    with `lam=None` (scoring only) they keep their order and gain `pll` and `pieces`."""
+    With `combine` (a fused score) or `lam` (score + lam * length-normalised PLL), hypotheses are ordered best first
+    by it and carry `combined`; with neither (scoring only) they keep their order and gain `pll` and `pieces`."""
 
     def ordered(utt: Utterance) -> list[tuple[Hypothesis, float | None]]:
+        if combine is not None:
+            pairs = [(h, combine(h)) for h in utt.hyps]
+            return sorted(pairs, key=lambda p: -p[1])
         if lam is None:
             return [(h, None) for h in utt.hyps]
         pairs = [
@@ -193,8 +198,8 @@ def write_nbest(
             record["pll"] = h.pll
             if h.pieces is not None:
                 record["pieces"] = h.pieces
-            if combined is not None:
-                record["combined"] = combined
+        if combined is not None and (h.pll is not None or combine is not None):
+            record["combined"] = combined
         return record
 
     if fmt == "mlm-scoring":

@@ -102,13 +102,31 @@ def test_rescore_tunes_lambda_and_writes_lists(mlm_dir, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "dev" in printed and "test" in printed and "oracle" in printed
     report = json.loads((out / "report.json").read_text())
-    assert report["lambda"] in [round(0.05 * i, 2) for i in range(1, 21)]
-    assert len(report["dev_wer_by_lambda"]) == 20
+    assert report["features"] == ["score", "pll"] and report["lambda"] == report["weights"]["pll"]
     dev_split = report["splits"][0]
     assert dev_split["wer_first_best"] == pytest.approx(1 / 6) and dev_split["wer_oracle"] == 0.0
     assert dev_split["wer_rescored"] <= dev_split["wer_first_best"]  # λ is tuned on dev, the 1-best is λ → 0
     written, _ = read_nbest(out / "test.rescored.json")
     assert written[0].id == "x1" and written[0].hyps[0].pll is not None
+    # The classic recipe on request: score + λ·PLL over a given grid, every λ's dev WER reported.
+    grid = ",".join(f"{0.05 * i:.2f}" for i in range(1, 21))
+    classic = tmp_path / "classic"
+    argv = [
+        "rescore",
+        "--model",
+        str(mlm_dir),
+        "--dev",
+        str(dev),
+        "--lambdas",
+        grid,
+        "--output",
+        str(classic),
+    ]
+    assert main(argv) == 0
+    report = json.loads((classic / "report.json").read_text())
+    assert len(report["search"]["dev_wer_by_lambda"]) == 20
+    assert report["lambda"] in [round(0.05 * i, 2) for i in range(1, 21)]
+    assert report["splits"][0]["wer_rescored"] == min(report["search"]["dev_wer_by_lambda"].values())
 
 
 def _stdin(monkeypatch, text: str) -> None:
@@ -174,15 +192,15 @@ def test_score_reads_an_nbest_json_and_rescore_reuses_its_scores(mlm_dir, tmp_pa
     assert "scoring with" not in streams.err  # no model was loaded
     a = json.loads((with_model / "report.json").read_text())
     b = json.loads((reused / "report.json").read_text())
-    assert b["method"] == "saved scores" and b["model"] is None
-    assert a["dev_wer_by_lambda"] == b["dev_wer_by_lambda"] and a["lambda"] == b["lambda"]
+    assert b["method"] == "saved scores" and b["models"] == []
+    assert a["weights"] == b["weights"] and a["splits"][0]["wer"] == b["splits"][0]["wer"]
     written, _ = read_nbest(reused / "dev.rescored.json")
     assert {h.text: h.extra["am_score"] for h in written[0].hyps} == {
         "the cat sad": -0.3,
         "the cat sat": -0.2,
     }
     assert main(["rescore", "--dev", str(dev), "--output", str(tmp_path / "x")]) == 2
-    assert "needs --model" in capsys.readouterr().err
+    assert "nothing to fuse" in capsys.readouterr().err
 
 
 def test_bad_input_is_a_one_line_error(mlm_dir, tmp_path, capsys):
