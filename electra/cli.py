@@ -60,6 +60,17 @@ def _leaf_parsers(subparsers) -> list[argparse.ArgumentParser]:
     return found
 
 
+def _progress_bars_off() -> bool:
+    """Silence every bar: tqdm's switch for ours and transformers', and datasets' own (it passes `disable=` itself,
+    which TQDM_DISABLE does not override). Returns whether datasets' bars were on, to give them back after."""
+    os.environ["TQDM_DISABLE"] = "1"
+    import datasets  # only when a command runs with --no-progress: --help and bad flags stay instant
+
+    was_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    return was_on
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         bind_siblings(strict=True)
@@ -72,9 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     saved = {name: os.environ.get(name) for name in ("TQDM_DISABLE", "ELECTRA_REPORT_TO")}
+    datasets_bars_were_on = False
     try:
         if getattr(args, "no_progress", False):
-            os.environ["TQDM_DISABLE"] = "1"  # every bar: ours, datasets', transformers'
+            datasets_bars_were_on = _progress_bars_off()
         if getattr(args, "report_to", None) is not None:
             parse_report_to(args.report_to)  # refuse an unknown name now, in one line
             os.environ["ELECTRA_REPORT_TO"] = args.report_to
@@ -91,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        if datasets_bars_were_on:
+            sys.modules["datasets"].enable_progress_bars()
 
 
 if __name__ == "__main__":

@@ -52,7 +52,11 @@ def test_report_to_and_no_progress(small_corpus, tmp_path, capsys):
     assert main([*base, "--output", str(tmp_path / "csv"), "--report-to", "csv", "--no-progress"]) == 0
     assert (tmp_path / "csv" / CSV_NAME).is_file() and not (tmp_path / "csv" / "logs").exists()
     assert read_metrics(tmp_path / "csv")[-1]["step"] == 2
-    assert "pretraining:" not in capsys.readouterr().err  # no progress bar
+    err = capsys.readouterr().err
+    assert "pretraining:" not in err and "Packing examples" not in err  # no bar: ours, nor datasets'
+    import datasets
+
+    assert datasets.is_progress_bar_enabled()  # the library's state is given back with the environment
     assert os.environ.get("TQDM_DISABLE") is None and os.environ.get("ELECTRA_REPORT_TO") is None  # restored
     assert main([*base, "--output", str(tmp_path / "tb"), "--report-to", "tensorboard"]) == 0
     assert (tmp_path / "tb" / "logs").is_dir() and not (tmp_path / "tb" / CSV_NAME).exists()
