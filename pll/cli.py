@@ -114,6 +114,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     rescore.set_defaults(func=run_rescore)
 
+    ngram = subparsers.add_parser(
+        "ngram",
+        help="train a word n-gram LM on a corpus and add its log-probability to n-best lists",
+        description="Interpolated Kneser-Ney (pure Python) on the corpus's normalised sentences; every hypothesis "
+        "of each list gets a field (default 'ngram') with ln P(<s> text </s>), for `rescore --features`.",
+    )
+    ngram.add_argument("--corpus", required=True, help="text file, directory or archive (as pretrain reads)")
+    ngram.add_argument(
+        "--nbest", nargs="+", required=True, metavar="FILE", help="n-best JSON lists to annotate"
+    )
+    ngram.add_argument("--order", type=int, default=4, help="n-gram order (default 4)")
+    ngram.add_argument("--field", default="ngram", help="name of the field written on every hypothesis")
+    ngram.add_argument(
+        "--output", "--output-dir", "--out", dest="output_dir", required=True, help="directory for the lists"
+    )
+    ngram.add_argument(
+        "--overwrite", action="store_true", help="replace lists an earlier run left in the output"
+    )
+    ngram.set_defaults(func=run_ngram)
+
     nbest = subparsers.add_parser(
         "nbest",
         help="make n-best lists from 16 kHz wav files with pocketsphinx",
@@ -419,6 +439,42 @@ def _warn_long(scorer, named_lists: list) -> None:
                 f"({scorer.max_length}); their PLL covers the first {scorer.max_length - 2} only",
                 file=sys.stderr,
             )
+
+
+def run_ngram(args: argparse.Namespace) -> int:
+    import time
+
+    from electra.corpus import read_documents
+    from pll.nbest import read_nbest, write_nbest
+    from pll.ngram import KneserNeyLM, corpus_sentences, normalize_words
+
+    if args.order < 1:
+        raise UserError(f"--order {args.order}: give 1 or more.")
+    if not Path(args.corpus).exists():
+        raise UserError(f"{args.corpus}: corpus does not exist.")
+    out_dir = Path(args.output_dir)
+    targets = [out_dir / Path(p).name for p in args.nbest]
+    if any(t.resolve() == Path(p).resolve() for t, p in zip(targets, args.nbest)):
+        raise UserError(f"--output {out_dir}: would overwrite the input lists; choose another directory.")
+    refuse_to_replace(targets, args.overwrite)
+    lists = [(path, *read_nbest(path)) for path in args.nbest]
+    started = time.perf_counter()
+    lm = KneserNeyLM(args.order).fit(corpus_sentences(read_documents(args.corpus)))
+    print(
+        f"{args.order}-gram LM: {lm.sentences:,} sentences, {len(lm.vocab):,} words, "
+        f"{len(lm.counts[args.order]):,} {args.order}-grams in {time.perf_counter() - started:.0f} s",
+        file=sys.stderr,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for (path, utts, fmt), target in zip(lists, targets):
+        for utt in utts:
+            for hyp in utt.hyps:
+                hyp.extra[args.field] = lm.logprob(normalize_words(hyp.text))
+        write_nbest(target, utts, fmt, None)
+        refs = [normalize_words(u.ref) for u in utts if u.ref]
+        note = f"; perplexity of its references {lm.perplexity(refs):.1f}" if refs else ""
+        print(f"{path} -> {target}{note}")
+    return 0
 
 
 def run_nbest(args: argparse.Namespace) -> int:
