@@ -168,9 +168,8 @@ def fuse(
                     weights, changed = trial, True
         if not changed:
             break
-    for _ in range(
-        MAX_ROUNDS
-    ):  # refinement: multiplicative steps around each chosen weight, until none helps
+    # Refinement: multiplicative steps around each chosen weight, until none helps.
+    for _ in range(MAX_ROUNDS):
         changed = False
         for f in free:
             for step in REFINE_STEPS:
