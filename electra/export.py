@@ -179,6 +179,7 @@ def save_with_head(
     settings: Mapping[str, Any],
     architecture: str | None = None,
     tokenizer: Any = None,
+    config_updates: Mapping[str, Any] | None = None,
 ) -> None:
     """A fine-tuned model as one Hugging Face directory: config.json (the encoder's, plus the head's settings under
     `settings_key` and `architectures`), and one model.safetensors holding the encoder under its
@@ -201,6 +202,8 @@ def save_with_head(
     save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
     config = copy.deepcopy(encoder.config)
     setattr(config, settings_key, dict(settings))
+    for name, value in (config_updates or {}).items():  # what the task class reads: num_labels, id2label, ...
+        setattr(config, name, value)
     config.architectures = [architecture] if architecture else None
     config.save_pretrained(str(directory))
     if tokenizer is not None:

@@ -1,9 +1,15 @@
-"""A linear task head on any BERT-style encoder, saved so that the encoder stays a plain HF checkpoint.
+"""A linear task head on any BERT-style encoder, saved as one Hugging Face model directory.
 
 The ELECTRA paper classifies from the final [CLS] vector with one linear layer (regression for STS-B: one output,
 squared error). For BERT checkpoints, whose encoder has a pretrained pooler, the pooled vector is used instead,
-as BERT does. A fine-tuned checkpoint is the encoder's `save_pretrained` folder (so `AutoModel` and `--init-from`
-read it) plus `glue_head.safetensors` and `glue_head.json` for the task layer.
+as BERT does. A fine-tuned checkpoint (written by `electra.export.save_with_head`) is config.json, with the task's
+labels and `glue_head` settings, and one model.safetensors: the encoder under its prefix (`AutoModel` and
+`--init-from` read it), and the layer as
+- `classifier.*` on an encoder with a pooler: exactly `BertForSequenceClassification`, which
+  `AutoModelForSequenceClassification` loads with no code from this library;
+- `glue_head.*` on ELECTRA: `transformers`' ElectraForSequenceClassification has a two-layer head, not the
+  paper's one layer, so the weights keep a name that class does not silently half-load.
+Checkpoints of the first layout (`glue_head.safetensors` + `glue_head.json` beside the encoder) still load.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ import torch
 from torch import nn
 from transformers import AutoModel
 
-from electra.export import load_pretrained, save_tokenizer
+from electra.export import load_pretrained, read_head, save_with_head
 
-HEAD_WEIGHTS = "glue_head.safetensors"
-HEAD_CONFIG = "glue_head.json"
+HEAD_KEY = "glue_head"  # config.json entry with the head's task settings
+OLD_HEAD_WEIGHTS = "glue_head.safetensors"  # the first layout's side files
+OLD_HEAD_CONFIG = "glue_head.json"
 
 
 def load_encoder(model_dir: str | Path) -> nn.Module:
@@ -65,21 +72,25 @@ class GlueModel(nn.Module):
         return loss, logits
 
     def save(self, directory: str | Path, tokenizer=None) -> None:
-        from safetensors.torch import save_file
+        native = self.uses_pooler
+        prefix = "classifier." if native else "glue_head."
+        tensors = {prefix + k: v for k, v in self.classifier.state_dict().items()}
+        labels = list(self.labels) if self.labels else None
+        settings = {"task": self.task, "num_labels": self.num_labels, "labels": labels}
+        updates: dict = {"num_labels": self.num_labels}
+        if labels:
+            updates.update(
+                id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)}
+            )
+        if self.num_labels == 1:
+            updates["problem_type"] = "regression"
+        name = type(self.encoder).__name__
+        architecture = name.removesuffix("Model") + "ForSequenceClassification" if native else None
+        save_with_head(directory, self.encoder, tensors, HEAD_KEY, settings, architecture, tokenizer, updates)
 
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        self.encoder.save_pretrained(str(directory))
-        if tokenizer is not None:
-            save_tokenizer(tokenizer, directory, self.encoder.config)
-        state = {k: v.detach().cpu().contiguous() for k, v in self.classifier.state_dict().items()}
-        save_file(state, str(directory / HEAD_WEIGHTS))
-        meta = {
-            "task": self.task,
-            "num_labels": self.num_labels,
-            "labels": list(self.labels) if self.labels else None,
-        }
-        (directory / HEAD_CONFIG).write_text(json.dumps(meta, indent=2) + "\n")
+    @property
+    def uses_pooler(self) -> bool:
+        return getattr(self.encoder, "pooler", None) is not None
 
     def load_head_if_same_task(self, directory: str | Path) -> bool:
         """Reuse a saved task layer when it was trained on this very task (same labels); True if loaded.
@@ -87,11 +98,17 @@ class GlueModel(nn.Module):
         from safetensors.torch import load_file
 
         directory = Path(directory)
-        if not (directory / HEAD_CONFIG).is_file() or not (directory / HEAD_WEIGHTS).is_file():
+        found = read_head(directory, HEAD_KEY, ("classifier.", "glue_head."))
+        if found is not None:
+            meta, tensors = found
+            state = {k.split(".", 1)[1]: v for k, v in tensors.items()}
+        elif (directory / OLD_HEAD_CONFIG).is_file() and (directory / OLD_HEAD_WEIGHTS).is_file():
+            meta = json.loads((directory / OLD_HEAD_CONFIG).read_text())
+            state = load_file(str(directory / OLD_HEAD_WEIGHTS))
+        else:
             return False
-        meta = json.loads((directory / HEAD_CONFIG).read_text())
         same_labels = (meta.get("labels") or None) == (list(self.labels) if self.labels else None)
         if meta.get("task") != self.task or meta.get("num_labels") != self.num_labels or not same_labels:
             return False
-        self.classifier.load_state_dict(load_file(str(directory / HEAD_WEIGHTS)))
+        self.classifier.load_state_dict(state)
         return True

@@ -132,7 +132,11 @@ def test_cli_mnli_qqp_seeds_test_files_checkpoint_and_init_from(tiny_run, tiny_m
         assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(n)]
 
     checkpoint = out / "checkpoints" / "mnli"
-    assert (checkpoint / "config.json").is_file() and (checkpoint / "glue_head.safetensors").is_file()
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["glue_head"]["task"] == "mnli" and config["id2label"] == {
+        str(i): label for i, label in enumerate(get_task("mnli").labels)
+    }
+    assert not (checkpoint / "glue_head.safetensors").exists()  # one model.safetensors holds encoder and head
     tuned, original = load_encoder(checkpoint).state_dict(), load_encoder(tiny_model).state_dict()
     assert not torch.equal(
         tuned["encoder.layer.1.output.dense.weight"], original["encoder.layer.1.output.dense.weight"]
@@ -177,6 +181,23 @@ def test_any_bert_checkpoint_works(shared_data, tmp_path):
     text = (out / "results.json").read_text()
     assert "NaN" not in text and json.loads(text)["average"] is None  # WNLI is not averaged: no average
     model = GlueModel(load_encoder(tmp_path / "bert"), 2, "wnli", ("0", "1"))
+    # A BERT fine-tune is exactly BertForSequenceClassification: transformers loads it and gives our logits.
+    from transformers import AutoModelForSequenceClassification
+
+    torch.nn.init.normal_(model.classifier.weight)
+    model.save(tmp_path / "tuned", tokenizer)
+    theirs = AutoModelForSequenceClassification.from_pretrained(tmp_path / "tuned").eval()
+    assert type(theirs).__name__ == "BertForSequenceClassification" and theirs.config.id2label == {
+        0: "0",
+        1: "1",
+    }
+    batch = tokenizer(["a short one", "and another sentence"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ours = model.eval()(**batch)[1]
+        torch.testing.assert_close(theirs(**batch).logits, ours, rtol=0, atol=1e-5)
+    again = GlueModel(load_encoder(tmp_path / "tuned"), 2, "wnli", ("0", "1"))
+    assert again.load_head_if_same_task(tmp_path / "tuned")
+    assert torch.equal(again.classifier.weight, model.classifier.weight)
     head = {g["name"]: g for g in layerwise_lr_groups(model, 1e-4, 0.8)}["head"]["param_names"]
     assert set(head) == {
         "encoder.pooler.dense.weight",
@@ -253,3 +274,39 @@ def test_lengths_are_fitted_to_the_model_and_exports_say_their_length(tmp_path, 
         "--max-seq-length 512 is longer than the model takes; using its 64 positions"
         in capsys.readouterr().err
     )
+
+
+def test_an_electra_fine_tune_is_one_directory_and_the_first_layout_still_loads(tmp_path):
+    from safetensors.torch import save_file
+    from transformers import AutoModel, ElectraConfig, ElectraModel
+
+    config = ElectraConfig(
+        vocab_size=30,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
+    model = GlueModel(ElectraModel(config), 3, "mnli", get_task("mnli").labels)
+    torch.nn.init.normal_(model.classifier.weight)
+    model.save(tmp_path / "new")
+    saved = json.loads((tmp_path / "new" / "config.json").read_text())
+    assert (
+        saved["architectures"] is None and saved["glue_head"]["num_labels"] == 3
+    )  # no class has the paper's head
+    assert isinstance(AutoModel.from_pretrained(tmp_path / "new"), ElectraModel)
+    old = tmp_path / "old"
+    model.encoder.save_pretrained(old)
+    save_file(
+        {k: v.contiguous() for k, v in model.classifier.state_dict().items()},
+        str(old / "glue_head.safetensors"),
+    )
+    (old / "glue_head.json").write_text(
+        json.dumps({"task": "mnli", "num_labels": 3, "labels": list(model.labels)})
+    )
+    for directory in (tmp_path / "new", old):
+        again = GlueModel(load_encoder(directory), 3, "mnli", get_task("mnli").labels)
+        assert again.load_head_if_same_task(directory)
+        assert torch.equal(again.classifier.weight, model.classifier.weight)
