@@ -282,7 +282,7 @@ def _parse_lambdas(raw: str | None) -> tuple[float, ...]:
 def run_rescore(args: argparse.Namespace) -> int:
     from pll.fusion import LengthNorm, fuse, fused_score, split_table
     from pll.nbest import read_nbest, write_nbest
-    from pll.rescore import DEFAULT_LAMBDAS, attach_plls, choose_lambda, require_refs, saved_scores
+    from pll.rescore import DEFAULT_LAMBDAS, choose_lambda, require_refs
 
     out_dir = Path(args.output_dir)
     targets = [
@@ -300,7 +300,7 @@ def run_rescore(args: argparse.Namespace) -> int:
     lists = [dev] + [utts for _, utts, _ in tests]
     method = None
     if args.model or args.scores:
-        method = _attach_first_pll(args, dev, tests, lists, attach_plls, saved_scores)
+        method = _attach_first_pll(args, dev, tests, lists)
         features.append("pll")
     for extra in args.model[1:]:
         features.append(_attach_extra_pll(args, extra, lists, features))
@@ -372,8 +372,10 @@ def run_rescore(args: argparse.Namespace) -> int:
     return 0
 
 
-def _attach_first_pll(args, dev, tests, lists, attach_plls, saved_scores) -> str:
+def _attach_first_pll(args, dev, tests, lists) -> str:
     """PLLs of the first model (or --scores) on every hypothesis: feature `pll`. Returns the method's name."""
+    from pll.rescore import attach_plls, saved_scores
+
     known = saved_scores(args.scores)
     texts = _texts(lists)
     unscored = texts - known.keys()
