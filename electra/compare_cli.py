@@ -19,6 +19,7 @@ from electra.compare_settings import (
     CompareSettings,
 )
 from electra.errors import UserError
+from electra.flags import add_output_option
 
 
 def _list(value: str) -> list[str]:
@@ -38,14 +39,7 @@ def register(subparsers) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--corpus", required=True, help="text file or directory every objective pretrains on")
-    parser.add_argument(
-        "--output",
-        "--out",
-        "--output-dir",
-        dest="out",
-        required=True,
-        help="output directory (rerun with the same one to resume)",
-    )
+    add_output_option(parser, "out", "output directory (rerun with the same one to resume)", required=True)
     parser.add_argument("--size", default="tiny", help="model size preset (tiny, mini, small, base, large)")
     parser.add_argument(
         "--objectives",

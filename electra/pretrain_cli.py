@@ -7,6 +7,7 @@ from pathlib import Path
 
 from electra.config import GENERATORS, SIZES
 from electra.errors import UserError
+from electra.flags import add_output_option
 from electra.plot import plot_run
 
 
@@ -49,14 +50,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         "--vocab",
         help="BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus",
     )
-    parser.add_argument(
-        "--output",
-        "--output-dir",
-        "--out",
-        dest="output",
-        default=None,
-        help="run directory (default: runs/<size>-<objective>)",
-    )
+    add_output_option(parser, "output", "run directory (default: runs/<size>-<objective>)", default=None)
     parser.add_argument(
         "--objective",
         choices=OBJECTIVE_CHOICES,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from electra.flags import add_output_option
 from electra.overwrite import refuse_to_replace
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
@@ -30,14 +31,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--data-dir", default=None, help="GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR"
     )
-    parser.add_argument(
-        "--output",
-        "--output-dir",
-        "--out",
-        dest="output",
-        default=None,
-        help="write results.json, results.md (and test files) here",
-    )
+    add_output_option(parser, "output", "write results.json, results.md (and test files) here", default=None)
     parser.add_argument(
         "--seeds", type=int, default=1, help="fine-tuning runs per task; the median is reported"
     )

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from electra.errors import UserError
+from electra.flags import add_output_option
 from electra.overwrite import refuse_to_replace
 from pll.methods import METHODS, WITHIN_WORD
 
@@ -83,14 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--dev", required=True, help="n-best JSON (mlm-scoring dict or list of {id, ref, hyps})"
     )
     rescore.add_argument("--test", nargs="*", default=[], help="n-best JSON file(s) to rescore with dev's λ")
-    rescore.add_argument(
-        "--output",
-        "--output-dir",
-        "--out",
-        dest="output_dir",
-        default="rescored",
-        help="where rescored lists and report.json go",
-    )
+    add_output_option(rescore, "output_dir", "where rescored lists and report.json go", default="rescored")
     rescore.add_argument(
         "--lambdas",
         help="the classic recipe instead of the search: score + λ·PLL with λ from this comma-separated list",
@@ -126,9 +120,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ngram.add_argument("--order", type=int, default=4, help="n-gram order (default 4)")
     ngram.add_argument("--field", default="ngram", help="name of the field written on every hypothesis")
-    ngram.add_argument(
-        "--output", "--output-dir", "--out", dest="output_dir", required=True, help="directory for the lists"
-    )
+    add_output_option(ngram, "output_dir", "directory for the lists", required=True)
     ngram.add_argument(
         "--overwrite", action="store_true", help="replace lists an earlier run left in the output"
     )

@@ -226,11 +226,17 @@ def split_table(
 ) -> dict[str, float]:
     """WERs of one split: the first pass (the list's `score`), each searched feature alone, the fusion, the oracle."""
     edits = EditTable.of(utts)
-    table = {"first_pass": edits.wer(fused_choices(utts, {"score": 1.0}))}
+    names = list(dict.fromkeys(["score", *weights]))
+    matrix = FeatureMatrix.of(utts, names, ln)  # every feature read once; each row below is a weight vector
+
+    def wer(chosen: Mapping[str, float]) -> float:
+        return edits.wer(matrix.choices(np.array([chosen.get(n, 0.0) for n in names])))
+
+    table = {"first_pass": wer({"score": 1.0})}
     for name in weights:
         if name not in LENGTH_FEATURES:  # "the longest hypothesis" is no ranking: length only helps fused
-            table[f"{name}_alone"] = edits.wer(fused_choices(utts, {name: 1.0}, ln))
-    table["fused"] = edits.wer(fused_choices(utts, weights, ln))
+            table[f"{name}_alone"] = wer({name: 1.0})
+    table["fused"] = wer(weights)
     table["oracle"] = edits.oracle()
     return table
 

@@ -53,12 +53,7 @@ def read_nbest(path: str | Path, text: str | None = None) -> tuple[list[Utteranc
     `text` is the file's content when it was read already (standard input, named `path` in messages)."""
     path = Path(path)
     if text is None:
-        if not path.is_file():
-            raise UserError(f"{path}: n-best file does not exist.")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise UserError(f"{path}: not UTF-8 text; expected an n-best JSON file.") from None
+        text = read_utf8(path, "n-best file", "an n-best JSON file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -66,6 +61,16 @@ def read_nbest(path: str | Path, text: str | None = None) -> tuple[list[Utteranc
             f"{path}: not valid JSON ({exc}); expected an mlm-scoring dict or a list of utterances."
         ) from None
     return parse_nbest(path, data)
+
+
+def read_utf8(path: Path, kind: str, expected: str) -> str:
+    """A file's text, or a one-line error naming it: missing, or not UTF-8 (saying what was expected)."""
+    if not path.is_file():
+        raise UserError(f"{path}: {kind} does not exist.")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text; expected {expected}.") from None
 
 
 def looks_like_nbest(text: str) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra.errors import UserError
-from pll.nbest import Utterance, combined_score, looks_like_nbest, parse_nbest
+from pll.nbest import Utterance, combined_score, looks_like_nbest, parse_nbest, read_utf8
 from pll.wer import edit_distance, normalize_words
 
 DEFAULT_LAMBDAS = tuple(round(0.05 * i, 2) for i in range(1, 21))  # 0.05, 0.10, ..., 1.00
@@ -47,12 +47,7 @@ def saved_scores(paths: Sequence[str | Path]) -> dict[str, TextScore]:
     origin: dict[str, Path] = {}
     for raw in paths:
         path = Path(raw)
-        if not path.is_file():
-            raise UserError(f"{path}: scores file does not exist.")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise UserError(f"{path}: not UTF-8 text; expected what `electra score` wrote.") from None
+        text = read_utf8(path, "scores file", "what `electra score` wrote")
         for sentence, value in _scores_in(path, text):
             if sentence in scores and abs(scores[sentence][0] - value[0]) > 1e-4 * max(1.0, abs(value[0])):
                 raise UserError(

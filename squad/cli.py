@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from electra.flags import add_output_option
 from electra.overwrite import refuse_to_replace
 
 
@@ -29,14 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--train", help="training JSON in the official format")
     parser.add_argument("--eval", help="evaluation JSON in the official format")
     parser.add_argument("--version", choices=("1.1", "2.0"), default="1.1")
-    parser.add_argument(
-        "--output",
-        "--output-dir",
-        "--out",
-        dest="output",
-        default="squad_output",
-        help="output directory (default: squad_output)",
-    )
+    add_output_option(parser, "output", "output directory (default: squad_output)", default="squad_output")
     parser.add_argument("--epochs", type=float, default=2.0, help="training epochs (paper: 2)")
     parser.add_argument("--max-steps", type=int, help="stop after N updates (overrides --epochs)")
     parser.add_argument(

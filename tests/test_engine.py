@@ -260,7 +260,7 @@ def test_every_process_masks_its_own_positions(tmp_path):
         port = probe.getsockname()[1]
     out = tmp_path / "masks.pt"
     mp.spawn(_draw_after_split, args=(2, port, str(out)), nprocs=2, join=True)
-    masks = torch.load(out)
+    masks = torch.load(out, weights_only=True)  # tensors only: nothing is unpickled
     overlap = (masks[0] * masks[1]).sum() / masks[0].sum()
     assert overlap < 0.5  # independent draws share ~15% of positions; identical ones would share 100%
     # One process keeps its stream: one-process runs are exactly what they were.

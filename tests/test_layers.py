@@ -24,6 +24,7 @@ FLOORS = {
     "electra.metrics": 0,
     "electra.overwrite": 0,
     "electra.siblings": 0,
+    "electra.flags": 0,
     "electra.local_metrics": 0,
     "electra.version": 0,
     "electra.corpus": 1,

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from electra.flags import add_output_option
 from electra.overwrite import refuse_to_replace
 
 
@@ -31,13 +32,8 @@ def register(subparsers) -> None:
         "--task-train", required=True, help="task training file whose texts are the queries"
     )
     retrieve.add_argument("--top-k", type=int, default=50, help="passages per query (the paper: 50 to 5000)")
-    retrieve.add_argument(
-        "--output",
-        "--out",
-        "--output-dir",
-        dest="out",
-        required=True,
-        help="output folder: corpus/retrieved.txt, retrieved.jsonl, summary.json",
+    add_output_option(
+        retrieve, "out", "output folder: corpus/retrieved.txt, retrieved.jsonl, summary.json", required=True
     )
     retrieve.add_argument(
         "--index", default=None, help="index folder (built once, reused; default OUT/index)"
@@ -113,14 +109,7 @@ def register(subparsers) -> None:
     sciie.add_argument(
         "--scierc", required=True, help="folder with SciERC train.json, dev.json, test.json (DyGIE form)"
     )
-    sciie.add_argument(
-        "--output",
-        "--out",
-        "--output-dir",
-        dest="out",
-        required=True,
-        help="folder for train/dev/test.jsonl with text and label",
-    )
+    add_output_option(sciie, "out", "folder for train/dev/test.jsonl with text and label", required=True)
     sciie.set_defaults(func=run_sciie)
 
 
