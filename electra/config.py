@@ -17,7 +17,7 @@ import yaml
 from electra.errors import UserError
 
 GENERATORS = ("mlm", "unigram", "two-tower")
-EMBEDDING_SHARING = ("none", "embeddings", "all")
+EMBEDDING_SHARING = ("none", "embeddings", "all", "gdes")
 MIXED_PRECISION = ("no", "bf16", "fp16")
 LR_SCHEDULES = ("linear", "reference")  # electra.optim.lr_schedule
 # Integer fields that count something: zero of them trains nothing (or divides by zero).
@@ -61,7 +61,9 @@ class PretrainConfig:
         0.25  # of hidden size, FFN size and heads (paper: 1/4 Small, 1/3 Base)
     )
     generator_num_layers: int | None = None  # None: same depth as the discriminator (the paper's choice)
-    embedding_sharing: str = "embeddings"  # none | embeddings | all ('all' needs a same-size generator)
+    # none | embeddings | all ('all' needs a same-size generator) | gdes (DeBERTa-v3's gradient-disentangled
+    # sharing: the discriminator reads stop_gradient(generator table) + its own zero-initialised residual)
+    embedding_sharing: str = "embeddings"
     # ---- objective ----
     objective: str = "electra"  # a registered objective (electra.objectives.objective_names())
     mask_prob: float = 0.15  # 0.25 for Large
@@ -136,6 +138,11 @@ class PretrainConfig:
             raise UserError(
                 f"config: max_seq_length {self.max_seq_length} exceeds max_position_embeddings "
                 f"{self.max_position_embeddings}."
+            )
+        if self.embedding_sharing == "gdes" and self.generator == "unigram":
+            raise UserError(
+                "config: embedding_sharing=gdes shares a generator's embeddings; generator=unigram has none "
+                "(use mlm or two-tower)."
             )
         if self.embedding_sharing == "all" and self.generator_hidden_multiplier != 1.0:
             raise UserError(

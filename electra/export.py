@@ -17,9 +17,10 @@ declare their parts and scoring methods; consumers ask `read_export` and never p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,9 +107,28 @@ def save_hf_model(model: Any, objective: str) -> Callable[[Path], None]:
 
     def save(directory: Path) -> None:
         model.config.electra_objective = objective
-        model.save_pretrained(str(directory), safe_serialization=True)
+        with plain_modules(model):
+            model.save_pretrained(str(directory), safe_serialization=True)
 
     return save
+
+
+@contextlib.contextmanager
+def plain_modules(model: Any) -> Iterator[None]:
+    """Swap every training-only module that offers `as_plain_module()` (e.g. GDES embeddings) for the plain
+    `transformers` module it stands for, for the duration of a save; the training model is restored after."""
+    swapped = []
+    for name, module in list(model.named_modules()):
+        if name and hasattr(module, "as_plain_module"):
+            parent_name, _, child = name.rpartition(".")
+            parent = model.get_submodule(parent_name) if parent_name else model
+            swapped.append((parent, child, module))
+            setattr(parent, child, module.as_plain_module())
+    try:
+        yield
+    finally:
+        for parent, child, module in swapped:
+            setattr(parent, child, module)
 
 
 def read_export(path: str | Path) -> Export | None:

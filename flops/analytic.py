@@ -368,7 +368,7 @@ def count_flops(
         params["discriminator"] = (
             embedding_params(disc) + layers_params(disc) + token_classifier_params(disc.hidden)
         )
-    own_embeddings = embedding_params(gen) if sharing == "none" else 0
+    own_embeddings = embedding_params(gen) if sharing in ("none", "gdes") else 0
     if plan.generator == "mlm":
         train += encoder_terms(gen, seq_len, "generator", paper_quirks)
         train += mlm_head_terms(gen.hidden, gen.embedding, gen.vocab, n_pred, "generator")

@@ -178,7 +178,7 @@ class ReferencePretrainingModel(nn.Module):
         if self.kind == "two-tower":
             # generators.two_tower: one embedding pass (+ projection) feeding two encoders; head on both states
             embeddings = self.discriminator.embeddings
-            if config.embedding_sharing == "none":
+            if config.embedding_sharing in ("none", "gdes"):  # gdes: the generator owns its table
                 embeddings = ElectraEmbeddings(gen_config)
             self.tower_embeddings = embeddings
             self.tower_project = (
@@ -193,7 +193,7 @@ class ReferencePretrainingModel(nn.Module):
                 self.generator = self.discriminator  # every weight tied: the generator IS the discriminator
             else:
                 self.generator = ElectraModel(gen_config)
-                if config.embedding_sharing != "none":
+                if config.embedding_sharing == "embeddings":
                     self.generator.embeddings = self.discriminator.embeddings
             head_width, head_embeddings = gen_shape.hidden, self.generator.embeddings.word_embeddings
         self.generator_head = _MaskedLMHead(head_width, gen_shape.embedding, gen_shape.vocab, head_embeddings)

@@ -10,6 +10,7 @@ from electra.config import PretrainConfig
 from electra.hf_configs import generator_hf_config
 from electra.outputs import SpecialIds
 from generators.base import Generator
+from generators.gdes import share_gdes
 from generators.masked_lm import MaskedLMGenerator
 from generators.two_tower import TwoTowerGenerator
 from generators.unigram import UnigramGenerator
@@ -18,15 +19,24 @@ from generators.unigram import UnigramGenerator
 def build_generator(
     config: PretrainConfig, special: SpecialIds, discriminator_encoder: nn.Module, token_counts: Any = None
 ) -> Generator:
-    """`config.generator` (mlm | unigram | two-tower) sharing `config.embedding_sharing` with the encoder."""
-    shared = discriminator_encoder.embeddings if config.embedding_sharing != "none" else None
+    """`config.generator` (mlm | unigram | two-tower) sharing `config.embedding_sharing` with the encoder.
+
+    `gdes` builds the generator with its own embeddings, then gives the discriminator a detached view of the
+    generator's word embeddings plus a zero-initialised residual (`generators.gdes`).
+    """
+    sharing = config.embedding_sharing
+    shared = discriminator_encoder.embeddings if sharing in ("embeddings", "all") else None
     if config.generator == "unigram":
         if token_counts is None:
             raise ValueError("the unigram generator needs corpus token counts")
         return UnigramGenerator(token_counts, special.as_list())
     if config.generator == "two-tower":
-        return TwoTowerGenerator(config, shared_embeddings=shared)
-    encoder = discriminator_encoder if config.embedding_sharing == "all" else None
-    return MaskedLMGenerator(
-        generator_hf_config(config, special.pad), shared_embeddings=shared, shared_encoder=encoder
-    )
+        generator = TwoTowerGenerator(config, shared_embeddings=shared)
+    else:
+        encoder = discriminator_encoder if sharing == "all" else None
+        generator = MaskedLMGenerator(
+            generator_hf_config(config, special.pad), shared_embeddings=shared, shared_encoder=encoder
+        )
+    if sharing == "gdes":
+        share_gdes(discriminator_encoder, generator)
+    return generator

@@ -206,6 +206,7 @@ def test_every_reproducible_row_is_ok_and_others_are_listed():
         {"objective": "electra-tt"},
         {"generator": "unigram"},
         {"embedding_sharing": "none"},
+        {"embedding_sharing": "gdes"},
         {"embedding_sharing": "all", "generator_hidden_multiplier": 1.0},
     ],
 )
