@@ -18,11 +18,12 @@ from electra.siblings import bind_siblings
 from flops import cli as flops_cli
 from glue import cli as glue_cli
 from pll import cli as pll_cli
+from probes import cli as probes_cli
 from squad import cli as squad_cli
 from tlm import cli as tlm_cli
 
 # In the order `electra --help` lists them.
-SUBCOMMANDS = (pretrain_cli, plot, flops_cli, glue_cli, squad_cli, pll_cli, tlm_cli, compare_cli)
+SUBCOMMANDS = (pretrain_cli, plot, flops_cli, glue_cli, squad_cli, pll_cli, tlm_cli, probes_cli, compare_cli)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -64,6 +64,11 @@ class PretrainConfig:
     # none | embeddings | all ('all' needs a same-size generator) | gdes (DeBERTa-v3's gradient-disentangled
     # sharing: the discriminator reads stop_gradient(generator table) + its own zero-initialised residual)
     embedding_sharing: str = "embeddings"
+    # A frozen, already trained masked LM as the generator (Fast-ELECTRA): an export of this library or a local
+    # `transformers` ...ForMaskedLM directory with the run's vocabulary. No generator loss, no generator backward;
+    # its sampling temperature falls linearly from generator_temperature_start to 1 over max_steps.
+    generator_from: str | None = None
+    generator_temperature_start: float = 2.0
     # ---- objective ----
     objective: str = "electra"  # a registered objective (electra.objectives.objective_names())
     mask_prob: float = 0.15  # 0.25 for Large
@@ -144,6 +149,20 @@ class PretrainConfig:
                 "config: embedding_sharing=gdes shares a generator's embeddings; generator=unigram has none "
                 "(use mlm or two-tower)."
             )
+        if self.generator_from is not None:
+            if self.generator != "mlm":
+                raise UserError(
+                    f"config: generator_from loads a masked LM, so it needs generator=mlm, not {self.generator!r}."
+                )
+            if self.embedding_sharing != "none":
+                raise UserError(
+                    "config: generator_from is frozen and brings its own embeddings, so nothing is shared: set "
+                    "embedding_sharing=none (--generator-from does)."
+                )
+            if not self.generator_temperature_start >= 1.0:
+                raise UserError(
+                    f"config: generator_temperature_start must be at least 1, got {self.generator_temperature_start}."
+                )
         if self.embedding_sharing == "all" and self.generator_hidden_multiplier != 1.0:
             raise UserError(
                 "config: embedding_sharing=all ties every weight, so it needs generator_hidden_multiplier=1.0."
@@ -418,3 +437,11 @@ def load_saved_config(path: str | Path) -> PretrainConfig:
 
 def differing_fields(a: PretrainConfig, b: PretrainConfig, ignore: set[str]) -> list[str]:
     return [f.name for f in fields(a) if f.name not in ignore and getattr(a, f.name) != getattr(b, f.name)]
+
+
+def with_frozen_generator(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Overrides naming `generator_from` get `embedding_sharing=none` unless they set it: a frozen generator owns
+    its embeddings, and the default (share them) would otherwise be refused."""
+    if overrides.get("generator_from") and "embedding_sharing" not in overrides:
+        return {**overrides, "embedding_sharing": "none"}
+    return overrides

@@ -246,6 +246,27 @@ def read_head(directory: str | Path, settings_key: str, prefixes: Sequence[str])
     return settings, {k: v for k, v in tensors.items() if k.startswith(tuple(prefixes))}
 
 
+def masked_lm_dir(path: str | Path) -> Path:
+    """The masked LM inside `path`: an export's generator (or an MLM run's model), or `path` itself when it is a
+    plain `transformers` checkpoint directory."""
+    path = Path(path)
+    export = read_export(path)
+    if export is not None and export.root == path:
+        for name in ("generator", "mlm"):
+            if export.kinds.get(name, "").endswith("ForMaskedLM"):
+                return export.parts[name]
+        raise UserError(
+            f"{path / MANIFEST}: this export has no masked LM part (it has {', '.join(export.parts)}); give an "
+            "ELECTRA or MLM run, or a transformers ...ForMaskedLM directory."
+        )
+    if not (path / "config.json").is_file():
+        raise UserError(
+            f"{path}: no config.json or {MANIFEST} here; give a run directory of this library or a transformers "
+            "...ForMaskedLM directory."
+        )
+    return path
+
+
 def finetune_dir(path: str | Path) -> Path:
     """The directory a fine-tuner loads: an export's fine-tuning part, or `path` itself (a plain checkpoint).
 

@@ -48,7 +48,7 @@ def apply_mask_tokens(
     return masked
 
 
-def sample_tokens(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+def sample_tokens(logits: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
     """Draw one token per row from softmax(logits / temperature), in fp32 and without gradient."""
     with torch.no_grad():
         return sample_from_log_probs(torch.log_softmax(logits.detach().float() / temperature, dim=-1))

@@ -59,6 +59,12 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         "is answered with the full list)",
     )
     parser.add_argument("--generator", choices=GENERATORS, help="generator (noise distribution)")
+    parser.add_argument(
+        "--generator-from",
+        metavar="DIR",
+        help="a frozen, already trained masked LM as the generator (Fast-ELECTRA): a run of this library or a "
+        "transformers ...ForMaskedLM directory; its vocabulary is used",
+    )
     parser.add_argument("--max-steps", type=int, help="optimizer steps")
     parser.add_argument(
         "--batch-size",
@@ -116,7 +122,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from electra.config import load_config_file, parse_overrides
+    from electra.config import load_config_file, parse_overrides, with_frozen_generator
 
     check_paths(args)  # before the models are imported: a wrong path answers at once
     from electra.objectives import build_config
@@ -135,10 +141,12 @@ def run(args: argparse.Namespace) -> int:
         "flops_budget",
         "save_every",
         "compile",
+        "generator_from",
     ):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
+    overrides = with_frozen_generator(overrides)
     if args.per_device_batch_size is not None:
         if args.train_batch_size is not None:
             raise UserError("give --batch-size (global) or --per-device-batch-size, not both.")
@@ -192,6 +200,11 @@ def check_paths(args: argparse.Namespace) -> None:
     if args.vocab is not None and not Path(args.vocab).exists():
         raise UserError(
             f"vocabulary {args.vocab} does not exist; pass a BERT-style vocab.txt or omit --vocab."
+        )
+    if args.generator_from is not None and not Path(args.generator_from).is_dir():
+        raise UserError(
+            f"--generator-from {args.generator_from}: not a directory; give a run of this library or a "
+            "transformers ...ForMaskedLM directory."
         )
     if args.config_file is not None and not Path(args.config_file).is_file():
         raise UserError(f"config file {args.config_file} does not exist.")

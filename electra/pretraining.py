@@ -33,13 +33,13 @@ from electra.data import (
 )
 from electra.engine import Engine, Task, TrainArgs
 from electra.errors import UserError
-from electra.export import read_export, save_tokenizer
+from electra.export import masked_lm_dir, read_export, save_tokenizer
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.model_card import CardFacts, write_export_cards
 from electra.objectives import check_config, flop_report, get_objective
 from electra.outputs import StepOutput
 from electra.overwrite import refuse_foreign_directory
-from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
+from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer, load_vocab_tokenizer
 from electra.version import __version__
 from flops.measured import startup_check
 
@@ -167,6 +167,28 @@ class PretrainingTask(Task):
         )
 
 
+def run_vocabulary(config: PretrainConfig, vocab: str | None) -> str | None:
+    """The vocabulary a run uses: `--vocab`, or a frozen generator's own (its token ids must mean the same), which
+    a differing `--vocab` may not replace."""
+    if config.generator_from is None:
+        return vocab
+    generator_dir = masked_lm_dir(config.generator_from)
+    own = (
+        generator_dir
+        if (generator_dir / "vocab.txt").is_file() or (generator_dir / "tokenizer.json").is_file()
+        else None
+    )
+    if vocab is None or own is None:
+        return vocab or (str(own) if own else None)
+    given, expected = load_vocab_tokenizer(vocab).get_vocab(), load_vocab_tokenizer(own).get_vocab()
+    if given != expected:
+        raise UserError(
+            f"--vocab {vocab}: differs from the frozen generator's vocabulary in {generator_dir}; omit --vocab to "
+            "use the generator's."
+        )
+    return vocab
+
+
 def size_to_budget(config: PretrainConfig, budget: float, keep_warmup: bool = False) -> int:
     """Fit the schedule to a FLOP budget: max_steps = the steps it buys, warmup at most a tenth of them (unless
     `keep_warmup`), and the budget as the stop rule. Returns the steps. The vocabulary must be final: it sets the
@@ -238,7 +260,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
             tokenizer = load_saved_tokenizer(output_dir / "tokenizer")
         else:
             tokenizer = load_or_train_tokenizer(
-                inputs.vocab,
+                run_vocabulary(config, inputs.vocab),
                 inputs.corpus,
                 config.tokenizer_vocab_size,
                 config.lowercase,

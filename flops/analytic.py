@@ -42,6 +42,7 @@ module are the ones it can see (`kind == "matmul"`), lookups and element-wise te
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,11 +197,18 @@ class FlopPlan:
     generator: None, or the generator that runs beside it (`mlm`, `two-tower`, `unigram`).
     two_tower_head_at: where a two-tower generator's vocabulary head runs: at every candidate position
         (`candidates`, Electric's noise needs them all) or only at the predicted ones (`predicted`, ELECTRA-TT).
+    generator_shape: the generator's shape when it is not the config's (a frozen, loaded generator).
+    discriminator_passes, generator_passes: forward-pass equivalents charged per training sequence: 2 is a
+        forward plus the convention's backward; a frozen generator runs forward only (1); an objective whose
+        phases differ (two-stage training) declares its average over the run.
     """
 
     head: str
     generator: str | None = None
     two_tower_head_at: str = "candidates"
+    generator_shape: EncoderShape | None = None
+    discriminator_passes: float = 2.0
+    generator_passes: float = 2.0
 
     def __post_init__(self) -> None:
         if self.head not in HEADS:
@@ -302,11 +310,11 @@ class FlopReport:
         }
 
 
-def _by_component(terms: list[Term], scale: float) -> dict[str, float]:
+def _by_component(terms: list[Term], scale: float | Callable[[Term], float]) -> dict[str, float]:
     out: dict[str, float] = {}
     for t in terms:
         key = f"{t.network}.{t.component}"
-        out[key] = out.get(key, 0.0) + t.flops * scale
+        out[key] = out.get(key, 0.0) + t.flops * (scale(t) if callable(scale) else scale)
     return out
 
 
@@ -352,7 +360,7 @@ def count_flops(
     if seq_len < 1:
         raise UserError(f"sequence length must be positive, got {seq_len}.")
     disc = discriminator_shape(config)
-    gen = generator_shape(config)
+    gen = plan.generator_shape or generator_shape(config)
     n_pred = predicted_positions(config.mask_prob, seq_len, output_positions)
     sharing = config.embedding_sharing
 
@@ -392,8 +400,11 @@ def count_flops(
 
     inf_len = min(inference_seq_len, seq_len) if inference_seq_len else seq_len
     inference = _inference_terms(disc, inf_len, paper_quirks, energy=plan.head == "energy")
-    factor = 1.0 + 1.0  # forward + backward, backward = forward
-    per_sequence = factor * sum(t.flops for t in train)
+
+    def passes(term: Term) -> float:  # forward + backward (backward = forward) unless the plan says otherwise
+        return plan.generator_passes if term.network.startswith("generator") else plan.discriminator_passes
+
+    per_sequence = sum(passes(t) * t.flops for t in train)
     return FlopReport(
         objective=config.objective,
         seq_len=seq_len,
@@ -403,7 +414,7 @@ def count_flops(
         train_flops_per_sequence=per_sequence,
         train_flops_per_step=per_sequence * config.train_batch_size,
         train_flops_total=per_sequence * config.train_batch_size * config.max_steps,
-        breakdown=_by_component(train, factor),
+        breakdown=_by_component(train, passes),
         inference_breakdown=_by_component(inference, 1.0),
         train_batch_size=config.train_batch_size,
         max_steps=config.max_steps,

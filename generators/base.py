@@ -27,3 +27,7 @@ class Generator(nn.Module):
     ) -> torch.Tensor:
         """Logits [N, vocab] for the N True entries of the boolean `positions` [B, L], in row-major order."""
         raise NotImplementedError
+
+    def sampling_temperature(self, default: float) -> float | torch.Tensor:
+        """The temperature of this forward's samples: the configured one, unless the generator schedules its own."""
+        return default

@@ -14,14 +14,18 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import nn
+from transformers import AutoConfig, AutoModelForMaskedLM
 
 from electra.config import PretrainConfig
 from electra.errors import UserError
-from electra.export import ExportPart, save_hf_model
+from electra.export import ExportPart, load_pretrained, masked_lm_dir, save_hf_model
 from electra.masking import apply_mask_tokens
 from electra.outputs import SpecialIds, StepOutput
 from flops.analytic import FlopPlan
+from flops.shapes import shape_from_any
 from generators.base import Generator
+from generators.build import build_generator
+from generators.frozen import FrozenMaskedLMGenerator
 from generators.masked_lm import MaskedLMGenerator
 from generators.two_tower import TwoTowerGenerator
 
@@ -106,8 +110,9 @@ def masked_input(model: Parts, input_ids: torch.Tensor, positions: torch.Tensor)
 
 def generator_export_part(generator: Generator | None, objective: str) -> ExportPart | None:
     """The generator as an export part: a `transformers` masked LM, or the two-tower model's own format."""
-    if isinstance(generator, MaskedLMGenerator):
-        return ExportPart("generator", "ElectraForMaskedLM", save_hf_model(generator.hf_model(), objective))
+    if isinstance(generator, (MaskedLMGenerator, FrozenMaskedLMGenerator)):
+        hf = generator.hf_model()
+        return ExportPart("generator", type(hf).__name__, save_hf_model(hf, objective))
     if isinstance(generator, TwoTowerGenerator):
         return ExportPart("generator", "two-tower", generator.save_pretrained)
     return None  # a unigram table is rebuilt from the corpus, not exported
@@ -115,11 +120,37 @@ def generator_export_part(generator: Generator | None, objective: str) -> Export
 
 def generator_scoring(generator: Generator | None) -> dict[str, list[str]]:
     """What an exported generator can score: masked-LM PLL (n passes) or the two-tower cloze PLL (one pass)."""
-    if isinstance(generator, MaskedLMGenerator):
+    if isinstance(generator, (MaskedLMGenerator, FrozenMaskedLMGenerator)):
         return {"mlm": ["generator"]}
     if isinstance(generator, TwoTowerGenerator):
         return {"cloze": ["generator"]}
     return {}
+
+
+def build_generator_for(
+    config: PretrainConfig, special: SpecialIds, discriminator_encoder: nn.Module, token_counts: Any = None
+) -> Generator:
+    """The configured generator: a frozen, loaded masked LM when `generator_from` names one, else a fresh one
+    (`generators.build`)."""
+    if config.generator_from is None:
+        return build_generator(config, special, discriminator_encoder, token_counts)
+    directory = masked_lm_dir(config.generator_from)
+    hf_model = load_pretrained(AutoModelForMaskedLM, directory)
+    if hf_model.config.vocab_size != config.vocab_size:
+        raise UserError(
+            f"{directory}: the generator's vocabulary has {hf_model.config.vocab_size} entries, the run's "
+            f"{config.vocab_size}; pretrain with its tokenizer (--vocab {directory})."
+        )
+    total = config.max_steps * config.gradient_accumulation_steps
+    return FrozenMaskedLMGenerator(hf_model, config.generator_temperature_start, total)
+
+
+def generator_flop_plan(config: PretrainConfig) -> dict[str, Any]:
+    """FlopPlan fields for the generator: a frozen one is charged its own shape, forward only."""
+    if config.generator_from is None:
+        return {}
+    hf_config = AutoConfig.from_pretrained(str(masked_lm_dir(config.generator_from)), local_files_only=True)
+    return {"generator_shape": shape_from_any(hf_config), "generator_passes": 1.0}
 
 
 def require_generator(config: PretrainConfig, objective: str, kinds: tuple[str, ...]) -> None:

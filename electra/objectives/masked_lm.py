@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 from electra.config import PretrainConfig
+from electra.errors import UserError
 from electra.export import ExportPart, save_hf_model
 from electra.hf_configs import discriminator_hf_config
 from electra.masking import choose_positions
@@ -22,6 +23,10 @@ class MaskedLM(Objective):
     summary = "BERT's masked language model at the discriminator's size (the baseline)"
     config_defaults = {"mask_token_prob": 0.8, "random_token_prob": 0.1}
     finetune_part = "mlm"
+
+    def validate(self, config: PretrainConfig) -> None:
+        if config.generator_from is not None:
+            raise UserError("config: objective=mlm trains no generator beside it; remove generator_from.")
 
     def build(self, model: Parts, token_counts=None) -> None:
         model.discriminator = None

@@ -21,11 +21,17 @@ from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config
 from electra.masking import choose_positions, sample_from_log_probs, sample_tokens
 from electra.metrics import discriminator_metrics, generator_metrics
-from electra.objectives.base import Objective, Parts, masked_input, require_generator
+from electra.objectives.base import (
+    Objective,
+    Parts,
+    build_generator_for,
+    generator_flop_plan,
+    masked_input,
+    require_generator,
+)
 from electra.objectives.registry import register_objective
 from electra.outputs import StepOutput
 from flops.analytic import FlopPlan
-from generators.build import build_generator
 
 
 def corrupt(
@@ -46,10 +52,11 @@ def corrupt(
         generator_input = masked_input(model, input_ids, positions)
     logits = model.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
     log_probs = torch.log_softmax(logits.float(), dim=-1)
-    if cfg.sampling_temperature == 1.0:
+    temperature = model.generator.sampling_temperature(cfg.sampling_temperature)
+    if isinstance(temperature, float) and temperature == 1.0:
         samples = sample_from_log_probs(log_probs)
     else:
-        samples = sample_tokens(logits, cfg.sampling_temperature)
+        samples = sample_tokens(logits, temperature)
     return input_ids.masked_scatter(positions, samples), logits, log_probs
 
 
@@ -78,7 +85,7 @@ class Electra(Objective):
     def build(self, model: Parts, token_counts=None) -> None:
         cfg = model.config
         model.discriminator = ReplacedTokenDiscriminator(discriminator_hf_config(cfg, model.special.pad))
-        model.generator = build_generator(cfg, model.special, model.discriminator.encoder, token_counts)
+        model.generator = build_generator_for(cfg, model.special, model.discriminator.encoder, token_counts)
         self.init_head(model)
 
     def init_head(self, model: Parts) -> None:
@@ -120,7 +127,7 @@ class Electra(Objective):
         return StepOutput(loss, metrics)
 
     def flop_plan(self, config: PretrainConfig) -> FlopPlan:
-        return FlopPlan(head="binary", generator=config.generator)
+        return FlopPlan(head="binary", generator=config.generator, **generator_flop_plan(config))
 
 
 @register_objective

@@ -29,12 +29,11 @@ from discriminators.masked_lm import MaskedLMDiscriminator, copy_mechanism_nll
 from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config
 from electra.masking import choose_positions
-from electra.objectives.base import Objective, Parts
+from electra.objectives.base import Objective, Parts, build_generator_for, generator_flop_plan
 from electra.objectives.registry import register_objective
 from electra.objectives.replaced_token import Electra, add_generator_loss, corrupt
 from electra.outputs import StepOutput
 from flops.analytic import FlopPlan
-from generators.build import build_generator
 
 
 @register_objective
@@ -59,7 +58,7 @@ class _MaskedLMMain(Objective):
         model.discriminator = MaskedLMDiscriminator(
             discriminator_hf_config(cfg, model.special.pad), copy_mechanism=self.copy_mechanism
         )
-        model.generator = build_generator(cfg, model.special, model.discriminator.encoder, token_counts)
+        model.generator = build_generator_for(cfg, model.special, model.discriminator.encoder, token_counts)
 
     def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
         cfg = model.config
@@ -97,7 +96,7 @@ class ReplaceMLM(_MaskedLMMain):
         return loss, metrics
 
     def flop_plan(self, config: PretrainConfig) -> FlopPlan:
-        return FlopPlan(head="masked_lm", generator=config.generator)
+        return FlopPlan(head="masked_lm", generator=config.generator, **generator_flop_plan(config))
 
 
 @register_objective
@@ -130,4 +129,6 @@ class AllTokensMLM(_MaskedLMMain):
         return loss, metrics
 
     def flop_plan(self, config: PretrainConfig) -> FlopPlan:
-        return FlopPlan(head="masked_lm_everywhere_with_copy", generator=config.generator)
+        return FlopPlan(
+            head="masked_lm_everywhere_with_copy", generator=config.generator, **generator_flop_plan(config)
+        )
