@@ -17,7 +17,7 @@ from types import ModuleType
 
 from electra.errors import UserError
 
-SIBLINGS = ("generators", "discriminators", "flops", "glue", "squad", "pll", "tlm")
+SIBLINGS = ("generators", "discriminators", "flops", "glue", "squad", "pll", "tlm", "probes")
 ROOT = Path(__file__).resolve().parent.parent  # the repository, or site-packages for a wheel
 
 

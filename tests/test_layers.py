@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("electra", "generators", "discriminators", "flops", "glue", "squad", "pll", "tlm")
+PACKAGES = ("electra", "generators", "discriminators", "flops", "glue", "squad", "pll", "tlm", "probes")
 
 # Most specific prefix wins. 0 foundation, 1 components, 2 objectives/model/engine/export, 3 consumers, 4 application.
 FLOORS = {
@@ -48,6 +48,7 @@ FLOORS = {
     "squad": 3,
     "pll": 3,
     "tlm": 3,
+    "probes": 3,
     "electra.api": 4,
     "electra.cli": 4,
     "electra.pretrain_cli": 4,

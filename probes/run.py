@@ -1,0 +1,220 @@
+"""The probes by name, and one probe of one encoder over several seeds.
+
+A probe is judged by the gap between a pretrained encoder and a randomly initialised copy of it (`random_encoder_dir`):
+a random transformer already carries word identity, so a probe that a random encoder nearly solves cannot tell
+objectives apart. Features are extracted once per (model, probe), for the union of every seed's training
+subsample and the dev set; the seeds then differ only in which training examples the linear probe sees (and its
+starting weights), which is the spread the result reports.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+from electra.errors import UserError
+from electra.export import fit_length
+from glue.finetune import resolve_model_dir
+from probes.data import read_brown, read_sst2, split_brown
+from probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
+
+
+@dataclass
+class ProbeData:
+    """Train and dev examples: a text (sentence probes) or a word list (token probes) with its label(s)."""
+
+    train_inputs: list
+    train_labels: list  # one label per sentence, or one list of tags per sentence
+    dev_inputs: list
+    dev_labels: list
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    name: str
+    description: str
+    unit: str  # "sentence": one label per text; "token": one label per word, features at its first piece
+    read: Callable[[Path], ProbeData]  # data root (the folder holding glue/ and corpus/) -> the examples
+    default_max_train: int | None  # training sentences when the caller gives none (None: all)
+    max_dev: int | None  # dev sentences kept, evenly spaced (None: all)
+
+
+def _need(path: Path, probe: str, what: str) -> Path:
+    if not path.exists():
+        raise UserError(
+            f"{path}: not found; the {probe} probe reads {what} under the data folder (--data, the folder "
+            "holding glue/ and corpus/)."
+        )
+    return path
+
+
+def _read_sst2(root: Path) -> ProbeData:
+    folder = root / "glue" / "SST-2"
+    train = read_sst2(_need(folder / "train.tsv", "sst2", "glue/SST-2/train.tsv"))
+    dev = read_sst2(_need(folder / "dev.tsv", "sst2", "glue/SST-2/dev.tsv"))
+    return ProbeData(train[0], train[1], dev[0], dev[1])
+
+
+def _read_pos(root: Path) -> ProbeData:
+    train, dev = split_brown(read_brown(_need(root / "corpus" / "brown", "pos", "corpus/brown/")))
+
+    def unzip(sentences):
+        return [[w for w, _ in s] for s in sentences], [[t for _, t in s] for s in sentences]
+
+    return ProbeData(*unzip(train), *unzip(dev))
+
+
+PROBES: dict[str, ProbeSpec] = {
+    "sst2": ProbeSpec(
+        "sst2",
+        "SST-2 sentiment from the mean of the last layer (dev: SST-2 dev, 872 sentences)",
+        "sentence",
+        _read_sst2,
+        default_max_train=None,
+        max_dev=None,
+    ),
+    "pos": ProbeSpec(
+        "pos",
+        "Brown part-of-speech base tag of each word from its first word-piece (dev: every 10th sentence)",
+        "token",
+        _read_pos,
+        default_max_train=2000,  # ~40k words: L-BFGS over ~140 tags stays a few seconds on a CPU
+        max_dev=1000,
+    ),
+}
+
+
+def get_probe(name: str) -> ProbeSpec:
+    if name not in PROBES:
+        raise UserError(f"unknown probe {name!r}; choose from {', '.join(PROBES)}.")
+    return PROBES[name]
+
+
+def parse_probe_list(value: str) -> list[ProbeSpec]:
+    """A comma list of probe names (order kept, duplicates dropped)."""
+    specs = [get_probe(part.strip()) for part in value.split(",") if part.strip()]
+    if not specs:
+        raise UserError(f"--probes is empty; name one or more of {', '.join(PROBES)}.")
+    return list(dict.fromkeys(specs))
+
+
+def _spread(items: list, limit: int | None) -> list[int]:
+    """Indices of at most `limit` items, evenly spaced over the list (so a capped dev set still spans it)."""
+    if limit is None or len(items) <= limit:
+        return list(range(len(items)))
+    return [i * len(items) // limit for i in range(limit)]
+
+
+def _subsample(n: int, max_train: int | None, seed: int) -> list[int]:
+    if max_train is None or max_train >= n:
+        return list(range(n))
+    return sorted(random.Random(seed).sample(range(n), max_train))
+
+
+def run_probe(
+    model_dir: str | Path,
+    probe: str | ProbeSpec,
+    data_root: str | Path,
+    seeds: Sequence[int] = (1, 2, 3),
+    max_train: int | None = None,
+    max_length: int = 128,
+    batch_size: int = 64,
+    weight_decay: float = 1e-3,
+    max_iter: int = 200,
+) -> dict:
+    """Dev accuracy of a linear probe on the frozen encoder of `model_dir`, one fit per seed.
+
+    `max_train` training sentences are drawn per seed (None: the probe's default). Returns the per-seed
+    accuracies (aligned with `seeds`), their median, min and max, the dev accuracy of always answering the
+    training set's commonest label (`majority`), sizes (`n_train` sentences per seed, `n_dev` scored items:
+    sentences or words) and timings."""
+    spec = get_probe(probe) if isinstance(probe, str) else probe
+    if not seeds:
+        raise UserError("--seeds must be at least 1.")
+    if max_train is not None and max_train < 1:
+        raise UserError("--max-train must be at least 1.")
+    start = time.perf_counter()
+    encoder, tokenizer = load_frozen(model_dir)
+    max_length = fit_length(max_length, encoder.config, "--max-length")
+    data = spec.read(Path(data_root))
+    limit = max_train if max_train is not None else spec.default_max_train
+    chosen = {seed: _subsample(len(data.train_inputs), limit, seed) for seed in seeds}
+    union = sorted(set().union(*chosen.values()))
+    dev = _spread(data.dev_inputs, spec.max_dev)
+    train_x, train_y, train_rows = _features(
+        spec, encoder, tokenizer, data.train_inputs, data.train_labels, union, max_length, batch_size
+    )
+    dev_x, dev_y, _ = _features(
+        spec, encoder, tokenizer, data.dev_inputs, data.dev_labels, dev, max_length, batch_size
+    )
+    extracted = time.perf_counter()
+    scores = []
+    for seed in seeds:
+        rows = torch.tensor([r for i in chosen[seed] for r in train_rows[i]], dtype=torch.long)
+        labels = [train_y[r] for r in rows.tolist()]
+        fitted = fit_probe(train_x[rows], labels, seed=seed, weight_decay=weight_decay, max_iter=max_iter)
+        scores.append(accuracy(fitted, dev_x, dev_y))
+    commonest = Counter(train_y).most_common(1)[0][0]
+    done = time.perf_counter()
+    return {
+        "probe": spec.name,
+        "model": str(model_dir),
+        "model_dir": str(resolve_model_dir(model_dir)),
+        "unit": spec.unit,
+        "seeds": list(seeds),
+        "accuracy": scores,
+        "median": statistics.median(scores),
+        "min": min(scores),
+        "max": max(scores),
+        "majority": sum(label == commonest for label in dev_y) / len(dev_y),
+        "n_train": len(chosen[seeds[0]]),
+        "n_dev": len(dev_y),
+        "n_classes": len(set(train_y)),
+        "max_length": max_length,
+        "extract_seconds": round(extracted - start, 3),
+        "seconds": round(done - start, 3),
+    }
+
+
+def _features(
+    spec: ProbeSpec,
+    encoder,
+    tokenizer,
+    inputs: list,
+    labels: list,
+    which: list[int],
+    max_length: int,
+    batch_size: int,
+) -> tuple[torch.Tensor, list, dict[int, list[int]]]:
+    """(features, their labels, example index -> its feature rows) for the examples `which`."""
+    subset = [inputs[i] for i in which]
+    if spec.unit == "sentence":
+        x = sentence_features(encoder, tokenizer, subset, max_length, batch_size)
+        return x, [labels[i] for i in which], {i: [r] for r, i in enumerate(which)}
+    x, kept = token_features(encoder, tokenizer, subset, max_length, batch_size)
+    rows: dict[int, list[int]] = {i: [] for i in which}
+    for r, (s, _) in enumerate(kept):
+        rows[which[s]].append(r)
+    return x, [labels[which[s]][w] for s, w in kept], rows
+
+
+def random_encoder_dir(model_dir: str | Path, out_dir: str | Path, seed: int = 0) -> Path:
+    """Write a randomly initialised encoder with `model_dir`'s config and tokenizer to `out_dir` (the reference a
+    probe's gap is measured against). The global random state is left as it was."""
+    source = resolve_model_dir(model_dir)
+    out_dir = Path(out_dir)
+    config = AutoConfig.from_pretrained(str(source), local_files_only=True)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModel.from_config(config)
+    model.save_pretrained(str(out_dir), safe_serialization=True)
+    AutoTokenizer.from_pretrained(str(source), local_files_only=True).save_pretrained(str(out_dir))
+    return out_dir

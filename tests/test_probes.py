@@ -1,0 +1,204 @@
+"""Linear probes (`electra probe`): the probe's arithmetic on planted data, the readers, the word-piece alignment,
+one end-to-end run on a micro model, and the command's one-line refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import ElectraConfig, ElectraModel, ElectraTokenizerFast
+
+from electra.cli import main
+from electra.errors import UserError
+from probes.data import base_tag, read_brown, read_sst2, split_brown
+from probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
+from probes.run import PROBES, random_encoder_dir, run_probe
+
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "play",
+    "##ing",
+    "good",
+    "bad",
+    "film",
+    "movie",
+    "is",
+    "was",
+    "great",
+    "awful",
+]
+
+
+def _tokenizer() -> ElectraTokenizerFast:
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
+    return ElectraTokenizerFast(vocab=vocab, do_lower_case=True)
+
+
+@pytest.fixture
+def micro_encoder(tmp_path):
+    """A random two-layer ElectraModel and its tokenizer, saved as a checkpoint directory."""
+    tokenizer = _tokenizer()
+    config = ElectraConfig(
+        vocab_size=len(tokenizer),
+        embedding_size=16,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
+    torch.manual_seed(1234)  # not random_encoder_dir's seed (0), so the random copy differs
+    directory = tmp_path / "model"
+    ElectraModel(config).save_pretrained(str(directory), safe_serialization=True)
+    tokenizer.save_pretrained(str(directory))
+    return directory
+
+
+def _sst2(root, n_train: int = 40, n_dev: int = 10):
+    folder = root / "glue" / "SST-2"
+    folder.mkdir(parents=True)
+    good = ["the film is great", "a good movie", "the movie was great", "a great film"]
+    bad = ["the film is awful", "a bad movie", "the movie was bad", "an awful film"]
+    for name, n in (("train.tsv", n_train), ("dev.tsv", n_dev)):
+        rows = [f"{(good if i % 2 else bad)[i % 4]}\t{i % 2}" for i in range(n)]
+        (folder / name).write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    return root
+
+
+def test_separable_points_are_all_right_on_dev():
+    torch.manual_seed(0)
+    centres = torch.tensor([[3.0, 0.0], [-3.0, 0.0], [0.0, 3.0]])
+    labels = [i % 3 for i in range(60)]
+    points = centres[labels] + 0.3 * torch.randn(60, 2)
+    probe = fit_probe(points[:45], labels[:45], seed=1)
+    assert probe.classes == [0, 1, 2]
+    assert accuracy(probe, points[45:], labels[45:]) == 1.0
+
+
+def test_one_unlearnable_dev_point_costs_exactly_one_in_n():
+    train = torch.tensor([[-2.0, 0.0], [-1.5, 0.5], [-1.0, -0.5], [2.0, 0.0], [1.5, 0.5], [1.0, -0.5]])
+    labels = ["neg"] * 3 + ["pos"] * 3
+    dev = torch.tensor([[-1.8, 0.1], [1.8, -0.1], [1.2, 0.3], [-2.0, 0.0], [-1.2, 0.2]])
+    # the last dev point sits among the negatives but says "pos"; a label unseen in training is never predicted
+    assert accuracy(fit_probe(train, labels), dev, ["neg", "pos", "pos", "neg", "pos"]) == 4 / 5
+    assert accuracy(fit_probe(train, labels), dev, ["neg", "pos", "pos", "neg", "other"]) == 4 / 5
+
+
+def test_brown_tags_are_reduced_to_their_base_and_other_files_skipped(tmp_path):
+    (tmp_path / "ca01").write_text(
+        "\n\n\tThe/at-tl Fulton/np-tl County/nn-tl said/vbd ./.\n\n"
+        "\tIt's/pps+bez 1/2/cd in/in-hl Atlanta's/np$ --/-- no/at-hl-tl ./.\n"
+    )
+    (tmp_path / "cb02").write_text("\tA/at dog/nn ./.\n")
+    for name in ("README", "CONTENTS", "cats.txt"):
+        (tmp_path / name).write_text("not / tagged text at all\n")
+    sentences = read_brown(tmp_path)
+    assert sentences[0] == [("The", "at"), ("Fulton", "np"), ("County", "nn"), ("said", "vbd"), (".", ".")]
+    assert sentences[1] == [
+        ("It's", "pps"),
+        ("1/2", "cd"),
+        ("in", "in"),
+        ("Atlanta's", "np$"),
+        ("--", "--"),
+        ("no", "at"),
+        (".", "."),
+    ]
+    assert len(sentences) == 3 and read_brown(tmp_path, max_sentences=2) == sentences[:2]
+    assert base_tag("NN-TL-HL") == "nn" and base_tag("ppss+bem") == "ppss"
+    train, dev = split_brown([[("w", str(i))] for i in range(25)])
+    assert [s[0][1] for s in dev] == ["9", "19"] and len(train) == 23
+
+
+def test_readers_refuse_in_one_line(tmp_path):
+    (tmp_path / "README").write_text("nothing tagged here\n")
+    with pytest.raises(UserError, match="no tagged sentences") as err:
+        read_brown(tmp_path)
+    assert "\n" not in str(err.value)
+    bad = tmp_path / "train.tsv"
+    bad.write_text("sentence\tlabel\ngood film\t2\n")
+    with pytest.raises(UserError, match=r"train\.tsv:2: label '2'"):
+        read_sst2(bad)
+    bad.write_text("text\tlabel\ngood film\t1\n")
+    with pytest.raises(UserError, match="no column 'sentence'"):
+        read_sst2(bad)
+
+
+def test_token_features_take_each_words_first_piece_and_drop_cut_words(micro_encoder):
+    encoder, tokenizer = load_frozen(micro_encoder)
+    sentences = [["the", "cat", "playing"], ["a", "dog"], ["playing", "the", "film", "is", "great"]]
+    assert tokenizer.tokenize("playing") == ["play", "##ing"]
+    features, kept = token_features(encoder, tokenizer, sentences, max_length=6, batch_size=2)
+    # [CLS] playing -> play ##ing, the, film, [SEP] at length 6: "is" and "great" are cut off
+    assert kept == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2)]
+    with torch.inference_mode():
+        alone = encoder(**tokenizer([sentences[0]], is_split_into_words=True, return_tensors="pt"))
+    # [CLS] the cat play ##ing [SEP]: "playing" is read at "play" (position 3), not "##ing"
+    torch.testing.assert_close(features[:3], alone.last_hidden_state[0, [1, 2, 3]], atol=1e-5, rtol=1e-5)
+
+
+def test_sentence_features_are_the_masked_mean_whatever_the_padding(micro_encoder):
+    encoder, tokenizer = load_frozen(micro_encoder)
+    texts = ["a dog", "the cat is playing the film", "great"]
+    batched = sentence_features(encoder, tokenizer, texts, batch_size=3)
+    with torch.inference_mode():
+        for i, text in enumerate(texts):
+            alone = encoder(**tokenizer([text], return_tensors="pt")).last_hidden_state[0].mean(0)
+            torch.testing.assert_close(batched[i], alone, atol=1e-5, rtol=1e-5)
+
+
+def test_run_probe_end_to_end_on_a_micro_model(micro_encoder, tmp_path):
+    root = _sst2(tmp_path / "data")
+    result = run_probe(
+        micro_encoder, "sst2", root, seeds=(1, 2, 3), max_train=20, max_length=16, batch_size=8
+    )
+    assert result["min"] <= result["median"] <= result["max"]
+    assert len(result["accuracy"]) == 3 and result["n_train"] == 20 and result["n_dev"] == 10
+    assert result["unit"] == "sentence" and result["n_classes"] == 2
+    random_dir = random_encoder_dir(micro_encoder, tmp_path / "random")
+    a, b = (ElectraModel.from_pretrained(str(d)) for d in (micro_encoder, random_dir))
+    assert a.config.hidden_size == b.config.hidden_size
+    assert not torch.equal(a.embeddings.word_embeddings.weight, b.embeddings.word_embeddings.weight)
+    assert set(PROBES) == {"sst2", "pos"}
+
+
+def test_pos_probe_end_to_end_on_a_planted_corpus(micro_encoder, tmp_path):
+    brown = tmp_path / "data" / "corpus" / "brown"
+    brown.mkdir(parents=True)
+    lines = ["\tthe/at cat/nn is/bez playing/vbg ./.", "\ta/at dog/nn-tl was/bedz great/jj ./."] * 10
+    (brown / "ca01").write_text("\n\n".join(lines) + "\n")
+    result = run_probe(micro_encoder, "pos", tmp_path / "data", seeds=(1, 2), max_train=8, max_length=16)
+    assert result["unit"] == "token" and result["n_train"] == 8
+    assert result["n_dev"] == 10  # 2 dev sentences of 5 words
+    assert result["min"] <= result["median"] <= result["max"]
+
+
+def test_cli_writes_json_and_refuses_in_one_line(micro_encoder, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ELECTRA_DATA", raising=False)
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    assert main(["probe", "--model", str(tmp_path / "missing"), "--data", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "config.json: not found" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert main(["probe", "--model", str(micro_encoder)]) == 2
+    assert "ELECTRA_DATA" in capsys.readouterr().err
+    out = tmp_path / "probe.json"
+    argv = ["probe", "--model", str(micro_encoder), "--probes", "sst2", "--data", str(root), "--seeds", "2"]
+    assert main([*argv, "--random-baseline", "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "median" in printed and "random (" in printed
+    results = json.loads(out.read_text())["results"]
+    assert [r["random"] for r in results] == [False, True] and results[0]["seeds"] == [1, 2]
+    assert main([*argv, "--output", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+def test_real_data_readers(shared_data):
+    texts, labels = read_sst2(shared_data / "glue" / "SST-2" / "dev.tsv")
+    assert len(texts) == len(labels) == 872 and set(labels) == {0, 1}
+    sentences = read_brown(shared_data / "corpus" / "brown", max_sentences=300)
+    tags = {tag for sentence in sentences for _, tag in sentence}
+    assert len(sentences) == 300 and {"nn", "np", "at"} <= tags
+    assert not any(t.endswith(("-tl", "-hl", "-nc")) or "+" in t for t in tags)
