@@ -29,9 +29,16 @@ from typing import Any
 from safetensors.torch import load_model
 
 from electra.checkpoint import latest_checkpoint
-from electra.compare_settings import CPU_SIZE_GLUE_LEARNING_RATE, PRETRAINING_KEYS, CompareSettings
+from electra.compare_settings import (
+    CPU_SIZE_GLUE_LEARNING_RATE,
+    PRETRAINING_KEYS,
+    Arm,
+    CompareSettings,
+    parse_arm,
+)
+from electra.config import with_frozen_generator
 from electra.errors import UserError
-from electra.export import finetune_dir
+from electra.export import finetune_dir, masked_lm_dir
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, objective_names
 from electra.pretraining import RunInputs, pretrain, size_to_budget
@@ -39,18 +46,21 @@ from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
 from glue.finetune import FinetuneSettings, check_files, glue_average, run_glue
 from glue.report import json_safe
 from glue.tasks import get_task
+from probes.run import random_encoder_dir, run_probe
 
 
 # ------------------------------------------------------------------------------------------------- pretraining
-def objective_config(settings: CompareSettings, objective: str, vocab_size: int):
-    """The objective's PretrainConfig with its schedule fitted to the budget (same batch for every objective)."""
-    config = build_config(settings.size, None, {**settings.overrides, "objective": objective})
+def objective_config(settings: CompareSettings, arm: Arm | str, vocab_size: int):
+    """The arm's PretrainConfig with its schedule fitted to the budget (same batch for every arm)."""
+    arm = parse_arm(arm) if isinstance(arm, str) else arm
+    overrides = {**settings.overrides, **dict(arm.overrides), "objective": arm.objective}
+    config = build_config(settings.size, None, with_frozen_generator(overrides))
     config.vocab_size = vocab_size
     steps = size_to_budget(config, settings.budget, keep_warmup="warmup_steps" in settings.overrides)
     if steps < settings.checkpoints:
         per_step = _per_step(config)
         raise UserError(
-            f"--flops-budget {settings.budget:.3g} buys only {steps} step(s) of {objective} ({per_step:.3g} FLOPs "
+            f"--flops-budget {settings.budget:.3g} buys only {steps} step(s) of {arm.label} ({per_step:.3g} FLOPs "
             f"each); give at least {settings.checkpoints * per_step:.3g} for {settings.checkpoints} checkpoints."
         )
     config.save_every = max(1, math.ceil(steps / (2 * settings.checkpoints)))
@@ -59,11 +69,18 @@ def objective_config(settings: CompareSettings, objective: str, vocab_size: int)
 
 
 def prepare_tokenizer(settings: CompareSettings, config) -> Path:
-    """Train (or reuse) the vocabulary once; every objective then loads it from OUT/tokenizer."""
+    """Train (or reuse) the vocabulary once; every arm then loads it from OUT/tokenizer. `--vocab` wins, then a
+    frozen generator's vocabulary (its token ids must mean what they meant when it was trained)."""
     directory = settings.out / "tokenizer"
     if not (directory / "tokenizer.json").is_file():
+        frozen = [
+            dict(arm.overrides)["generator_from"]
+            for arm in settings.arms
+            if "generator_from" in dict(arm.overrides)
+        ]
+        vocab = settings.vocab or (str(masked_lm_dir(frozen[0])) if frozen else None)
         tokenizer = load_or_train_tokenizer(
-            None, settings.corpus, config.tokenizer_vocab_size, config.lowercase, _tokenizer_cache(settings)
+            vocab, settings.corpus, config.tokenizer_vocab_size, config.lowercase, _tokenizer_cache(settings)
         )
         staging = settings.out / ".tokenizer.partial"
         tokenizer.save_pretrained(str(staging))
@@ -71,17 +88,25 @@ def prepare_tokenizer(settings: CompareSettings, config) -> Path:
     return directory
 
 
-def pretrain_objective(settings: CompareSettings, objective: str, tokenizer_dir: Path) -> list[dict]:
-    """Pretrain one objective through every budget fraction; returns one cell record per fraction."""
+def pretrain_objective(settings: CompareSettings, arm: Arm | str, tokenizer_dir: Path) -> list[dict]:
+    """Pretrain one arm through every budget fraction; returns one cell record per fraction."""
+    arm = parse_arm(arm) if isinstance(arm, str) else arm
     tokenizer = load_saved_tokenizer(tokenizer_dir)
-    config = objective_config(settings, objective, len(tokenizer))
-    run_dir = settings.out / "pretrain" / objective
+    config = objective_config(settings, arm, len(tokenizer))
+    run_dir = settings.out / "pretrain" / arm.slug
     checkpoints_dir = run_dir / "checkpoints"
+    recipe = {"objective": arm.objective, "overrides": dict(arm.overrides)}
     cells = []
     for index in range(1, settings.checkpoints + 1):
-        dest = settings.out / "checkpoints" / objective / _fraction_name(index, settings.checkpoints)
+        dest = settings.out / "checkpoints" / arm.slug / _fraction_name(index, settings.checkpoints)
         if (dest / "cell.json").is_file():
-            cells.append(json.loads((dest / "cell.json").read_text()))
+            cell = json.loads((dest / "cell.json").read_text())
+            if cell.get("arm", recipe) != recipe:
+                raise UserError(
+                    f"{dest / 'cell.json'}: the arm {arm.label!r} was trained with other settings "
+                    f"({cell['arm']}); give this arm another label or choose another --out."
+                )
+            cells.append(cell)
             continue
         target = settings.budget * index / settings.checkpoints
         checkpoint = checkpoint_reaching(checkpoints_dir, target)
@@ -95,7 +120,7 @@ def pretrain_objective(settings: CompareSettings, objective: str, tokenizer_dir:
                 cache_dir=_cache(settings),
                 resume=latest_checkpoint(checkpoints_dir) is not None,
             )
-            print(f"compare: pretraining {objective} to {target:.3g} FLOPs ({index}/{settings.checkpoints})")
+            print(f"compare: pretraining {arm.label} to {target:.3g} FLOPs ({index}/{settings.checkpoints})")
             pretrain(segment, inputs)
             checkpoint = checkpoint_reaching(checkpoints_dir, target)
             if checkpoint is None:
@@ -103,7 +128,9 @@ def pretrain_objective(settings: CompareSettings, objective: str, tokenizer_dir:
         state = json.loads((checkpoint / "trainer_state.json").read_text())
         export_checkpoint(checkpoint, config, tokenizer, dest)
         cell = {
-            "objective": objective,
+            "objective": arm.label,
+            "slug": arm.slug,
+            "arm": recipe,
             "index": index,
             "fraction": index / settings.checkpoints,
             "step": state["step"],
@@ -169,11 +196,11 @@ def glue_settings(settings: CompareSettings, config):
 def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) -> dict:
     """One (objective, fraction, task) cell: every seed, median per dev set. Skipped when already on disk."""
     name = _fraction_name(cell["index"], settings.checkpoints)
-    path = settings.out / "glue" / cell["objective"] / name / f"{task}.json"
+    path = settings.out / "glue" / _slug(cell) / name / f"{task}.json"
     done = _current_cell(path, settings, finetune)
     if done is not None:
         return done
-    model_dir = finetune_dir(settings.out / "checkpoints" / cell["objective"] / name)
+    model_dir = finetune_dir(settings.out / "checkpoints" / _slug(cell) / name)
     print(f"compare: fine-tuning {cell['objective']} {name} on {task} (seeds {settings.seeds})")
     results = run_glue(model_dir, [get_task(task)], settings.glue_data, finetune, settings.seeds)
     done = dict(
@@ -184,6 +211,45 @@ def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) ->
     )
     _write_json(path, done)
     return done
+
+
+def probe_cell(settings: CompareSettings, cell: dict | None, probe: str) -> dict:
+    """One (arm, fraction, probe) cell, or with `cell=None` the random-encoder reference (a randomly initialised
+    copy of the first arm's encoder): every seed. Skipped when already on disk with the same settings."""
+    if cell is None:
+        path = settings.out / "probes" / "random-encoder" / f"{probe}.json"
+    else:
+        name = _fraction_name(cell["index"], settings.checkpoints)
+        path = settings.out / "probes" / _slug(cell) / name / f"{probe}.json"
+    key = _probe_key(settings)
+    if path.is_file():
+        done = json.loads(path.read_text())
+        if {k: done.get(k) for k in key} == key:
+            return done
+    if cell is None:
+        first = settings.arms[0].slug
+        source = (
+            settings.out / "checkpoints" / first / _fraction_name(settings.checkpoints, settings.checkpoints)
+        )
+        model_dir = random_encoder_dir(source, path.parent / "model")
+        print(f"compare: probing a randomly initialised encoder on {probe}")
+    else:
+        model_dir = settings.out / "checkpoints" / _slug(cell) / name
+        print(f"compare: probing {cell['objective']} {name} on {probe} (seeds {settings.seeds})")
+    result = run_probe(model_dir, probe, settings.probe_data, settings.seeds, settings.probe_max_train)
+    done = dict(
+        key, **{k: result[k] for k in ("median", "min", "max", "accuracy", "majority", "n_train", "n_dev")}
+    )
+    _write_json(path, done)
+    return done
+
+
+def _probe_key(settings: CompareSettings) -> dict:
+    return {"seeds": settings.seeds, "max_train": settings.probe_max_train}
+
+
+def _slug(cell: dict) -> str:
+    return cell.get("slug") or cell["objective"]
 
 
 def _cell_key(settings: CompareSettings, finetune) -> dict:
@@ -209,11 +275,12 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
     for objective, records in cells.items():
         rows_out = []
         for cell in records:
+            folder = cell.get("slug") or parse_arm(objective).slug
             rows: dict[str, dict] = {}
             name = _fraction_name(cell["index"], settings.checkpoints)
             for task in settings.tasks:
                 done = _current_cell(
-                    settings.out / "glue" / objective / name / f"{task}.json", settings, finetune
+                    settings.out / "glue" / folder / name / f"{task}.json", settings, finetune
                 )
                 if done is not None:
                     rows.update(done["rows"])
@@ -226,6 +293,7 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
                     "scores": {k: None if math.isnan(r["median"]) else r["median"] for k, r in rows.items()},
                     "average": None if math.isnan(average) else average,
                     "average_by_seed": seed_averages(rows),
+                    "probes": _probes_on_disk(settings, settings.out / "probes" / folder / name),
                 }
             )
         objectives[objective] = {
@@ -242,8 +310,23 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
         "seeds": settings.seeds,
         "overrides": settings.overrides,
         "finetune_settings": asdict(finetune) if finetune is not None else None,
+        "probes": list(settings.probes),
+        "probe_max_train": settings.probe_max_train,
+        "random_encoder": _probes_on_disk(settings, settings.out / "probes" / "random-encoder"),
         "objectives": objectives,
     }
+
+
+def _probes_on_disk(settings: CompareSettings, folder: Path) -> dict[str, dict]:
+    """Probe results in `folder` made with the current seeds and sizes (others are stale and left out)."""
+    key, found = _probe_key(settings), {}
+    for probe in settings.probes:
+        path = folder / f"{probe}.json"
+        if path.is_file():
+            done = json.loads(path.read_text())
+            if {k: done.get(k) for k in key} == key:
+                found[probe] = {k: done[k] for k in ("median", "min", "max", "accuracy", "majority")}
+    return found
 
 
 def seed_averages(rows: dict[str, dict]) -> list[float]:
@@ -269,20 +352,48 @@ def format_markdown(results: dict) -> str:
     for entry in results["objectives"].values():
         for cell in entry["cells"]:
             keys += [k for k in cell["scores"] if k not in keys]
-    header = ["objective", "fraction", "step", "train FLOPs", *keys, "average"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 4 + ["---:"] * (len(keys) + 1)) + "|"]
+    probes = results.get("probes") or []
+    glue = [*keys, "average"] if results.get("tasks") else []
+    header = ["objective", "fraction", "step", "train FLOPs", *glue, *[f"probe {p}" for p in probes]]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] * 4 + ["---:"] * (len(header) - 4)) + "|",
+    ]
     for objective, entry in results["objectives"].items():
         for cell in entry["cells"]:
-            scores = [_score(cell["scores"].get(k)) for k in keys]
+            scores = [_score(cell["scores"].get(k)) for k in keys] + [_score(cell["average"])] if glue else []
+            scores += [_probe_score(cell.get("probes", {}).get(p)) for p in probes]
             row = [objective, f"{cell['fraction']:.2f}", str(cell["step"]), f"{cell['train_flops']:.3g}"]
-            lines.append("| " + " | ".join(row + scores + [_score(cell["average"])]) + " |")
+            lines.append("| " + " | ".join(row + scores) + " |")
+    random_row = results.get("random_encoder") or {}
+    if probes and random_row:
+        blanks = ["–"] * len(glue)
+        lines.append(
+            "| random encoder | – | 0 | 0 | "
+            + " | ".join(blanks + [_probe_score(random_row.get(p)) for p in probes])
+            + " |"
+        )
     seeds = results.get("seeds") or []
     lines.append("")
-    lines.append(
+    note = (
         f"Budget {results['budget']:.3g} training FLOPs, size {results['size']}, corpus {results['corpus']}; "
-        f"median over {len(seeds)} seed(s); average = mean of the task medians (the paper's GLUE average)."
+        f"median over {len(seeds)} seed(s)"
     )
+    if glue:
+        note += "; average = mean of the task medians (the paper's GLUE average)"
+    if probes:
+        note += (
+            f"; probes: dev accuracy of a linear probe on frozen features (median [min-max] over seeds, "
+            f"{results.get('probe_max_train') or 'all'} training examples per seed)"
+        )
+    lines.append(note + ".")
     return "\n".join(lines) + "\n"
+
+
+def _probe_score(entry: dict | None) -> str:
+    if not entry:
+        return "–"
+    return f"{100 * entry['median']:.1f} [{100 * entry['min']:.1f}-{100 * entry['max']:.1f}]"
 
 
 def curve_figure(results: dict):
@@ -294,31 +405,58 @@ def curve_figure(results: dict):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(6.5, 4.2))
+    # One panel for the GLUE average (when tasks were run) and one per probe; each point is the median over seeds
+    # with its min-max as a bar.
+    panels = []
+    if results.get("tasks"):
+        panels.append(("GLUE average", "average dev score", _glue_points, None))
+    for probe in results.get("probes") or []:
+        reference = (results.get("random_encoder") or {}).get(probe)
+        panels.append((f"probe: {probe}", "dev accuracy", _probe_points(probe), reference))
+    figure, axes = plt.subplots(
+        1, max(1, len(panels)), figsize=(6.0 * max(1, len(panels)), 4.2), squeeze=False
+    )
     markers = "osD^vP*X"
     objectives = list(results["objectives"].items())
-    for index, (objective, entry) in enumerate(objectives):
-        cells = [c for c in entry["cells"] if c["average"] is not None]
-        if not cells:
-            continue
-        offset = 1.0 + 0.03 * (index - (len(objectives) - 1) / 2)
-        xs = [c["train_flops"] * offset for c in cells]
-        ys = [100 * c["average"] for c in cells]
-        spreads = [[100 * a for a in c.get("average_by_seed") or [c["average"]]] for c in cells]
-        below = [y - min(s) for y, s in zip(ys, spreads)]
-        above = [max(s) - y for y, s in zip(ys, spreads)]
-        axis.errorbar(
-            xs, ys, yerr=[below, above], marker=markers[index % len(markers)], capsize=3, label=objective
-        )
-    axis.set_xscale("log")
-    axis.set_xlabel("pretraining FLOPs (log scale)")
-    axis.set_ylabel("average dev score (bars: min-max over seeds)")
-    axis.set_title(f"{results['size']}: score against training compute")
-    axis.grid(alpha=0.3, which="both")
-    if axis.get_legend_handles_labels()[0]:
-        axis.legend()
+    for axis, (title, ylabel, points, reference) in zip(axes[0], panels):
+        for index, (objective, entry) in enumerate(objectives):
+            found = [p for p in (points(c) for c in entry["cells"]) if p is not None]
+            if not found:
+                continue
+            offset = 1.0 + 0.03 * (index - (len(objectives) - 1) / 2)
+            xs = [x * offset for x, _, _, _ in found]
+            ys = [100 * y for _, y, _, _ in found]
+            below = [y - 100 * low for (_, _, low, _), y in zip(found, ys)]
+            above = [100 * high - y for (_, _, _, high), y in zip(found, ys)]
+            axis.errorbar(
+                xs, ys, yerr=[below, above], marker=markers[index % len(markers)], capsize=3, label=objective
+            )
+        if reference:
+            axis.axhline(100 * reference["median"], color="grey", linestyle="--", label="random encoder")
+        axis.set_xscale("log")
+        axis.set_xlabel("pretraining FLOPs (log scale)")
+        axis.set_ylabel(f"{ylabel} (bars: min-max over seeds)")
+        axis.set_title(f"{results['size']}: {title}")
+        axis.grid(alpha=0.3, which="both")
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=8)
     figure.tight_layout()
     return figure
+
+
+def _glue_points(cell: dict) -> tuple[float, float, float, float] | None:
+    if cell["average"] is None:
+        return None
+    spread = cell.get("average_by_seed") or [cell["average"]]
+    return cell["train_flops"], cell["average"], min(spread), max(spread)
+
+
+def _probe_points(probe: str):
+    def points(cell: dict) -> tuple[float, float, float, float] | None:
+        entry = (cell.get("probes") or {}).get(probe)
+        return None if entry is None else (cell["train_flops"], entry["median"], entry["min"], entry["max"])
+
+    return points
 
 
 def plot_curve(results: dict, path: Path) -> Path:
@@ -353,15 +491,15 @@ def describe_plan(settings: CompareSettings) -> str:
     if (settings.out / "tokenizer" / "tokenizer.json").is_file():
         vocab, source = len(load_saved_tokenizer(settings.out / "tokenizer")), "OUT/tokenizer"
     lines = [f"budget {settings.budget:.3g} training FLOPs per objective; vocabulary {vocab} from {source}"]
-    for objective in settings.objectives:
-        config = objective_config(settings, objective, vocab)
+    for arm in settings.arms:
+        config = objective_config(settings, arm, vocab)
         per_step = _per_step(config)
         steps = [
             math.ceil(settings.budget * k / settings.checkpoints / per_step - 1e-9)
             for k in range(1, settings.checkpoints + 1)
         ]
         lines.append(
-            f"{objective}: {per_step:.4g} FLOPs/step (batch {config.train_batch_size} x {config.max_seq_length}), "
+            f"{arm.label}: {per_step:.4g} FLOPs/step (batch {config.train_batch_size} x {config.max_seq_length}), "
             f"{config.max_steps} steps, warmup {config.warmup_steps}, checkpoints at steps {steps}"
         )
     runs = len(settings.objectives) * settings.checkpoints * len(settings.tasks) * len(settings.seeds)
@@ -369,13 +507,30 @@ def describe_plan(settings: CompareSettings) -> str:
         f"fine-tuning: {runs} runs ({len(settings.objectives)} objectives x {settings.checkpoints} checkpoints x "
         f"{len(settings.tasks)} tasks x {len(settings.seeds)} seeds)"
     )
+    if settings.probes:
+        cells = len(settings.objectives) * settings.checkpoints + 1
+        lines.append(
+            f"probes: {', '.join(settings.probes)} on {cells} encoders (every checkpoint and a random one), "
+            f"{len(settings.seeds)} seeds, {settings.probe_max_train or 'all'} training examples each"
+        )
     return "\n".join(lines)
 
 
+def check_arms(settings: CompareSettings) -> None:
+    """Every arm names a registered objective, and two arms never share a folder."""
+    slugs: dict[str, str] = {}
+    for arm in settings.arms:
+        if arm.objective not in objective_names():
+            raise UserError(f"--objectives: {arm.objective!r} is not one of {', '.join(objective_names())}.")
+        if arm.slug in slugs:
+            raise UserError(
+                f"--objectives: {slugs[arm.slug]!r} and {arm.label!r} would share a folder; label one."
+            )
+        slugs[arm.slug] = arm.label
+
+
 def run_compare(settings: CompareSettings) -> dict:
-    for objective in settings.objectives:
-        if objective not in objective_names():
-            raise UserError(f"--objectives: {objective!r} is not one of {', '.join(objective_names())}.")
+    check_arms(settings)
     if not Path(settings.corpus).exists():
         raise UserError(f"{settings.corpus}: corpus not found; give --corpus a text file or directory.")
     check_files([get_task(task) for task in settings.tasks], settings.glue_data, predict_test=False)
@@ -383,16 +538,18 @@ def run_compare(settings: CompareSettings) -> dict:
     _check_manifest(settings)
     base = build_config(settings.size, None, dict(settings.overrides))
     tokenizer_dir = prepare_tokenizer(settings, base)
-    cells = {
-        objective: pretrain_objective(settings, objective, tokenizer_dir) for objective in settings.objectives
-    }
+    cells = {arm.label: pretrain_objective(settings, arm, tokenizer_dir) for arm in settings.arms}
     finetune = glue_settings(settings, base)
     results = collect_results(settings, cells, finetune)
     write_report(results, settings.out)
+    for probe in settings.probes:
+        probe_cell(settings, None, probe)
     for index in range(settings.checkpoints):
-        for objective in settings.objectives:
+        for arm in settings.arms:
+            for probe in settings.probes:
+                probe_cell(settings, cells[arm.label][index], probe)
             for task in settings.tasks:
-                finetune_cell(settings, cells[objective][index], task, finetune)
+                finetune_cell(settings, cells[arm.label][index], task, finetune)
             results = collect_results(settings, cells, finetune)
             write_report(results, settings.out)
     print(format_markdown(results))

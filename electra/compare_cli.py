@@ -7,6 +7,7 @@ Only the argument parser lives here; the work (`electra.compare`) is imported wh
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from electra.compare_settings import (
@@ -15,6 +16,7 @@ from electra.compare_settings import (
     DEFAULT_GLUE_EPOCHS,
     DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
     DEFAULT_OBJECTIVES,
+    DEFAULT_PROBE_MAX_TRAIN,
     DEFAULT_TASKS,
     CompareSettings,
 )
@@ -25,7 +27,7 @@ from electra.flags import add_output_option
 def _list(value: str) -> list[str]:
     items = []
     for part in value.split(","):
-        part = part.strip().lower()
+        part = part.strip()
         if part and part not in items:
             items.append(part)
     return items
@@ -44,7 +46,9 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--objectives",
         default=DEFAULT_OBJECTIVES,
-        help="comma list of registered objectives (`electra pretrain --help` lists them)",
+        help="comma list of arms: a registered objective (`electra pretrain --help` lists them), optionally with "
+        "config fields and a label, [LABEL:]OBJECTIVE[+KEY=VALUE]..., e.g. electra+embedding_sharing=gdes or "
+        "fast:electra+generator_from=runs/gen",
     )
     parser.add_argument(
         "--flops-budget", type=float, default=DEFAULT_BUDGET, help="training FLOPs per objective"
@@ -52,7 +56,29 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--checkpoints", type=int, default=4, help="evenly spaced budget fractions to evaluate"
     )
-    parser.add_argument("--glue-tasks", default=DEFAULT_TASKS, help="comma list of GLUE tasks")
+    parser.add_argument("--glue-tasks", default=DEFAULT_TASKS, help="comma list of GLUE tasks, or none")
+    parser.add_argument(
+        "--probes",
+        default="",
+        help="comma list of linear probes run on every checkpoint and on a random encoder (sst2, pos; "
+        "`electra probe --help`)",
+    )
+    parser.add_argument(
+        "--probe-data",
+        default=None,
+        help="folder holding glue/SST-2/ and corpus/brown/ (default: the GLUE folder's parent, or $ELECTRA_DATA)",
+    )
+    parser.add_argument(
+        "--probe-max-train",
+        type=int,
+        default=DEFAULT_PROBE_MAX_TRAIN,
+        help="training examples (sentences) each probe seed draws; 0 = all",
+    )
+    parser.add_argument(
+        "--vocab",
+        default=None,
+        help="tokenizer every arm uses (default: train one on the corpus, or a frozen generator's)",
+    )
     parser.add_argument(
         "--glue-data", default=None, help="GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR"
     )
@@ -89,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from electra.compare import describe_plan, run_compare
     from electra.config import parse_overrides
     from glue.tasks import parse_task_list, resolve_data_dir
+    from probes.run import parse_probe_list
 
     if args.seeds < 1 or args.checkpoints < 1:
         raise UserError("--seeds and --checkpoints must be at least 1.")
@@ -98,14 +125,30 @@ def run(args: argparse.Namespace) -> int:
     if not objectives:
         raise UserError("--objectives is empty; name at least one (e.g. electra,mlm).")
     overrides = parse_overrides(args.set)
+    tasks = [] if args.glue_tasks.strip().lower() in ("", "none") else parse_task_list(args.glue_tasks)
+    probes = [spec.name for spec in parse_probe_list(args.probes)] if args.probes.strip() else []
+    if not tasks and not probes:
+        raise UserError("nothing to evaluate: give --glue-tasks or --probes (or both).")
+    glue_data = (
+        resolve_data_dir(args.glue_data)
+        if tasks or not (args.probe_data or os.environ.get("ELECTRA_DATA"))
+        else None
+    )
+    probe_data = Path(args.probe_data or os.environ.get("ELECTRA_DATA") or glue_data.parent)
+    if probes and not probe_data.is_dir():
+        raise UserError(
+            f"--probe-data {probe_data}: not a folder; give the folder holding glue/ and corpus/."
+        )
+    if args.vocab is not None and not Path(args.vocab).exists():
+        raise UserError(f"--vocab {args.vocab}: not found; give a vocab.txt or a tokenizer directory.")
     if "objective" in overrides:
         raise UserError("--set objective=... is not allowed here; list objectives with --objectives.")
     settings = CompareSettings(
         corpus=args.corpus,
         out=Path(args.out),
         objectives=objectives,
-        tasks=[spec.name for spec in parse_task_list(args.glue_tasks)],
-        glue_data=resolve_data_dir(args.glue_data),
+        tasks=[spec.name for spec in tasks],
+        glue_data=glue_data,
         size=args.size,
         budget=args.flops_budget,
         checkpoints=args.checkpoints,
@@ -117,6 +160,10 @@ def run(args: argparse.Namespace) -> int:
         glue_max_steps=args.glue_max_steps,
         glue_batch_size=args.glue_batch_size,
         glue_learning_rate=args.glue_learning_rate,
+        vocab=args.vocab,
+        probes=probes,
+        probe_data=probe_data,
+        probe_max_train=args.probe_max_train or None,
     )
     if args.plan:
         print(describe_plan(settings))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,40 @@ DEFAULT_OBJECTIVES = "electra,mlm"
 DEFAULT_TASKS = "sst2,mrpc,stsb,rte"
 # Settings that define the pretraining runs: a rerun into the same OUT must agree on them.
 PRETRAINING_KEYS = ("corpus", "size", "overrides", "budget", "checkpoints")
+DEFAULT_PROBE_MAX_TRAIN = 10000
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One line of a comparison: an objective and the config fields it changes (`[LABEL:]OBJECTIVE[+KEY=VALUE]...`,
+    e.g. `electra+embedding_sharing=gdes` or `fast:electra+generator_from=runs/gen`). The label names the arm in
+    tables and plots and (made safe for a file name) its folders."""
+
+    label: str
+    objective: str
+    overrides: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.+=-]+", "_", self.label).strip("_") or "arm"
+
+
+def parse_arm(entry: str) -> Arm:
+    entry = entry.strip()
+    label, colon, spec = entry.partition(":")
+    if not colon or "+" in label or "=" in label or "/" in label:
+        label, spec = "", entry
+    objective, *settings = spec.split("+")
+    overrides = []
+    for item in settings:
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            raise ValueError(f"arm {entry!r}: {item!r} must look like key=value")
+        overrides.append((key.strip().replace("-", "_"), value.strip()))
+    objective = objective.strip().lower()
+    return Arm(
+        label.strip() or f"{objective}{''.join('+' + item for item in settings)}", objective, tuple(overrides)
+    )
 
 
 @dataclass
@@ -26,7 +61,7 @@ class CompareSettings:
     out: Path
     objectives: list[str]
     tasks: list[str]
-    glue_data: Path
+    glue_data: Path | None
     size: str = "tiny"
     budget: float = DEFAULT_BUDGET
     checkpoints: int = 4
@@ -39,3 +74,13 @@ class CompareSettings:
     glue_batch_size: int = 32
     # None: CPU_SIZE_GLUE_LEARNING_RATE for tiny/mini, the paper's rate by width otherwise
     glue_learning_rate: float | None = None
+    vocab: str | None = (
+        None  # a tokenizer every arm uses (needed by a frozen generator's arm); default: train one
+    )
+    probes: list[str] = field(default_factory=list)  # `probes.run.PROBES` names, run on every checkpoint
+    probe_data: Path | None = None  # the folder holding glue/ and corpus/
+    probe_max_train: int | None = DEFAULT_PROBE_MAX_TRAIN
+
+    @property
+    def arms(self) -> list[Arm]:
+        return [parse_arm(entry) for entry in self.objectives]

@@ -69,6 +69,9 @@ class PretrainConfig:
     # its sampling temperature falls linearly from generator_temperature_start to 1 over max_steps.
     generator_from: str | None = None
     generator_temperature_start: float = 2.0
+    two_stage_generator_steps: int = (
+        0  # objective=electra-two-stage: generator-only steps (0: half of max_steps)
+    )
     # ---- objective ----
     objective: str = "electra"  # a registered objective (electra.objectives.objective_names())
     mask_prob: float = 0.15  # 0.25 for Large

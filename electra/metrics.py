@@ -13,6 +13,14 @@ def generator_metrics(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, 
         return {"generator_accuracy": (logits.argmax(-1) == targets).float().mean()}
 
 
+def output_entropy(log_probs: torch.Tensor) -> torch.Tensor:
+    """Mean entropy (nats) of the generator's distributions: an adversarial generator collapses it (dissertation
+    5.3.4), a maximum-likelihood one keeps it near the data's."""
+    with torch.no_grad():
+        log_probs = log_probs.detach().float()
+        return -(log_probs.exp() * log_probs).sum(-1).mean()
+
+
 def discriminator_metrics(
     logits: torch.Tensor, is_replaced: torch.Tensor, attention_mask: torch.Tensor
 ) -> dict[str, torch.Tensor]:

@@ -148,15 +148,21 @@ class PretrainingTask(Task):
 
     def before_training(self, model, resumed: bool) -> None:
         """Measure one real forward against the analytic count, so a miscounted objective shows at once."""
-        if resumed or not _is_main_process():
+        objective = get_objective(self.config.objective)
+        if resumed or not _is_main_process() or not objective.startup_flop_check:
             return
         batch = self.collate([self.dataset[0], self.dataset[1]])
         device = next(model.parameters()).device
-        plan = get_objective(self.config.objective).flop_plan(self.config)
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # RNG left untouched
+        plan = objective.flop_plan(self.config)
+        # RNG and buffers (step counters of scheduled objectives) are left as they were: the check is not a step.
+        buffers = {name: value.clone() for name, value in model.named_buffers()}
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             self.flop_check = startup_check(
                 model, {k: v.to(device) for k, v in batch.items()}, self.config, plan
             )
+        with torch.no_grad():
+            for name, value in model.named_buffers():
+                value.copy_(buffers[name])
         print(
             f"FLOP counter check: measured/analytic matmul FLOPs = {self.flop_check['ratio']:.4f}"
             + (

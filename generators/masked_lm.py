@@ -29,11 +29,15 @@ class MaskedLMGenerator(Generator):
         self.model.generator_lm_head.weight = self.model.electra.embeddings.word_embeddings.weight
 
     def logits_at(self, input_ids, attention_mask, token_type_ids, positions):
+        return self.states_and_logits_at(input_ids, attention_mask, token_type_ids, positions)[1]
+
+    def states_and_logits_at(self, input_ids, attention_mask, token_type_ids, positions):
+        """(encoder outputs, logits) at the picked rows: the adversarial objective's baseline reads the states."""
         hidden = self.model.electra(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
         selected = hidden[positions]
-        return self.model.generator_lm_head(self.model.generator_predictions(selected))
+        return selected, self.model.generator_lm_head(self.model.generator_predictions(selected))
 
     def hf_model(self) -> ElectraForMaskedLM:
         return self.model

@@ -308,3 +308,89 @@ def test_stepping_stones_train_to_the_budget_and_export(objective, small_corpus,
     assert summary["flop_counter_check"]["ratio"] == pytest.approx(1.0, abs=0.05)
     model_dir = finetune_dir(settings.out / "checkpoints" / objective / "1of1")
     assert AutoModel.from_pretrained(str(model_dir)).config.vocab_size == vocab
+
+
+def test_arms_carry_their_settings_labels_and_safe_folders():
+    from electra.compare_settings import parse_arm
+
+    plain = parse_arm("electra")
+    assert (plain.label, plain.objective, plain.overrides, plain.slug) == (
+        "electra",
+        "electra",
+        (),
+        "electra",
+    )
+    gdes = parse_arm("electra+embedding_sharing=gdes")
+    assert gdes.objective == "electra" and gdes.overrides == (("embedding_sharing", "gdes"),)
+    assert gdes.slug == "electra+embedding_sharing=gdes"
+    fast = parse_arm("fast:electra+generator_from=runs/Gen Dir")
+    assert fast.label == "fast" and fast.overrides == (
+        ("generator_from", "runs/Gen Dir"),
+    )  # case and path kept
+    assert parse_arm("electra+generator_from=/a/b").slug == "electra+generator_from=_a_b"
+    with pytest.raises(ValueError, match="key=value"):
+        parse_arm("electra+gdes")
+
+
+def test_arm_overrides_reach_the_config_and_a_frozen_generator_stops_sharing(tmp_path):
+    from electra.compare import objective_config
+    from electra.compare_settings import parse_arm
+
+    settings = CompareSettings(
+        corpus="c", out=tmp_path, objectives=["electra"], tasks=[], glue_data=None, budget=1e13, checkpoints=2
+    )
+    config = objective_config(settings, parse_arm("electra+embedding_sharing=gdes"), 30522)
+    assert config.embedding_sharing == "gdes" and config.objective == "electra"
+    assert objective_config(settings, "mlm", 30522).objective == "mlm"
+
+
+def test_probe_columns_and_random_encoder_row_in_the_report(tmp_path):
+    from electra.compare import write_report
+
+    def cell(fraction, median):
+        probe = {
+            "median": median,
+            "min": median - 0.01,
+            "max": median + 0.02,
+            "accuracy": [median],
+            "majority": 0.5,
+        }
+        return {
+            "fraction": fraction,
+            "step": 10,
+            "train_flops": 1e12 * fraction,
+            "scores": {},
+            "average": None,
+            "average_by_seed": [],
+            "probes": {"sst2": probe},
+        }
+
+    results = {
+        "corpus": "c",
+        "size": "tiny",
+        "budget": 2e12,
+        "checkpoints": 2,
+        "tasks": [],
+        "seeds": [1, 2, 3],
+        "overrides": {},
+        "finetune_settings": None,
+        "probes": ["sst2"],
+        "probe_max_train": 1000,
+        "random_encoder": {
+            "sst2": {"median": 0.55, "min": 0.55, "max": 0.56, "accuracy": [0.55], "majority": 0.5}
+        },
+        "objectives": {
+            "electra": {
+                "train_flops_per_step": 1e11,
+                "max_steps": 20,
+                "cells": [cell(0.5, 0.60), cell(1.0, 0.65)],
+            }
+        },
+    }
+    paths = write_report(results, tmp_path)
+    table = paths["markdown"].read_text()
+    assert "| objective | fraction | step | train FLOPs | probe sst2 |" in table
+    assert "| electra | 1.00 | 10 | 1e+12 | 65.0 [64.0-67.0] |" in table
+    assert "| random encoder | – | 0 | 0 | 55.0 [55.0-56.0] |" in table
+    assert "1000 training examples per seed" in table
+    assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -52,6 +52,8 @@ class Objective:
     finetune_part: ClassVar[str] = "discriminator"  # the exported part a fine-tuner loads
     # The `pll` method an exported discriminator supports on its own (Electric's head is a negative energy).
     discriminator_scoring: ClassVar[str | None] = None
+    # Whether the first step's measured FLOPs should match `flop_plan` (False where steps differ by design).
+    startup_flop_check: ClassVar[bool] = True
 
     def validate(self, config: PretrainConfig) -> None:
         """Refuse settings this objective cannot train, with a one-line `UserError`."""

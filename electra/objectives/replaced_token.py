@@ -20,7 +20,7 @@ from discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_t
 from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config
 from electra.masking import choose_positions, sample_from_log_probs, sample_tokens
-from electra.metrics import discriminator_metrics, generator_metrics
+from electra.metrics import discriminator_metrics, generator_metrics, output_entropy
 from electra.objectives.base import (
     Objective,
     Parts,
@@ -74,6 +74,7 @@ def add_generator_loss(
         loss = loss + model.config.generator_loss_weight * gen_loss
         metrics["generator_loss"] = gen_loss.detach()
     metrics.update(generator_metrics(logits, targets))
+    metrics["generator_entropy"] = output_entropy(log_probs)
     return loss
 
 

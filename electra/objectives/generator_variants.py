@@ -1,0 +1,192 @@
+"""Other ways to train ELECTRA's generator (dissertation 5.3.3-5.3.4): adversarially, or before the discriminator.
+
+* ``electra-adversarial``: the generator maximises the discriminator's loss instead of the masked-LM likelihood.
+  Sampling is discrete, so the gradient is REINFORCE with one sample per picked position:
+  ∇ E[R] ≈ ∇log q(x̂_t) · (R − b), where the reward R is the discriminator's loss at t (−log(1 − D) for a
+  replaced token, −log D for a sample equal to the original, D being its probability of "original"; this assumes
+  D at t depends only on x̂_t and the kept tokens) and b = −log sigmoid(wᵀh_q(x^masked)_t) is a learned baseline,
+  trained by cross-entropy so that sigmoid(wᵀh) matches exp(−R) (then b matches R). The baseline reads the
+  generator's states without pulling on them. The dissertation found this generator worse at masked-LM accuracy
+  (58% vs 65% for a 256-wide generator) and low in entropy, and the discriminator it trains worse than ELECTRA's.
+* ``electra-two-stage``: train only the generator (masked LM) for the first `two_stage_generator_steps` steps,
+  copy its weights into the discriminator, then train only the discriminator with the generator frozen. It needs
+  a generator of the discriminator's size; the dissertation found it worse than joint training.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from discriminators.replaced_token import replaced_token_loss
+from electra.config import PretrainConfig
+from electra.errors import UserError
+from electra.masking import choose_positions, sample_from_log_probs, sample_tokens
+from electra.metrics import discriminator_metrics, generator_metrics, output_entropy
+from electra.objectives.base import Parts, masked_input, require_generator
+from electra.objectives.registry import register_objective
+from electra.objectives.replaced_token import Electra, add_generator_loss, corrupt
+from electra.outputs import StepOutput
+from flops.analytic import FlopPlan
+
+
+def reinforce_loss(
+    log_probs: torch.Tensor, samples: torch.Tensor, reward: torch.Tensor, baseline: torch.Tensor
+) -> torch.Tensor:
+    """−mean((R − b) · log q(x̂)): its gradient is the REINFORCE estimate of −∇E[R]; R and b are constants."""
+    advantage = (reward - baseline).detach()
+    chosen = log_probs.gather(-1, samples.unsqueeze(-1)).squeeze(-1)
+    return -(advantage * chosen).mean()
+
+
+def baseline_loss(baseline_logits: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy pulling sigmoid(z) towards exp(−R), so that b = −log sigmoid(z) tracks the reward R."""
+    return F.binary_cross_entropy_with_logits(baseline_logits.float(), torch.exp(-reward.detach()))
+
+
+def _refuse_frozen(config: PretrainConfig, name: str) -> None:
+    if config.generator_from is not None:
+        raise UserError(f"config: objective={name} trains its generator; remove generator_from.")
+
+
+@register_objective
+class AdversarialElectra(Electra):
+    name = "electra-adversarial"
+    summary = "ELECTRA whose generator maximises the discriminator's loss by REINFORCE (dissertation 5.3.4)"
+
+    def validate(self, config: PretrainConfig) -> None:
+        require_generator(config, self.name, ("mlm",))
+        _refuse_frozen(config, self.name)
+
+    def build(self, model: Parts, token_counts=None) -> None:
+        super().build(model, token_counts)
+        baseline = nn.Linear(model.config.generator_hidden_size, 1)
+        nn.init.normal_(baseline.weight, std=model.config.initializer_range)
+        nn.init.zeros_(baseline.bias)
+        model.reward_baseline = baseline
+
+    def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
+        cfg = model.config
+        positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
+        targets = input_ids[positions]
+        states, logits = model.generator.states_and_logits_at(
+            masked_input(model, input_ids, positions), attention_mask, token_type_ids, positions
+        )
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        if cfg.sampling_temperature == 1.0:
+            samples = sample_from_log_probs(log_probs)
+        else:
+            samples = sample_tokens(logits, cfg.sampling_temperature)
+        corrupted = input_ids.masked_scatter(positions, samples)
+        is_replaced = corrupted != input_ids
+
+        disc_logits = model.discriminator(corrupted, attention_mask, token_type_ids)
+        disc_loss = replaced_token_loss(disc_logits, is_replaced, attention_mask)
+        reward = F.binary_cross_entropy_with_logits(
+            disc_logits[positions].float().detach(), is_replaced[positions].float(), reduction="none"
+        )
+        baseline_logits = model.reward_baseline(states.detach()).squeeze(-1)
+        baseline = -F.logsigmoid(baseline_logits.float()).detach()
+        gen_loss = reinforce_loss(log_probs, samples, reward, baseline)
+        fit_loss = baseline_loss(baseline_logits, reward)
+        loss = cfg.discriminator_loss_weight * disc_loss + cfg.generator_loss_weight * gen_loss + fit_loss
+
+        metrics = {
+            "discriminator_loss": disc_loss.detach(),
+            "generator_loss": gen_loss.detach(),
+            "generator_reward": reward.mean(),
+            "baseline_loss": fit_loss.detach(),
+            "generator_mlm_loss": F.nll_loss(log_probs.detach(), targets),
+            "generator_entropy": output_entropy(log_probs),
+        }
+        metrics.update(generator_metrics(logits, targets))
+        metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
+        metrics["loss"] = loss.detach()
+        return StepOutput(loss, metrics)
+
+
+@register_objective
+class TwoStageElectra(Electra):
+    name = "electra-two-stage"
+    summary = (
+        "generator alone first, then the discriminator from the generator's weights (dissertation 5.3.3)"
+    )
+    config_defaults = {"generator_hidden_multiplier": 1.0, "embedding_sharing": "none"}
+    startup_flop_check = False  # its first steps run the generator alone; the plan charges the run's average
+
+    def validate(self, config: PretrainConfig) -> None:
+        require_generator(config, self.name, ("mlm",))
+        _refuse_frozen(config, self.name)
+        if config.generator_hidden_multiplier != 1.0 or config.generator_layers != config.num_hidden_layers:
+            raise UserError(
+                f"config: objective={self.name} starts the discriminator from the generator's weights, so the "
+                "generator must have its size: set generator_hidden_multiplier=1.0 and no generator_num_layers."
+            )
+        if config.embedding_sharing != "none":
+            raise UserError(
+                f"config: objective={self.name} freezes the generator in its second stage, so it shares no "
+                "weights with the discriminator: set embedding_sharing=none."
+            )
+        if not 0 < self.generator_steps(config) < config.max_steps:
+            raise UserError(
+                f"config: two_stage_generator_steps must be between 1 and max_steps - 1 ({config.max_steps - 1})."
+            )
+
+    @staticmethod
+    def generator_steps(config: PretrainConfig) -> int:
+        return config.two_stage_generator_steps or config.max_steps // 2
+
+    def build(self, model: Parts, token_counts=None) -> None:
+        super().build(model, token_counts)
+        # Training forwards so far and whether the discriminator was initialised: saved with every checkpoint.
+        model.register_buffer("two_stage_calls", torch.zeros((), dtype=torch.long))
+        model.register_buffer("two_stage_copied", torch.zeros((), dtype=torch.bool))
+
+    def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
+        cfg = model.config
+        # One host read of a device counter per step: this research variant accepts the synchronisation.
+        calls = int(model.two_stage_calls)
+        if model.training:
+            model.two_stage_calls += 1
+        if calls < self.generator_steps(cfg) * cfg.gradient_accumulation_steps:
+            return self._generator_step(model, input_ids, attention_mask, token_type_ids)
+        if model.training and not bool(model.two_stage_copied):
+            with torch.no_grad():
+                model.discriminator.encoder.load_state_dict(model.generator.model.electra.state_dict())
+            model.two_stage_copied.fill_(True)
+        with torch.no_grad():  # the generator is frozen in the second stage
+            positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
+            corrupted, logits, _ = corrupt(model, input_ids, attention_mask, token_type_ids, positions)
+        is_replaced = corrupted != input_ids
+        disc_logits = model.discriminator(corrupted, attention_mask, token_type_ids)
+        disc_loss = replaced_token_loss(disc_logits, is_replaced, attention_mask)
+        loss = cfg.discriminator_loss_weight * disc_loss
+        metrics = {"discriminator_loss": disc_loss.detach(), "loss": loss.detach()}
+        metrics.update(generator_metrics(logits, input_ids[positions]))
+        metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
+        return StepOutput(loss, metrics)
+
+    def _generator_step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
+        cfg = model.config
+        positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
+        generator_input = masked_input(model, input_ids, positions)
+        logits = model.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        metrics: dict[str, torch.Tensor] = {}
+        loss = add_generator_loss(
+            model, logits.new_zeros((), dtype=torch.float32), metrics, logits, log_probs, input_ids[positions]
+        )
+        metrics["loss"] = loss.detach()
+        return StepOutput(loss, metrics)
+
+    def flop_plan(self, config: PretrainConfig) -> FlopPlan:
+        # Averaged over the run: stage 1 trains the generator (2 passes), stage 2 runs it forward (1) and trains
+        # the discriminator (2). Exact for a run that completes; a budget cut mid-run is charged the average.
+        first = self.generator_steps(config) / config.max_steps
+        return FlopPlan(
+            head="binary",
+            generator="mlm",
+            discriminator_passes=2.0 * (1.0 - first),
+            generator_passes=2.0 * first + (1.0 - first),
+        )
