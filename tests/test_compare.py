@@ -394,3 +394,37 @@ def test_probe_columns_and_random_encoder_row_in_the_report(tmp_path):
     assert "| random encoder | – | 0 | 0 | 55.0 [55.0-56.0] |" in table
     assert "1000 training examples per seed" in table
     assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_arms_with_probes_only_end_to_end(small_corpus, tmp_path, micro_overrides):
+    """Two arms (plain and GDES), no GLUE, a part-of-speech probe on planted tagged text, a random-encoder row."""
+    brown = tmp_path / "data" / "corpus" / "brown"
+    brown.mkdir(parents=True)
+    words = [("the", "at"), ("committee", "nn"), ("met", "vbd"), ("on", "in"), ("tuesday", "nr"), (".", ".")]
+    (brown / "ca01").write_text("\n".join(" ".join(f"{w}/{t}" for w, t in words) for _ in range(40)) + "\n")
+    out = tmp_path / "cmp"
+    argv = ["compare", "--corpus", str(small_corpus), "--out", str(out), "--glue-tasks", "none"]
+    argv += ["--objectives", "electra,gdes:electra+embedding_sharing=gdes", "--probes", "pos"]
+    argv += [
+        "--probe-data",
+        str(tmp_path / "data"),
+        "--flops-budget",
+        "2e9",
+        "--checkpoints",
+        "1",
+        "--seeds",
+        "2",
+    ]
+    for key, value in _micro(micro_overrides).items():
+        argv += ["--set", f"{key}={value}"]
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert list(results["objectives"]) == ["electra", "gdes"]
+    for entry in results["objectives"].values():
+        probe = entry["cells"][0]["probes"]["pos"]
+        assert probe["min"] <= probe["median"] <= probe["max"] and len(probe["accuracy"]) == 2
+    assert "pos" in results["random_encoder"]
+    assert (out / "checkpoints" / "gdes" / "1of1" / "discriminator" / "model.safetensors").is_file()
+    table = (out / "results.md").read_text()
+    assert "| random encoder |" in table and "| gdes | 1.00 |" in table

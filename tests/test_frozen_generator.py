@@ -1,6 +1,8 @@
 """A frozen, existing masked LM as the generator (Fast-ELECTRA): nothing of it trains, its temperature falls to 1
 on schedule, the FLOP counter charges its forward only, and a run takes its vocabulary."""
 
+import json
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -160,3 +162,17 @@ def test_bad_settings_are_refused_in_one_line(micro_overrides, mlm_run, tmp_path
     )
     with pytest.raises(UserError, match="--vocab"):
         build_pretraining_model(config, other)
+
+
+def test_cli_generator_from_turns_sharing_off_and_trains(small_corpus, tmp_path, mlm_run):
+    from electra.cli import main
+
+    out = tmp_path / "cli"
+    argv = ["pretrain", "--corpus", str(small_corpus), "--output", str(out), "--generator-from", str(mlm_run)]
+    argv += ["--cache-dir", str(tmp_path / "cache"), "--no-plot"]
+    for key, value in {**MICRO, "max_steps": 2}.items():
+        argv += ["--set", f"{key}={value}"]
+    assert main(argv) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["generator_from"] == str(mlm_run) and saved["embedding_sharing"] == "none"
+    assert main(argv[:5] + ["--generator-from", str(tmp_path / "missing")] + argv[7:]) == 2

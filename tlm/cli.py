@@ -166,7 +166,7 @@ def run_train(args) -> int:
     if not args.resume:
         produced = ("results.json", "model", "stage1", "stage2")
         refuse_to_replace([Path(args.out) / name for name in produced], args.overwrite, resume_hint=True)
-    from electra.config import parse_overrides
+    from electra.config import parse_overrides, with_frozen_generator
     from tlm.train import TLMSettings, train_tlm
 
     settings = TLMSettings(
@@ -178,7 +178,7 @@ def run_train(args) -> int:
         objective=args.objective,
         size=args.size,
         config_file=args.config,
-        overrides=parse_overrides(args.set),
+        overrides=with_frozen_generator(parse_overrides(args.set)),
         rho1=args.rho1,
         rho2=args.rho2,
         batch_size=args.batch_size,
