@@ -5,8 +5,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from electra.errors import UserError
+
 
 def add_output_option(parser: argparse.ArgumentParser, dest: str, help: str, **kwargs: Any) -> None:
     """`--output`, with the spellings users bring from other tools (`--output-dir`, Trainer's; `--out`) as
     aliases; `kwargs` are argparse's (default, required)."""
     parser.add_argument("--output", "--output-dir", "--out", dest=dest, help=help, **kwargs)
+
+
+def require_counts(
+    args: argparse.Namespace, required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> None:
+    """Count options must be at least 1 (`optional` ones only when given): one line naming the flag otherwise."""
+    for name in required + optional:
+        value = getattr(args, name)
+        if (value is not None or name in required) and (value is None or value < 1):
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1.")

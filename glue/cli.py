@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from electra.flags import add_output_option
+from electra.flags import add_output_option, require_counts
 from electra.overwrite import refuse_to_replace
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
@@ -102,11 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from glue.finetune import FinetuneSettings, run_glue
     from glue.tasks import parse_task_list, resolve_data_dir
 
-    for flag in ("seeds", "batch_size", "max_seq_length"):
-        if getattr(args, flag) < 1:
-            raise UserError(f"--{flag.replace('_', '-')} must be at least 1.")
-    if args.max_steps is not None and args.max_steps < 1:
-        raise UserError("--max-steps must be at least 1.")
+    require_counts(args, ("seeds", "batch_size", "max_seq_length"), optional=("max_steps",))
     if (args.predict_test or args.save_best or args.resume or args.save_every) and not args.output:
         raise UserError("--predict-test, --save-best, --save-every and --resume need --output DIR.")
     if args.save_every < 0:

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from electra.flags import add_output_option
+from electra.flags import add_output_option, require_counts
 from electra.overwrite import refuse_to_replace
 
 DESCRIPTION = """Fit a linear probe (logistic regression by L-BFGS) on the frozen last layer of each --model and
@@ -87,11 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from glue.finetune import resolve_model_dir
     from probes.run import parse_probe_list, random_encoder_dir, run_probe
 
-    for flag in ("seeds", "max_length", "batch_size"):
-        if getattr(args, flag) < 1:
-            raise UserError(f"--{flag.replace('_', '-')} must be at least 1.")
-    if args.max_train is not None and args.max_train < 1:
-        raise UserError("--max-train must be at least 1.")
+    require_counts(args, ("seeds", "max_length", "batch_size"), optional=("max_train",))
     specs = parse_probe_list(args.probes)
     data = args.data or os.environ.get("ELECTRA_DATA")
     if not data:

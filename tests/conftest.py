@@ -74,3 +74,22 @@ def small_corpus(tmp_path) -> Path:
     for i in range(12):
         (directory / f"doc{i:02d}.txt").write_text(SAMPLE_TEXT * 6)
     return directory
+
+
+@pytest.fixture(scope="session")
+def sample_tokenizer():
+    """A 400-piece WordPiece vocabulary of SAMPLE_TEXT: enough for micro models."""
+    from electra.tokenization import train_wordpiece_tokenizer
+
+    return train_wordpiece_tokenizer([SAMPLE_TEXT] * 5, vocab_size=400)
+
+
+def pair_batch(tokenizer) -> dict:
+    """Two padded sentence pairs: the batch the model tests step on."""
+    enc = tokenizer(
+        ["The committee met on Tuesday to review the annual budget.", "Crews worked until dawn."],
+        ["Members asked about the rising cost.", "Schools opened late."],
+        padding=True,
+        return_tensors="pt",
+    )
+    return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}

@@ -8,24 +8,16 @@ from electra.errors import UserError
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report
 from electra.objectives.generator_variants import baseline_loss, reinforce_loss
-from electra.tokenization import train_wordpiece_tokenizer
 
-from .conftest import SAMPLE_TEXT
+from .conftest import pair_batch
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return train_wordpiece_tokenizer([SAMPLE_TEXT] * 5, vocab_size=400)
+def tokenizer(sample_tokenizer):
+    return sample_tokenizer
 
 
-def _batch(tokenizer):
-    enc = tokenizer(
-        ["The committee met on Tuesday to review the annual budget.", "Crews worked until dawn."],
-        ["Members asked about the rising cost.", "Schools opened late."],
-        padding=True,
-        return_tensors="pt",
-    )
-    return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+_batch = pair_batch
 
 
 def test_reinforce_gradient_is_the_score_function_times_the_advantage():
