@@ -10,6 +10,12 @@ fine-tuned on each GLUE task with every seed (`glue.finetune.run_glue`), and the
 average are tabulated (OUT/results.{md,json}) and plotted against training FLOPs (OUT/curve.png, one line per
 objective, like the paper's Figure 5.1).
 
+An arm is an objective plus config fields (`electra+embedding_sharing=gdes`, `fast:electra+generator_from=DIR`,
+`compare_settings.parse_arm`), so generator and sharing variants are compared like objectives. Next to GLUE (or
+instead of it: `--glue-tasks none`), `--probes` fits linear probes on every checkpoint's frozen features and on a
+randomly initialised encoder (`probes.run`): at CPU budgets, where a 1,000-example fine-tune is mostly noise, the
+probes' seed spread is small and the gap to the random encoder shows what pretraining added.
+
 Resumable at cell granularity: a pretraining fraction is done once its export (OUT/checkpoints/OBJ/KofN/cell.json)
 exists, a fine-tuning cell once OUT/glue/OBJ/KofN/TASK.json does; both are written by rename, so a killed run
 loses at most the cell in progress (and pretraining resumes from its latest checkpoint, saved twice per fraction).

@@ -68,10 +68,12 @@ class PretrainConfig:
     # `transformers` ...ForMaskedLM directory with the run's vocabulary. No generator loss, no generator backward;
     # its sampling temperature falls linearly from generator_temperature_start to 1 over max_steps.
     generator_from: str | None = None
+    # Continued pretraining: start from this checkpoint (an export of this library or a transformers ELECTRA
+    # directory; its shape and tokenizer are used), with a fresh optimizer and schedule (electra.continued).
+    init_from: str | None = None
     generator_temperature_start: float = 2.0
-    two_stage_generator_steps: int = (
-        0  # objective=electra-two-stage: generator-only steps (0: half of max_steps)
-    )
+    # objective=electra-two-stage: steps that train the generator alone before the discriminator (0: half the run)
+    two_stage_generator_steps: int = 0
     # ---- objective ----
     objective: str = "electra"  # a registered objective (electra.objectives.objective_names())
     mask_prob: float = 0.15  # 0.25 for Large

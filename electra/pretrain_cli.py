@@ -65,6 +65,12 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         help="a frozen, already trained masked LM as the generator (Fast-ELECTRA): a run of this library or a "
         "transformers ...ForMaskedLM directory; its vocabulary is used",
     )
+    parser.add_argument(
+        "--init-from",
+        metavar="DIR",
+        help="continued pretraining: start from this checkpoint (a run of this library or a transformers ELECTRA "
+        "directory; its size and tokenizer are used; fresh optimizer and schedule)",
+    )
     parser.add_argument("--max-steps", type=int, help="optimizer steps")
     parser.add_argument(
         "--batch-size",
@@ -147,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
         if value is not None:
             overrides[name] = value
     overrides = with_frozen_generator(overrides)
+    if args.init_from is not None:
+        from electra.continued import checkpoint_shape
+
+        overrides = checkpoint_shape(args.init_from, {**overrides, "init_from": args.init_from}, args.size)
     if args.per_device_batch_size is not None:
         if args.train_batch_size is not None:
             raise UserError("give --batch-size (global) or --per-device-batch-size, not both.")
@@ -200,6 +210,11 @@ def check_paths(args: argparse.Namespace) -> None:
     if args.vocab is not None and not Path(args.vocab).exists():
         raise UserError(
             f"vocabulary {args.vocab} does not exist; pass a BERT-style vocab.txt or omit --vocab."
+        )
+    if args.init_from is not None and not Path(args.init_from).is_dir():
+        raise UserError(
+            f"--init-from {args.init_from}: not a directory; give a run of this library or a transformers ELECTRA "
+            "directory."
         )
     if args.generator_from is not None and not Path(args.generator_from).is_dir():
         raise UserError(

@@ -23,6 +23,7 @@ from accelerate.utils import set_seed
 
 from electra.checkpoint import latest_checkpoint, latest_intact_checkpoint
 from electra.config import PretrainConfig, differing_fields, load_saved_config
+from electra.continued import init_vocabulary, load_initial_weights
 from electra.data import (
     PretrainingCollator,
     ResumableBatchOrder,
@@ -174,24 +175,21 @@ class PretrainingTask(Task):
 
 
 def run_vocabulary(config: PretrainConfig, vocab: str | None) -> str | None:
-    """The vocabulary a run uses: `--vocab`, or a frozen generator's own (its token ids must mean the same), which
-    a differing `--vocab` may not replace."""
-    if config.generator_from is None:
-        return vocab
-    generator_dir = masked_lm_dir(config.generator_from)
-    own = (
-        generator_dir
-        if (generator_dir / "vocab.txt").is_file() or (generator_dir / "tokenizer.json").is_file()
-        else None
-    )
-    if vocab is None or own is None:
-        return vocab or (str(own) if own else None)
-    given, expected = load_vocab_tokenizer(vocab).get_vocab(), load_vocab_tokenizer(own).get_vocab()
-    if given != expected:
-        raise UserError(
-            f"--vocab {vocab}: differs from the frozen generator's vocabulary in {generator_dir}; omit --vocab to "
-            "use the generator's."
-        )
+    """The vocabulary a run uses: `--vocab`, or the one of the checkpoint it continues or of its frozen generator
+    (token ids must keep their meaning), which a differing `--vocab` may not replace."""
+    for flag, directory in (("--init-from", config.init_from), ("--generator-from", config.generator_from)):
+        if directory is None:
+            continue
+        own = init_vocabulary(directory) if flag == "--init-from" else masked_lm_dir(directory)
+        if not ((own / "vocab.txt").is_file() or (own / "tokenizer.json").is_file()):
+            continue
+        if vocab is None:
+            vocab = str(own)
+        elif load_vocab_tokenizer(vocab).get_vocab() != load_vocab_tokenizer(own).get_vocab():
+            raise UserError(
+                f"--vocab {vocab}: differs from the vocabulary of {flag} {directory} ({own}); omit --vocab to "
+                "use that one."
+            )
     return vocab
 
 
@@ -291,6 +289,13 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         )
     counts = token_counts(dataset, len(tokenizer)) if config.generator == "unigram" else None
     model = build_pretraining_model(config, tokenizer, token_counts=counts)
+    if config.init_from is not None and resume_from is None:
+        fresh = load_initial_weights(model, config.init_from)
+        accelerator.print(
+            f"continuing from {config.init_from}: "
+            + "; ".join(f"{part}: {len(names)} tensor(s) fresh" for part, names in fresh.items())
+            + ("" if "generator" in fresh or model.generator is None else "; generator: fresh")
+        )
     if resume_from is None and accelerator.is_main_process:
         output_dir.mkdir(parents=True, exist_ok=True)
         config.save(output_dir / "config.json")

@@ -44,6 +44,7 @@ FLOORS = {
     "electra.trackers": 2,
     "electra.engine": 2,
     "electra.pretraining": 2,
+    "electra.continued": 2,
     "glue": 3,
     "squad": 3,
     "pll": 3,

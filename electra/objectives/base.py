@@ -84,6 +84,22 @@ class Objective:
         """The `transformers` encoder that is kept and fine-tuned."""
         return model.discriminator.encoder
 
+    def kept_module(self, model: Parts) -> nn.Module:
+        """The `transformers` model of the kept part (what the export's fine-tuning part holds)."""
+        return model.discriminator.model
+
+    def generator_module(self, model: Parts) -> nn.Module | None:
+        """The generator's module as its export part stores it (None: nothing trained to load or save)."""
+        if isinstance(model.generator, MaskedLMGenerator):
+            return model.generator.hf_model()
+        if isinstance(model.generator, TwoTowerGenerator):
+            return model.generator
+        return None
+
+    def generator_kind(self, model: Parts) -> str | None:
+        part = generator_export_part(model.generator, self.name)
+        return part.kind if part else None
+
     def export_parts(self, model: Parts) -> list[ExportPart]:
         """The parts `electra.export` writes: the kept model, then the generator when it has weights."""
         parts = [

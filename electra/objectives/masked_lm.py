@@ -46,6 +46,12 @@ class MaskedLM(Objective):
     def flop_plan(self, config: PretrainConfig) -> FlopPlan:
         return FlopPlan(head="masked_lm", generator=None)
 
+    def kept_module(self, model: Parts):
+        return model.generator.model
+
+    def generator_module(self, model: Parts):
+        return None  # the masked LM is the kept model
+
     def kept_encoder(self, model: Parts):
         return model.generator.model.electra
 

@@ -1,0 +1,138 @@
+"""Continued pretraining (`electra pretrain --init-from DIR`): start any objective from an existing checkpoint.
+
+DAPT and TAPT (continued pretraining on a domain corpus or on a task's own texts) are the most requested thing in
+the ELECTRA ports' issue trackers. DIR is an export of this library or a plain `transformers` ELECTRA directory
+(a discriminator alone is enough). The run takes DIR's shape and tokenizer (token ids must keep their meaning),
+loads the kept model's encoder (and its head when the objective's head has the same layout), loads the generator
+when DIR has one of the same kind (otherwise a fresh one at the configured width, sharing the loaded embeddings as
+configured), and starts a fresh optimizer and schedule.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from safetensors.torch import load_file
+from torch import nn
+
+from electra.config import SIZES, PretrainConfig
+from electra.errors import UserError
+from electra.export import finetune_dir, read_export
+
+# Fields of a transformers ElectraConfig that fix the kept model's shape.
+SHAPE_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "intermediate_size",
+    "num_attention_heads",
+    "embedding_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "layer_norm_eps",
+)
+
+
+def _hf_config(directory: Path) -> dict[str, Any]:
+    path = directory / "config.json"
+    if not path.is_file():
+        raise UserError(
+            f"{path}: not found; --init-from takes a run of this library or a transformers ELECTRA directory."
+        )
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc}).") from None
+
+
+def kept_dir(directory: str | Path) -> Path:
+    """The checkpoint whose encoder a continued run starts from: an export's fine-tuning part, or DIR itself."""
+    path = finetune_dir(directory)
+    config = _hf_config(path)
+    if config.get("model_type") != "electra":
+        raise UserError(
+            f"{path}: model_type {config.get('model_type')!r}; --init-from continues ELECTRA checkpoints "
+            "(model_type electra)."
+        )
+    return path
+
+
+def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str = "tiny") -> dict[str, Any]:
+    """`overrides` plus the shape of DIR's model (and of its generator, when it has a masked-LM one); a shape the
+    user set differently is refused, since those weights could not load. The `size` preset's sequence length is
+    cut to the checkpoint's positions when it has fewer."""
+    kept = _hf_config(kept_dir(directory))
+    shape: dict[str, Any] = {k: kept[k] for k in SHAPE_FIELDS if k in kept}
+    preset_length = SIZES.get(size, {}).get("max_seq_length", PretrainConfig.max_seq_length)
+    positions = int(kept.get("max_position_embeddings", preset_length))
+    if "max_seq_length" not in overrides and preset_length > positions:
+        shape["max_seq_length"] = positions
+    export = read_export(directory)
+    if export is not None and export.kinds.get("generator", "").endswith("ForMaskedLM"):
+        generator = _hf_config(export.parts["generator"])
+        shape["generator_hidden_multiplier"] = generator["hidden_size"] / kept["hidden_size"]
+        if generator["num_hidden_layers"] != kept["num_hidden_layers"]:
+            shape["generator_num_layers"] = generator["num_hidden_layers"]
+    for key, value in shape.items():
+        if key in overrides and str(overrides[key]) != str(value):
+            raise UserError(
+                f"--init-from {directory}: its {key} is {value}, not {overrides[key]}; drop that setting (the "
+                "checkpoint's shape is used)."
+            )
+    return {**overrides, **shape}
+
+
+def init_vocabulary(directory: str | Path) -> Path:
+    """The tokenizer directory of DIR's kept model."""
+    path = kept_dir(directory)
+    if not ((path / "tokenizer.json").is_file() or (path / "vocab.txt").is_file()):
+        raise UserError(
+            f"{path}: holds no tokenizer (tokenizer.json or vocab.txt); add the one it was trained with."
+        )
+    return path
+
+
+def _load(module: nn.Module, directory: Path, required_prefix: str) -> list[str]:
+    """Load DIR's safetensors weights into `module`: every tensor under `required_prefix` must be there with its
+    shape; other tensors (a head) load when they match and stay fresh otherwise. Returns the fresh ones."""
+    weights = directory / "model.safetensors"
+    if not weights.is_file():
+        raise UserError(
+            f"{directory}: no model.safetensors (only safetensors are loaded, since unpickling can run code)."
+        )
+    state = load_file(str(weights))
+    target = module.state_dict()
+    usable = {k: v for k, v in state.items() if k in target and target[k].shape == v.shape}
+    tied = {target[k].data_ptr() for k in usable}  # a tied tensor (output projection) loads with its twin
+
+    def unloaded(key: str) -> bool:
+        buffer = key.endswith(("position_ids", "token_type_ids"))
+        return key not in usable and not buffer and target[key].data_ptr() not in tied
+
+    missing = [k for k in target if k.startswith(required_prefix) and unloaded(k)]
+    if missing:
+        wrong = [k for k in missing if k in state]
+        detail = f"shape of {wrong[0]} differs" if wrong else f"{missing[0]} is missing"
+        raise UserError(
+            f"{directory}: cannot start this model from it ({detail}); use the checkpoint's own size."
+        )
+    module.load_state_dict(usable, strict=False)
+    return sorted(k for k in target if unloaded(k))
+
+
+def load_initial_weights(model: Any, directory: str | Path) -> dict[str, list[str]]:
+    """Start `model` (a PretrainingModel) from DIR; returns, per part, the tensors that stayed freshly initialised."""
+    if model.config.embedding_sharing == "gdes":
+        raise UserError(
+            "--init-from with embedding_sharing=gdes is not supported yet; use embeddings or none."
+        )
+    objective = model.objective
+    fresh = {"kept": _load(objective.kept_module(model), kept_dir(directory), "electra.")}
+    generator = objective.generator_module(model)
+    export = read_export(directory)
+    if generator is not None and export is not None and "generator" in export.parts:
+        kinds_match = export.kinds.get("generator") == objective.generator_kind(model)
+        if kinds_match:
+            fresh["generator"] = _load(generator, export.parts["generator"], "")
+    return fresh
