@@ -389,11 +389,15 @@ def format_markdown(results: dict) -> str:
         note += "; average = mean of the task medians (the paper's GLUE average)"
     if probes:
         note += (
-            f"; probes: dev accuracy of a linear probe on frozen features (median [min-max] over seeds, "
-            f"{results.get('probe_max_train') or 'all'} training examples per seed)"
+            "; probes: dev accuracy of a linear probe on frozen features (median [min-max] over seeds, "
+            f"{_probe_sample(results.get('probe_max_train'))} training sentences per seed)"
         )
     lines.append(note + ".")
     return "\n".join(lines) + "\n"
+
+
+def _probe_sample(max_train: int | None) -> str:
+    return str(max_train) if max_train else "each probe's default number of"
 
 
 def _probe_score(entry: dict | None) -> str:
@@ -517,7 +521,7 @@ def describe_plan(settings: CompareSettings) -> str:
         cells = len(settings.objectives) * settings.checkpoints + 1
         lines.append(
             f"probes: {', '.join(settings.probes)} on {cells} encoders (every checkpoint and a random one), "
-            f"{len(settings.seeds)} seeds, {settings.probe_max_train or 'all'} training examples each"
+            f"{len(settings.seeds)} seeds, {_probe_sample(settings.probe_max_train)} training sentences each"
         )
     return "\n".join(lines)
 

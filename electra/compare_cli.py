@@ -16,7 +16,6 @@ from electra.compare_settings import (
     DEFAULT_GLUE_EPOCHS,
     DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
     DEFAULT_OBJECTIVES,
-    DEFAULT_PROBE_MAX_TRAIN,
     DEFAULT_TASKS,
     CompareSettings,
 )
@@ -71,8 +70,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--probe-max-train",
         type=int,
-        default=DEFAULT_PROBE_MAX_TRAIN,
-        help="training examples (sentences) each probe seed draws; 0 = all",
+        default=None,
+        help="training sentences each probe seed draws (default: the probe's own, sst2 10000, pos 2000)",
     )
     parser.add_argument(
         "--vocab",
@@ -163,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         vocab=args.vocab,
         probes=probes,
         probe_data=probe_data,
-        probe_max_train=args.probe_max_train or None,
+        probe_max_train=args.probe_max_train,
     )
     if args.plan:
         print(describe_plan(settings))

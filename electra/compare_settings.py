@@ -19,7 +19,6 @@ DEFAULT_OBJECTIVES = "electra,mlm"
 DEFAULT_TASKS = "sst2,mrpc,stsb,rte"
 # Settings that define the pretraining runs: a rerun into the same OUT must agree on them.
 PRETRAINING_KEYS = ("corpus", "size", "overrides", "budget", "checkpoints")
-DEFAULT_PROBE_MAX_TRAIN = 10000
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ class CompareSettings:
     )
     probes: list[str] = field(default_factory=list)  # `probes.run.PROBES` names, run on every checkpoint
     probe_data: Path | None = None  # the folder holding glue/ and corpus/
-    probe_max_train: int | None = DEFAULT_PROBE_MAX_TRAIN
+    probe_max_train: int | None = None  # training sentences per probe seed; None: each probe's own default
 
     @property
     def arms(self) -> list[Arm]:

@@ -78,7 +78,7 @@ PROBES: dict[str, ProbeSpec] = {
         "SST-2 sentiment from the mean of the last layer (dev: SST-2 dev, 872 sentences)",
         "sentence",
         _read_sst2,
-        default_max_train=None,
+        default_max_train=10000,  # a seed's own sample: the spread over seeds is the probe's noise
         max_dev=None,
     ),
     "pos": ProbeSpec(

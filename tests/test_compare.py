@@ -392,7 +392,7 @@ def test_probe_columns_and_random_encoder_row_in_the_report(tmp_path):
     assert "| objective | fraction | step | train FLOPs | probe sst2 |" in table
     assert "| electra | 1.00 | 10 | 1e+12 | 65.0 [64.0-67.0] |" in table
     assert "| random encoder | – | 0 | 0 | 55.0 [55.0-56.0] |" in table
-    assert "1000 training examples per seed" in table
+    assert "1000 training sentences per seed" in table
     assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
