@@ -418,7 +418,7 @@ def curve_figure(results: dict):
     # One panel for the GLUE average (when tasks were run) and one per probe; each point is the median over seeds
     # with its min-max as a bar.
     panels = []
-    if results.get("tasks"):
+    if results.get("tasks") or not results.get("probes"):
         panels.append(("GLUE average", "average dev score", _glue_points, None))
     for probe in results.get("probes") or []:
         reference = (results.get("random_encoder") or {}).get(probe)
