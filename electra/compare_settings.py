@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from electra.errors import UserError
+
 # Chosen so that tiny, electra+mlm, sst2,mrpc,stsb,rte, 3 seeds fit in about an hour on 2 CPU cores: see the README
 # ("Equal-compute comparison") for the measurement and the arithmetic.
 DEFAULT_BUDGET = 6.0e13
@@ -46,7 +48,7 @@ def parse_arm(entry: str) -> Arm:
     for item in settings:
         key, equals, value = item.partition("=")
         if not equals or not key.strip():
-            raise ValueError(f"arm {entry!r}: {item!r} must look like key=value")
+            raise UserError(f"--objectives: in the arm {entry!r}, {item!r} must look like key=value.")
         overrides.append((key.strip().replace("-", "_"), value.strip()))
     objective = objective.strip().lower()
     return Arm(

@@ -18,6 +18,7 @@ from electra.compare import (
     pretrain_objective,
     write_report,
 )
+from electra.errors import UserError
 from electra.objectives import build_config, flop_report
 
 PRETRAIN_KEYS = ("max_steps", "save_every", "log_every", "warmup_steps")
@@ -328,7 +329,7 @@ def test_arms_carry_their_settings_labels_and_safe_folders():
         ("generator_from", "runs/Gen Dir"),
     )  # case and path kept
     assert parse_arm("electra+generator_from=/a/b").slug == "electra+generator_from=_a_b"
-    with pytest.raises(ValueError, match="key=value"):
+    with pytest.raises(UserError, match="key=value"):
         parse_arm("electra+gdes")
 
 
