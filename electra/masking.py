@@ -62,7 +62,13 @@ def sample_from_log_probs(log_probs: torch.Tensor, generator: torch.Generator | 
     Gumbel-max over a 30k vocabulary.
     """
     with torch.no_grad():
-        cumulative = log_probs.detach().float().exp().cumsum(dim=-1)
+        return sample_from_probs(log_probs.detach().float().exp(), generator)
+
+
+def sample_from_probs(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """`sample_from_log_probs` for a caller that already holds the probabilities (and needs them for more)."""
+    with torch.no_grad():
+        cumulative = probs.cumsum(dim=-1)
         draw = torch.rand(cumulative.shape[0], 1, device=cumulative.device, generator=generator)
         draw = draw * cumulative[:, -1:]
         picked = torch.searchsorted(cumulative, draw, right=True).squeeze(1)

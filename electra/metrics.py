@@ -13,12 +13,14 @@ def generator_metrics(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, 
         return {"generator_accuracy": (logits.argmax(-1) == targets).float().mean()}
 
 
-def output_entropy(log_probs: torch.Tensor) -> torch.Tensor:
+def output_entropy(log_probs: torch.Tensor, probs: torch.Tensor | None = None) -> torch.Tensor:
     """Mean entropy (nats) of the generator's distributions: an adversarial generator collapses it (dissertation
-    5.3.4), a maximum-likelihood one keeps it near the data's."""
+    5.3.4), a maximum-likelihood one keeps it near the data's. It runs every step over [positions, vocabulary], so
+    it takes the probabilities sampling already computed and reduces without a full-size temporary."""
     with torch.no_grad():
         log_probs = log_probs.detach().float()
-        return -(log_probs.exp() * log_probs).sum(-1).mean()
+        probs = log_probs.exp() if probs is None else probs
+        return -torch.einsum("nv,nv->n", probs, log_probs).mean()
 
 
 def discriminator_metrics(

@@ -22,7 +22,7 @@ from torch import nn
 from discriminators.replaced_token import replaced_token_loss
 from electra.config import PretrainConfig
 from electra.errors import UserError
-from electra.masking import choose_positions, sample_from_log_probs, sample_tokens
+from electra.masking import choose_positions, sample_from_probs, sample_tokens
 from electra.metrics import discriminator_metrics, generator_metrics, output_entropy
 from electra.objectives.base import Parts, masked_input, require_generator
 from electra.objectives.registry import register_objective
@@ -74,8 +74,10 @@ class AdversarialElectra(Electra):
             masked_input(model, input_ids, positions), attention_mask, token_type_ids, positions
         )
         log_probs = torch.log_softmax(logits.float(), dim=-1)
+        with torch.no_grad():
+            probs = log_probs.detach().exp()
         if cfg.sampling_temperature == 1.0:
-            samples = sample_from_log_probs(log_probs)
+            samples = sample_from_probs(probs)
         else:
             samples = sample_tokens(logits, cfg.sampling_temperature)
         corrupted = input_ids.masked_scatter(positions, samples)
@@ -98,7 +100,7 @@ class AdversarialElectra(Electra):
             "generator_reward": reward.mean(),
             "baseline_loss": fit_loss.detach(),
             "generator_mlm_loss": F.nll_loss(log_probs.detach(), targets),
-            "generator_entropy": output_entropy(log_probs),
+            "generator_entropy": output_entropy(log_probs, probs),
         }
         metrics.update(generator_metrics(logits, targets))
         metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
@@ -157,7 +159,7 @@ class TwoStageElectra(Electra):
             model.two_stage_copied.fill_(True)
         with torch.no_grad():  # the generator is frozen in the second stage
             positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
-            corrupted, logits, _ = corrupt(model, input_ids, attention_mask, token_type_ids, positions)
+            corrupted, logits, _, _ = corrupt(model, input_ids, attention_mask, token_type_ids, positions)
         is_replaced = corrupted != input_ids
         disc_logits = model.discriminator(corrupted, attention_mask, token_type_ids)
         disc_loss = replaced_token_loss(disc_logits, is_replaced, attention_mask)

@@ -12,6 +12,7 @@ sequence, so its prediction at t never sees x_t; its export scores text in one p
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +20,7 @@ import torch.nn.functional as F
 from discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_token_loss
 from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config
-from electra.masking import choose_positions, sample_from_log_probs, sample_tokens
+from electra.masking import choose_positions, sample_from_probs, sample_tokens
 from electra.metrics import discriminator_metrics, generator_metrics, output_entropy
 from electra.objectives.base import (
     Objective,
@@ -34,17 +35,25 @@ from electra.outputs import StepOutput
 from flops.analytic import FlopPlan
 
 
+class Corruption(NamedTuple):
+    corrupted: torch.Tensor  # the input with the picked positions replaced by samples
+    logits: torch.Tensor  # the generator's, at the picked positions
+    log_probs: torch.Tensor  # their fp32 log-softmax (with gradient, for the generator loss)
+    entropy: torch.Tensor  # mean entropy of the generator's distributions (the `generator_entropy` metric)
+
+
 def corrupt(
     model: Parts,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     token_type_ids: torch.Tensor | None,
     positions: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> Corruption:
     """ELECTRA's corruption: the generator reads the (masked) input and its samples replace the picked positions.
 
-    Returns (corrupted ids, generator logits at the picked positions, their fp32 log-probabilities). Sampling
-    reuses the log-probabilities the generator loss needs, in fp32 and without gradient.
+    Sampling reuses the log-probabilities the generator loss needs, in fp32 and without gradient; the entropy
+    metric is taken from the same probabilities here, so they are exponentiated once and freed before the
+    discriminator runs.
     """
     cfg = model.config
     generator_input = input_ids
@@ -52,12 +61,15 @@ def corrupt(
         generator_input = masked_input(model, input_ids, positions)
     logits = model.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
     log_probs = torch.log_softmax(logits.float(), dim=-1)
+    with torch.no_grad():
+        probs = log_probs.detach().exp()
     temperature = model.generator.sampling_temperature(cfg.sampling_temperature)
     if isinstance(temperature, float) and temperature == 1.0:
-        samples = sample_from_log_probs(log_probs)
+        samples = sample_from_probs(probs)
     else:
         samples = sample_tokens(logits, temperature)
-    return input_ids.masked_scatter(positions, samples), logits, log_probs
+    entropy = output_entropy(log_probs, probs)
+    return Corruption(input_ids.masked_scatter(positions, samples), logits, log_probs, entropy)
 
 
 def add_generator_loss(
@@ -67,14 +79,16 @@ def add_generator_loss(
     logits: torch.Tensor,
     log_probs: torch.Tensor,
     targets: torch.Tensor,
+    entropy: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The generator's maximum-likelihood term (when it trains) and its metrics, added to an objective's loss."""
+    """The generator's maximum-likelihood term (when it trains) and its metrics, added to an objective's loss
+    (`entropy`: the one `corrupt` measured, when the caller has it)."""
     if model.generator.trainable:
         gen_loss = F.nll_loss(log_probs, targets)
         loss = loss + model.config.generator_loss_weight * gen_loss
         metrics["generator_loss"] = gen_loss.detach()
     metrics.update(generator_metrics(logits, targets))
-    metrics["generator_entropy"] = output_entropy(log_probs)
+    metrics["generator_entropy"] = output_entropy(log_probs) if entropy is None else entropy
     return loss
 
 
@@ -113,7 +127,9 @@ class Electra(Objective):
         cfg = model.config
         positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
         targets = input_ids[positions]
-        corrupted, logits, log_probs = corrupt(model, input_ids, attention_mask, token_type_ids, positions)
+        corrupted, logits, log_probs, entropy = corrupt(
+            model, input_ids, attention_mask, token_type_ids, positions
+        )
         is_replaced = corrupted != input_ids  # a sample equal to the original counts as original
 
         disc_logits = model.discriminator(corrupted, attention_mask, token_type_ids)
@@ -122,7 +138,7 @@ class Electra(Objective):
         )
         loss = cfg.discriminator_loss_weight * disc_loss
         metrics = {"discriminator_loss": disc_loss.detach()}
-        loss = add_generator_loss(model, loss, metrics, logits, log_probs, targets)
+        loss = add_generator_loss(model, loss, metrics, logits, log_probs, targets, entropy)
         metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
         metrics["loss"] = loss.detach()
         return StepOutput(loss, metrics)

@@ -64,11 +64,11 @@ class _MaskedLMMain(Objective):
         cfg = model.config
         positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
         targets = input_ids[positions]
-        corrupted, gen_logits, gen_log_probs = corrupt(
+        corrupted, gen_logits, gen_log_probs, gen_entropy = corrupt(
             model, input_ids, attention_mask, token_type_ids, positions
         )
         loss, metrics = self.main_loss(model, input_ids, corrupted, attention_mask, token_type_ids, positions)
-        loss = add_generator_loss(model, loss, metrics, gen_logits, gen_log_probs, targets)
+        loss = add_generator_loss(model, loss, metrics, gen_logits, gen_log_probs, targets, gen_entropy)
         metrics["loss"] = loss.detach()
         return StepOutput(loss, metrics)
 
