@@ -21,9 +21,21 @@ from pll import cli as pll_cli
 from probes import cli as probes_cli
 from squad import cli as squad_cli
 from tlm import cli as tlm_cli
+from tlm import tartan_cli
 
 # In the order `electra --help` lists them.
-SUBCOMMANDS = (pretrain_cli, plot, flops_cli, glue_cli, squad_cli, pll_cli, tlm_cli, probes_cli, compare_cli)
+SUBCOMMANDS = (
+    pretrain_cli,
+    plot,
+    flops_cli,
+    glue_cli,
+    squad_cli,
+    pll_cli,
+    tlm_cli,
+    tartan_cli,
+    probes_cli,
+    compare_cli,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,15 +73,22 @@ def _leaf_parsers(subparsers) -> list[argparse.ArgumentParser]:
     return found
 
 
-def _progress_bars_off() -> bool:
-    """Silence every bar: tqdm's switch for ours and transformers', and datasets' own (it passes `disable=` itself,
-    which TQDM_DISABLE does not override). Returns whether datasets' bars were on, to give them back after."""
+def _progress_bars_off() -> list:
+    """Silence every bar: tqdm's switch for ours, and the switches of datasets and transformers (they pass
+    `disable=` themselves, which TQDM_DISABLE does not override: saving a model draws "Writing model shards").
+    Returns the enable functions of the bars that were on, to give them back after."""
     os.environ["TQDM_DISABLE"] = "1"
     import datasets  # only when a command runs with --no-progress: --help and bad flags stay instant
+    from transformers.utils import logging as transformers_logging
 
-    was_on = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    return was_on
+    restore = []
+    if datasets.is_progress_bar_enabled():
+        datasets.disable_progress_bars()
+        restore.append(datasets.enable_progress_bars)
+    if transformers_logging.is_progress_bar_enabled():
+        transformers_logging.disable_progress_bar()
+        restore.append(transformers_logging.enable_progress_bar)
+    return restore
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     saved = {name: os.environ.get(name) for name in ("TQDM_DISABLE", "ELECTRA_REPORT_TO")}
-    datasets_bars_were_on = False
+    bars_to_restore: list = []
     try:
         if getattr(args, "no_progress", False):
-            datasets_bars_were_on = _progress_bars_off()
+            bars_to_restore = _progress_bars_off()
         if getattr(args, "report_to", None) is not None:
             parse_report_to(args.report_to)  # refuse an unknown name now, in one line
             os.environ["ELECTRA_REPORT_TO"] = args.report_to
@@ -104,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        if datasets_bars_were_on:
-            sys.modules["datasets"].enable_progress_bars()
+        for enable in bars_to_restore:
+            enable()
 
 
 if __name__ == "__main__":

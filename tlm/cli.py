@@ -46,11 +46,50 @@ def register(subparsers) -> None:
     retrieve.add_argument(
         "--keyword-words", type=int, default=32, help="words of RAKE keywords per long query"
     )
-    _task_columns(retrieve)
+    retrieve.add_argument(
+        "--select",
+        choices=["bm25", "iss"],
+        default="bm25",
+        help="bm25: the top-K union; iss: influence-based subset of that union (Wang et al., 2023)",
+    )
+    retrieve.add_argument(
+        "--select-size",
+        type=int,
+        default=None,
+        help="passages to keep (bm25: its best-ranked ones; iss: required, at most the top-K pool)",
+    )
+    iss = retrieve.add_argument_group("ISS reference model (with --select iss)")
+    iss.add_argument(
+        "--task-dev", default=None, help="task validation file: the batches influence is measured on"
+    )
+    iss.add_argument("--init-from", default=None, help="checkpoint the reference model starts from")
+    iss.add_argument("--objective", default="electra", help="LM objective of the joint loss (registry)")
+    iss.add_argument("--size", default="tiny", help="model size preset when not --init-from")
+    iss.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    iss.add_argument(
+        "--reference-steps", type=int, default=100, help="joint task + LM steps of the reference model"
+    )
+    iss.add_argument("--reference-lr", type=float, default=1e-4)
+    iss.add_argument(
+        "--iss-layer", default="-1", help="encoder layer index (default last) or parameter-name prefix"
+    )
+    iss.add_argument(
+        "--iss-batch-size", type=int, default=16, help="passages (and dev rows) per gradient batch"
+    )
+    iss.add_argument("--vocab", default=None, help="vocab.txt for a reference trained from scratch")
+    iss.add_argument("--seed", type=int, default=42)
+    add_task_columns(retrieve)
     retrieve.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
     )
     retrieve.set_defaults(func=run_retrieve)
+
+    texts = sub.add_parser("texts", help="a task file's texts as a corpus (for TAPT with `electra pretrain`)")
+    texts.add_argument("--task", required=True, help="task TSV, CSV or JSONL")
+    add_output_option(texts, "out", "folder for corpus/task_texts.txt", required=True)
+    add_task_columns(texts)
+    texts.add_argument("--overwrite", action="store_true", help="replace an earlier corpus in the output")
+    texts.set_defaults(func=run_texts)
 
     train = sub.add_parser("train", help="stage 1: task + LM jointly; stage 2: task alone; report dev/test")
     train.add_argument("--retrieved", default=None, help="the `tlm retrieve --out` folder (or any corpus)")
@@ -97,7 +136,7 @@ def register(subparsers) -> None:
         help="checkpoint each stage every N updates (0: never), for --resume",
     )
     train.add_argument("--resume", action="store_true", help="continue from the checkpoints in --out")
-    _task_columns(train)
+    add_task_columns(train)
     train.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
     )
@@ -113,7 +152,7 @@ def register(subparsers) -> None:
     sciie.set_defaults(func=run_sciie)
 
 
-def _task_columns(parser: argparse.ArgumentParser) -> None:
+def add_task_columns(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--text-column", default=None, help="text column name(s) or 0-based index(es), comma-separated"
     )
@@ -126,7 +165,7 @@ def _task_columns(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _column_kwargs(args) -> dict:
+def column_kwargs(args) -> dict:
     from tlm.tasks import parse_columns
 
     label = parse_columns(args.label_column)
@@ -138,13 +177,23 @@ def _column_kwargs(args) -> dict:
 
 
 def run_retrieve(args) -> int:
+    from electra.errors import UserError
     from tlm.retrieval import load_or_build_index, retrieve_corpus
     from tlm.tasks import read_task_file
 
     refuse_to_replace([Path(args.out) / "corpus"], args.overwrite)
-    examples = read_task_file(args.task_train, fmt=args.task_format, **_column_kwargs(args))
+    if args.select == "iss" and (args.task_dev is None or args.select_size is None):
+        raise UserError("--select iss needs --task-dev (the validation batches) and --select-size.")
+    examples = read_task_file(args.task_train, fmt=args.task_format, **column_kwargs(args))
     index_dir = Path(args.index) if args.index else Path(args.out) / "index"
     with load_or_build_index(args.corpus, index_dir, args.passage_words, args.min_passage_words) as index:
+        if args.select == "iss":
+            summary = _select_iss(args, index)
+            print(
+                f"ISS kept {summary['retrieved_passages']} of {summary['candidates']} BM25 candidates in "
+                f"{summary['selection_seconds']:.1f} s -> {Path(args.out) / 'corpus'}"
+            )
+            return 0
         result = retrieve_corpus(
             index,
             [e.text for e in examples],
@@ -153,12 +202,69 @@ def run_retrieve(args) -> int:
             long_query_words=args.long_query_words,
             keyword_words=args.keyword_words,
             source=args.task_train,
+            select_size=args.select_size,
         )
         total = index.num_docs
     print(
         f"retrieved {len(result.doc_ids)} unique passages (of {total} indexed) for {len(examples)} queries "
         f"-> {Path(args.out) / 'corpus'}"
     )
+    return 0
+
+
+def _select_iss(args, index) -> dict:
+    from electra.config import parse_overrides
+    from tlm.iss import select_with_reference
+    from tlm.train import TLMSettings
+
+    layer = int(args.iss_layer) if args.iss_layer.lstrip("-").isdigit() else args.iss_layer
+    reference = TLMSettings(
+        task_train=args.task_train,
+        task_dev=args.task_dev,
+        task_test=args.task_dev,
+        out=str(Path(args.out) / "reference"),
+        objective=args.objective,
+        size=args.size,
+        overrides=parse_overrides(args.set),
+        rho1=0,
+        rho2=1.0,
+        steps=args.reference_steps,
+        finetune_epochs=0,
+        vocab=args.vocab,
+        task_format=args.task_format,
+        seed=args.seed,
+        init_from=args.init_from,
+        learning_rate=args.reference_lr,
+        progress=True,
+        **column_kwargs(args),
+    )
+    refuse_to_replace([Path(reference.out) / "results.json"], args.overwrite)
+    return select_with_reference(
+        index,
+        reference,
+        args.top_k,
+        args.select_size,
+        args.out,
+        layer=layer,
+        batch_size=args.iss_batch_size,
+        long_query_words=args.long_query_words,
+        keyword_words=args.keyword_words,
+    )
+
+
+def run_texts(args) -> int:
+    from electra.errors import UserError
+    from tlm.tasks import read_task_file
+
+    out = Path(args.out) / "corpus" / "task_texts.txt"
+    refuse_to_replace([out], args.overwrite)
+    examples = read_task_file(args.task, fmt=args.task_format, **column_kwargs(args))
+    texts = [e.text for e in examples if e.text.strip()]
+    if not texts:
+        raise UserError(f"{args.task}: no text in the chosen column(s); pass --text-column NAME.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(text + "\n\n" for text in texts))  # one document per example
+    print(f"{len(texts)} task texts -> {out}")
     return 0
 
 
@@ -195,7 +301,7 @@ def run_train(args) -> int:
         progress=not args.no_progress,
         save_every=args.save_every,
         resume=args.resume,
-        **_column_kwargs(args),
+        **column_kwargs(args),
     )
     results = train_tlm(settings)
     print(

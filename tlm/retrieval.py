@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -256,7 +257,13 @@ class RetrievalResult:
     doc_ids: list[int] = field(default_factory=list)
     queries: dict[int, list[int]] = field(default_factory=dict)
     best_score: dict[int, float] = field(default_factory=dict)
+    best_rank: dict[int, int] = field(default_factory=dict)  # the best position any query gave the passage
     empty_queries: int = 0
+
+    def cut(self, size: int) -> list[int]:
+        """The `size` passages BM25 ranks highest for some query (all queries' first hits, then their seconds, ...)."""
+        position = {doc_id: n for n, doc_id in enumerate(self.doc_ids)}
+        return sorted(self.doc_ids, key=lambda d: (self.best_rank[d], position[d]))[:size]
 
 
 def union_top_k(hits: Sequence[Sequence[tuple[int, float]]]) -> RetrievalResult:
@@ -265,27 +272,28 @@ def union_top_k(hits: Sequence[Sequence[tuple[int, float]]]) -> RetrievalResult:
     for query_id, query_hits in enumerate(hits):
         if not query_hits:
             result.empty_queries += 1
-        for doc_id, score in query_hits:
+        for rank, (doc_id, score) in enumerate(query_hits):
             if doc_id not in result.queries:
                 result.doc_ids.append(doc_id)
                 result.queries[doc_id] = []
                 result.best_score[doc_id] = score
+                result.best_rank[doc_id] = rank
             result.queries[doc_id].append(query_id)
             result.best_score[doc_id] = max(result.best_score[doc_id], score)
+            result.best_rank[doc_id] = min(result.best_rank[doc_id], rank)
     return result
 
 
-def retrieve_corpus(
+def retrieve(
     index: BM25Index,
     texts: Sequence[str],
     top_k: int,
-    out_dir: str | Path,
     long_query_words: int = 64,
     keyword_words: int = 32,
     progress: bool = True,
     source: str = "task",
 ) -> RetrievalResult:
-    """Query with every task text, write `OUT/corpus/retrieved.txt` (blank-line separated) and provenance JSONL."""
+    """The deduplicated union of every task text's top-k passages (long texts query with their keywords)."""
     if top_k < 1:
         raise UserError(f"--top-k must be at least 1, got {top_k}.")
     if not texts:
@@ -297,32 +305,74 @@ def retrieve_corpus(
             f"{source}: BM25 retrieved nothing for {len(texts)} queries (no query shares a word with the corpus "
             f"in {index.dir}); check that the corpus and the task are in the same language and not empty."
         )
+    return result
+
+
+def write_selection(
+    index: BM25Index,
+    result: RetrievalResult,
+    doc_ids: Sequence[int],
+    out_dir: str | Path,
+    summary: dict,
+    extra: dict[int, dict] | None = None,
+) -> dict:
+    """`OUT/corpus/retrieved.txt` (blank-line separated), its provenance JSONL and `summary.json`: the one layout
+    every selection (BM25, ISS) writes and `tlm train --retrieved` reads. Returns the summary as written."""
     out_dir = Path(out_dir)
     (out_dir / CORPUS_SUBDIR).mkdir(parents=True, exist_ok=True)
     with (
         open(out_dir / CORPUS_SUBDIR / CORPUS_FILE, "w") as corpus,
         open(out_dir / PROVENANCE_FILE, "w") as prov,
     ):
-        for doc_id in result.doc_ids:
+        for doc_id in doc_ids:
             text = index.get(doc_id)
             corpus.write(text + "\n\n")
             record = {
                 "id": doc_id,
                 "score": result.best_score[doc_id],
                 "queries": result.queries[doc_id],
+                **((extra or {}).get(doc_id, {})),
                 "text": text,
             }
             prov.write(json.dumps(record) + "\n")
     summary = {
-        "queries": len(texts),
-        "queries_without_hits": result.empty_queries,
-        "top_k": top_k,
-        "retrieved_passages": len(result.doc_ids),
+        **summary,
+        "retrieved_passages": len(doc_ids),
         "index": str(index.dir),
         "index_passages": index.num_docs,
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    logger.info("retrieved %d unique passages for %d queries", len(result.doc_ids), len(texts))
+    return summary
+
+
+def retrieve_corpus(
+    index: BM25Index,
+    texts: Sequence[str],
+    top_k: int,
+    out_dir: str | Path,
+    long_query_words: int = 64,
+    keyword_words: int = 32,
+    progress: bool = True,
+    source: str = "task",
+    select_size: int | None = None,
+) -> RetrievalResult:
+    """Query with every task text and write the union (cut to BM25's best `select_size` passages when given)."""
+    start = time.perf_counter()
+    result = retrieve(index, texts, top_k, long_query_words, keyword_words, progress, source)
+    if select_size is not None and select_size < 1:
+        raise UserError(f"--select-size must be at least 1, got {select_size}.")
+    doc_ids = result.cut(select_size) if select_size else result.doc_ids
+    summary = {
+        "select": "bm25",
+        "queries": len(texts),
+        "queries_without_hits": result.empty_queries,
+        "top_k": top_k,
+        "candidates": len(result.doc_ids),
+        "selection_seconds": round(time.perf_counter() - start, 3),
+    }
+    write_selection(index, result, doc_ids, out_dir, summary)
+    logger.info("retrieved %d unique passages for %d queries", len(doc_ids), len(texts))
+    result.doc_ids = list(doc_ids)
     return result
 
 

@@ -15,6 +15,7 @@ at equal compute. Both stages run on the library's engine (`electra.engine`): lo
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -33,6 +34,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
 from transformers import ElectraForSequenceClassification
 
+from electra.continued import checkpoint_shape, load_initial_weights
 from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset
 from electra.engine import EarlyStopping, Engine, Task, TrainArgs
 from electra.errors import UserError
@@ -42,10 +44,21 @@ from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, objective_names
 from electra.optim import warmup_steps_of
 from electra.outputs import StepOutput
-from electra.pretraining import train_args
+from electra.pretraining import run_vocabulary, train_args
 from electra.run_log import read_metrics
 from electra.tokenization import load_or_train_tokenizer
 from tlm.interleave import interleave
+from tlm.tartan import (
+    WEIGHTINGS,
+    MetaWeights,
+    check_finite,
+    combine,
+    fit_meta_head,
+    fixed_weights,
+    flat,
+    surrogate_loss,
+    write_weight_history,
+)
 from tlm.tasks import Column, LabelVocab, TaskExample, read_task_file
 
 logger = logging.getLogger(__name__)
@@ -53,6 +66,7 @@ logger = logging.getLogger(__name__)
 TASK_ONLY = "none"  # the task-only baseline: no LM objective
 LOSS_PARTS = ("loss", "task", "lm_internal", "lm_external")
 STAGE1_DONE = "result.json"
+STAGE1_NAMES = {"tlm": "TLM stage 1", "uniform": "MT-TARTAN", "meta": "META-TARTAN"}
 _EMBEDDING_LOOKUPS = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 
 
@@ -87,6 +101,17 @@ class TLMSettings:
     progress: bool = True
     save_every: int = 0  # checkpoint each stage every N updates (0: never)
     resume: bool = False  # continue from OUT/stage1 and OUT/stage2 checkpoints
+    init_from: str | None = (
+        None  # start from this checkpoint (its shape and tokenizer) instead of from scratch
+    )
+    weighting: str = "tlm"  # tlm | uniform (MT-TARTAN) | meta (META-TARTAN): how stage 1 weighs its terms
+    meta_lr: float = 0.1  # META-TARTAN's η
+    meta_head_steps: int = 1  # SGD steps fitting φ* per training step
+    meta_head_lr: float = 0.1
+    learning_rate: float | None = None  # stage-1 peak learning rate (default: the config's)
+    eval_every: int = 0  # stage-1 dev evaluations every N steps, keeping the best (0: none)
+    patience: int | None = None  # stop stage 1 after this many evaluations without a gain
+    metric: str = "macro_f1"  # dev metric for keeping the best state: macro_f1 | accuracy
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -151,47 +176,77 @@ def eval_batches(rows: Sequence[dict], batch_size: int, collate) -> Iterator[dic
 class TLMModel(nn.Module):
     """The classifier (`ElectraForSequenceClassification` on the pretraining model's encoder) and the LM objective.
 
-    One forward computes every loss term of a stage-1 step, so a DDP wrapper sees one graph.
+    One forward computes every loss term of a joint step, so a DDP wrapper sees one graph. `meta_head` is
+    META-TARTAN's separate end-task head φ* (`tlm.tartan`); it never receives the engine's gradients.
     """
 
-    def __init__(self, classifier: nn.Module, lm: nn.Module | None):
+    def __init__(self, classifier: nn.Module, lm: nn.Module | None, meta_head: nn.Module | None = None):
         super().__init__()
         self.classifier = classifier
         self.lm = lm  # None for the task-only baseline: no unused parameters for DDP to complain about
+        self.meta_head = meta_head
 
-    def forward(
-        self, internal: dict[str, torch.Tensor], externals: Sequence[dict], rho2: float
-    ) -> dict[str, torch.Tensor]:
-        task = self.classifier(
-            input_ids=internal["input_ids"],
-            attention_mask=internal["attention_mask"],
-            token_type_ids=internal["token_type_ids"],
-            labels=internal["labels"],
-        ).loss
-        zero = task.new_zeros(())
-        lm_internal, lm_external = zero, zero
-        if self.lm is not None and rho2 > 0:
-            lm_internal = self.lm(
+    def task_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cross-entropy of the classifier on `batch`, the encoder's sequence output)."""
+        features = self.classifier.electra(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            token_type_ids=batch["token_type_ids"],
+        ).last_hidden_state
+        logits = self.classifier.classifier(features)
+        return nn.functional.cross_entropy(logits.float(), batch["labels"]), features
+
+    def losses(
+        self, internal: dict[str, torch.Tensor], externals: Sequence[dict], lm_on_internal: bool
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The unweighted terms this step has (task always; the LM on the task texts and on the external texts when
+        asked for and present) and the task batch's sequence output."""
+        task, features = self.task_loss(internal)
+        terms = {"task": task}
+        if self.lm is not None and lm_on_internal:
+            terms["lm_internal"] = self.lm(
                 internal["input_ids"], internal["attention_mask"], internal["token_type_ids"]
             ).loss
         if self.lm is not None and externals:
-            lm_external = torch.stack(
+            terms["lm_external"] = torch.stack(
                 [self.lm(b["input_ids"], b["attention_mask"], b["token_type_ids"]).loss for b in externals]
             ).mean()
-        loss = task + rho2 * lm_internal + lm_external
-        return {"loss": loss, "task": task, "lm_internal": lm_internal, "lm_external": lm_external}
+        return terms, features
+
+    def forward(
+        self, internal: dict[str, torch.Tensor], externals: Sequence[dict], weights: dict[str, float]
+    ) -> dict[str, torch.Tensor]:
+        """Σ weight·term over the terms named in `weights` (TLM: task + ρ2·LM(T) + mean_j LM(E_j))."""
+        terms, _ = self.losses(internal, externals, weights.get("lm_internal", 0.0) > 0)
+        loss = sum(weights[name] * value for name, value in terms.items())
+        zero = terms["task"].new_zeros(())
+        return {"loss": loss, **{name: terms.get(name, zero) for name in LOSS_PARTS[1:]}}
 
 
-def build_models(config, tokenizer, labels: LabelVocab, objective: str) -> TLMModel:
-    """The pretraining model of `objective` (ELECTRA's for the task-only baseline, whose encoder alone is used)."""
+def build_models(
+    config,
+    tokenizer,
+    labels: LabelVocab,
+    objective: str,
+    init_from: str | None = None,
+    meta_head: bool = False,
+) -> TLMModel:
+    """The pretraining model of `objective` (ELECTRA's for the task-only baseline, whose encoder alone is used),
+    started from `init_from` when given, with a classifier on its encoder."""
     lm = build_pretraining_model(config, tokenizer)
+    if init_from is not None:
+        fresh = load_initial_weights(lm, init_from)
+        logger.info("started from %s; freshly initialised: %s", init_from, fresh)
     hf = discriminator_hf_config(config, tokenizer.pad_token_id)
     hf.num_labels = len(labels)
     hf.id2label = dict(enumerate(labels.labels))
     hf.label2id = {label: i for i, label in enumerate(labels.labels)}
     classifier = ElectraForSequenceClassification(hf)
     classifier.electra = lm.encoder  # the shared encoder: the LM objective trains what the classifier reads
-    return TLMModel(classifier, None if objective == TASK_ONLY else lm)
+    head = copy.deepcopy(classifier.classifier) if meta_head else None
+    if head is not None:
+        head.requires_grad_(False)  # fitted by tlm.tartan.fit_meta_head only, never by the engine's optimizer
+    return TLMModel(classifier, None if objective == TASK_ONLY else lm, head)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -267,15 +322,31 @@ def evaluate(
 
 
 class JointTask(Task):
-    """Stage 1: one task batch and ρ1 retrieved batches per step, every loss term in one forward."""
+    """Stage 1: one task batch and ρ1 external batches per step, every loss term in one forward.
+
+    The terms are weighted as `plan["weighting"]` says (`tlm.tartan`): TLM's fixed weights, MT-TARTAN's uniform
+    ones, or META-TARTAN's learned ones (which also draw one dev batch per step for the meta gradient). With
+    `plan["eval_every"]` the task is evaluated on dev during training, for early stopping on the end task.
+    """
 
     progress_keys = {"task": "task", "lm_internal": "lm_int", "lm_external": "lm_ext"}
 
     def __init__(
-        self, model: TLMModel, internal_rows, external_rows, plan: dict[str, Any], counter: FlopCounter
+        self,
+        model: TLMModel,
+        internal_rows,
+        external_rows,
+        plan: dict[str, Any],
+        counter: FlopCounter,
+        dev_rows: Sequence[dict] = (),
     ):
         self.model, self.internal_rows, self.external_rows = model, internal_rows, external_rows
-        self.plan, self.counter = plan, counter
+        self.plan, self.counter, self.dev_rows = plan, counter, dev_rows
+        self.terms = active_terms(model, plan["rho1"], plan["rho2"])
+        self.meta = MetaWeights(self.terms, plan["meta_lr"]) if plan["weighting"] == "meta" else None
+        self.weights = None if self.meta else fixed_weights(plan["weighting"], self.terms, plan["rho2"])
+        if self.meta is not None:
+            self.progress_keys = {**self.progress_keys, **{f"w_{t}": f"w_{t[:6]}" for t in self.terms}}
 
     def batches(self, start: int):
         p = self.plan
@@ -293,23 +364,109 @@ class JointTask(Task):
                 p["world"],
                 start * p["rho1"],
             )
-        return interleave(internal, external, p["rho1"])
+        joint = interleave(internal, external, p["rho1"])
+        if self.meta is None:
+            return joint
+        dev = batches_forever(self.dev_rows, p["batch_size"], p["seed"] + 3, p["collate"], start=start)
+        return ((internal, externals, dev_batch) for (internal, externals), dev_batch in zip(joint, dev))
 
     def step(self, model, batch) -> StepOutput:
+        if self.meta is not None:
+            return self._meta_step(model, *batch)
         internal, externals = batch
-        parts = model(internal, externals, self.plan["rho2"])
+        parts = model(internal, externals, self.weights)
         return StepOutput(parts["loss"], {k: v.detach() for k, v in parts.items()})
 
+    def _meta_step(self, model, internal, externals, dev) -> StepOutput:
+        """META-TARTAN (`tlm.tartan`): per-term gradients, meta gradient through φ*, weight update, surrogate loss."""
+        p = self.plan
+        terms, features = model.losses(internal, externals, "lm_internal" in self.terms)
+        parameters = [q for q in model.parameters() if q.requires_grad]
+        body_ids = {id(q) for q in model.classifier.electra.parameters()}
+        body = [i for i, q in enumerate(parameters) if id(q) in body_ids]
+        gradients = {
+            name: torch.autograd.grad(terms[name], parameters, allow_unused=True) for name in self.terms
+        }
+        head_loss = fit_meta_head(
+            model.meta_head, features[:, :1], internal["labels"], p["meta_head_steps"], p["meta_head_lr"]
+        )
+        dev_loss = nn.functional.cross_entropy(
+            model.meta_head(
+                model.classifier.electra(
+                    input_ids=dev["input_ids"],
+                    attention_mask=dev["attention_mask"],
+                    token_type_ids=dev["token_type_ids"],
+                ).last_hidden_state
+            ).float(),
+            dev["labels"],
+        )
+        body_parameters = [parameters[i] for i in body]
+        meta_gradient = flat(
+            torch.autograd.grad(dev_loss, body_parameters, allow_unused=True), body_parameters
+        )
+        cosines = self.meta.update(
+            meta_gradient,
+            [flat([gradients[name][i] for i in body], body_parameters) for name in self.terms],
+        )
+        check_finite(cosines, "META-TARTAN")
+        weights = dict(zip(self.terms, self.meta.weights().tolist()))
+        self.meta.history.append([weights[name] for name in self.terms])
+        update = combine(gradients, weights, len(parameters))
+        surrogate = surrogate_loss(parameters, update)
+        total = sum(weights[name] * terms[name].detach() for name in self.terms)
+        metrics = {"loss": total, "meta_head": head_loss, "dev_meta": dev_loss.detach()}
+        metrics.update({name: terms[name].detach() for name in self.terms})
+        metrics.update({f"w_{name}": total.new_tensor(weights[name]) for name in self.terms})
+        metrics.update(
+            {f"cos_{name}": c.to(total.device, total.dtype) for name, c in zip(self.terms, cosines)}
+        )
+        return StepOutput(surrogate - surrogate.detach() + total, metrics)
+
     def tokens(self, batch) -> int:
-        internal, externals = batch
+        internal, externals = batch[0], batch[1]
         return internal["input_ids"].numel() + sum(b["input_ids"].numel() for b in externals)
 
     def flops(self, micro_batches) -> float:
         total = 0.0
-        for internal, externals in micro_batches:
+        for batch in micro_batches:
+            internal, externals = batch[0], batch[1]
             external_tokens = sum(b["input_ids"].numel() for b in externals)
-            total += self.counter.step(internal["input_ids"].numel(), external_tokens, self.plan["rho2"] > 0)
+            total += self.counter.step(
+                internal["input_ids"].numel(), external_tokens, "lm_internal" in self.terms
+            )
+            if self.meta is not None:  # the dev batch's forward and backward through the body
+                total += self.counter.task_rate * batch[2]["input_ids"].numel()
         return total * self.plan["world"]
+
+    def evaluate(self, model) -> dict[str, float] | None:
+        p = self.plan
+        if not p.get("eval_every"):
+            return None
+        return evaluate(
+            p["accelerator"],
+            model.classifier,
+            self.dev_rows,
+            p["eval_batch_size"],
+            p["collate"],
+            p["num_labels"],
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"meta": self.meta.state_dict()} if self.meta is not None else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.meta is not None:
+            self.meta.load_state_dict(state.get("meta", {}))
+
+
+def active_terms(model: TLMModel, rho1: int, rho2: float) -> list[str]:
+    """The loss terms a joint step has: the task, and the LM on task texts (ρ2 > 0) and on external texts (ρ1 > 0)."""
+    terms = ["task"]
+    if model.lm is not None and rho2 > 0:
+        terms.append("lm_internal")
+    if model.lm is not None and rho1 > 0:
+        terms.append("lm_external")
+    return terms
 
 
 class ClassifierTask(Task):
@@ -355,18 +512,47 @@ def _mean_padded_tokens(batches: Iterator[dict], samples: int = 8) -> float:
     return float(np.mean([next(batches)["input_ids"].numel() for _ in range(samples)]))
 
 
+@dataclass
+class TrainedJoint:
+    """A finished run: its results and what produced them (ISS scores candidates with the model)."""
+
+    results: dict[str, Any]
+    model: TLMModel
+    tokenizer: Any
+    config: Any
+
+
 def train_tlm(settings: TLMSettings) -> dict[str, Any]:
     """Both stages end to end; writes OUT/{config.json, tokenizer/, stage1/, stage2/, model/, results.json}."""
+    return train_joint(settings).results
+
+
+def train_joint(settings: TLMSettings) -> TrainedJoint:
+    """`train_tlm`, keeping the trained model, its tokenizer and config."""
     objectives = (*objective_names(), TASK_ONLY)
     if settings.objective not in objectives:
         raise UserError(f"--objective {settings.objective!r} is not one of {', '.join(objectives)}.")
     if settings.rho1 < 0 or settings.rho2 < 0:
         raise UserError("--rho1 and --rho2 must not be negative.")
+    if settings.weighting not in WEIGHTINGS:
+        raise UserError(f"--weighting {settings.weighting!r} is not one of {', '.join(WEIGHTINGS)}.")
+    if settings.metric not in ("macro_f1", "accuracy"):
+        raise UserError(f"--metric {settings.metric!r} is not macro_f1 or accuracy.")
     use_lm = settings.objective != TASK_ONLY
     lm_objective = settings.objective if use_lm else "electra"
-    config = build_config(
-        settings.size, settings.config_file, {**settings.overrides, "objective": lm_objective}
-    )
+    overrides = {**settings.overrides, "objective": lm_objective}
+    if settings.init_from is not None:
+        if not Path(settings.init_from).is_dir():
+            raise UserError(
+                f"--init-from {settings.init_from}: not a directory; give a run of this library or a transformers "
+                "ELECTRA directory."
+            )
+        overrides = checkpoint_shape(
+            settings.init_from, {**overrides, "init_from": settings.init_from}, settings.size
+        )
+    config = build_config(settings.size, settings.config_file, overrides)
+    if settings.learning_rate is not None:
+        config.learning_rate = settings.learning_rate
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -394,7 +580,10 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
     if use_lm and settings.rho1 > 0 and external_corpus is None:
         raise UserError("--retrieved is required when rho1 > 0 (pass --rho1 0 for LM on the task data only).")
     vocab_corpus = external_corpus
-    if settings.vocab is None and vocab_corpus is None:
+    vocab = run_vocabulary(
+        config, settings.vocab
+    )  # --init-from's own vocabulary; a differing --vocab is refused
+    if vocab is None and vocab_corpus is None:
         vocab_corpus = out / "task_texts.txt"
         vocab_corpus.write_text("\n\n".join(e.text for e in train_examples) + "\n")
     saved_tokenizer = out / "tokenizer"
@@ -404,7 +593,7 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
         )
     else:
         tokenizer = load_or_train_tokenizer(
-            settings.vocab, vocab_corpus, config.tokenizer_vocab_size, config.lowercase
+            vocab, vocab_corpus, config.tokenizer_vocab_size, config.lowercase
         )
     config.vocab_size = len(tokenizer)
     if accelerator.is_main_process:
@@ -428,7 +617,10 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
 
     # ---- model, FLOPs, schedule ----
     set_seed(settings.seed)  # the same initial encoder for every arm that shares an architecture
-    model = build_models(config, tokenizer, labels, settings.objective)
+    meta = settings.weighting == "meta"
+    if meta and world > 1:
+        raise UserError("--weighting meta runs on one process; launch it without multi-process Accelerate.")
+    model = build_models(config, tokenizer, labels, settings.objective, settings.init_from, meta_head=meta)
     counter = FlopCounter(config, model)
     steps = settings.steps
     if steps is None and settings.flops_budget:
@@ -439,6 +631,10 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
             probe_ext = batches_forever(dataset, batch_size, settings.seed + 7, external_collate)
             ext_tokens = _mean_padded_tokens(probe_ext) * world * rho1
         per_step = counter.step(int(int_tokens), int(ext_tokens), rho2 > 0)
+        if meta:  # one dev batch per step through the body
+            per_step += counter.task_rate * _mean_padded_tokens(
+                batches_forever(dev_rows, batch_size, 7, collate)
+            )
         steps = max(1, math.ceil(settings.flops_budget / per_step))
         logger.info(
             "FLOP budget %.3g at ~%.3g FLOPs/step: %d stage-1 steps", settings.flops_budget, per_step, steps
@@ -456,6 +652,11 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
         accelerator=accelerator,
         eval_batch_size=settings.eval_batch_size,
         num_labels=len(labels),
+        weighting=settings.weighting,
+        meta_lr=settings.meta_lr,
+        meta_head_steps=settings.meta_head_steps,
+        meta_head_lr=settings.meta_head_lr,
+        eval_every=settings.eval_every,
     )
 
     # ---- stage 1: joint training ----
@@ -468,7 +669,15 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
         save_every=settings.save_every,
         flops_budget=settings.flops_budget,
         progress=settings.progress,
-        description=f"TLM stage 1 ({settings.objective})",
+        description=f"{STAGE1_NAMES[settings.weighting]} ({settings.objective})",
+        eval_every=settings.eval_every,
+        early_stopping=(
+            EarlyStopping(
+                settings.metric, "max", settings.patience, evaluate_at_start=settings.init_from is not None
+            )
+            if settings.eval_every
+            else None
+        ),
     )
     stage1 = Engine(stage1_args, accelerator)
     finished = _finished_stage(stage1_dir) if settings.resume else None
@@ -478,10 +687,22 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
         stage1_steps, stage1_flops = finished["step"], finished["flops"]
     else:
         resume_from = stage1.latest_checkpoint() if settings.resume else None
-        result = stage1.fit(JointTask(model, train_rows, dataset, plan, counter), resume_from)
+        joint = JointTask(model, train_rows, dataset, plan, counter, dev_rows)
+        result = stage1.fit(joint, resume_from)
         stage1_steps, stage1_flops = result.step, result.flops
         if accelerator.is_main_process:
-            _write_json(stage1_dir / STAGE1_DONE, {"step": stage1_steps, "flops": stage1_flops})
+            stage1_best = result.best and {"step": result.best["step"], **result.best["metrics"]}
+            _write_json(
+                stage1_dir / STAGE1_DONE,
+                {
+                    "step": stage1_steps,
+                    "flops": stage1_flops,
+                    "stop": result.stop_reason,
+                    "best": stage1_best,
+                },
+            )
+            if joint.meta is not None:
+                write_weight_history(joint.meta.history, joint.terms, stage1_dir)
 
     # ---- stage 2: fine-tune on the task alone, keeping the best dev epoch ----
     classifier = model.classifier
@@ -507,7 +728,7 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
             log_every=config.log_every,
             save_every=settings.save_every,
             eval_every=per_epoch,
-            early_stopping=EarlyStopping("macro_f1", "max", evaluate_at_start=True),
+            early_stopping=EarlyStopping(settings.metric, "max", evaluate_at_start=True),
             progress=settings.progress,
             description="TLM stage 2 (task)",
         )
@@ -524,6 +745,8 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
 
     results = {
         "objective": settings.objective,
+        "weighting": settings.weighting,
+        "init_from": settings.init_from,
         "size": settings.size,
         "rho1": rho1,
         "rho2": rho2,
@@ -545,7 +768,7 @@ def train_tlm(settings: TLMSettings) -> dict[str, Any]:
         _write_json(out / "results.json", results)
     accelerator.end_training()
     logger.info("test: %s", test)
-    return results
+    return TrainedJoint(results, model, tokenizer, config)
 
 
 def _finished_stage(stage_dir: Path) -> dict[str, Any] | None:

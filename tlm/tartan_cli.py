@@ -1,0 +1,159 @@
+"""`electra tartan`: end-task aware training (MT-TARTAN, META-TARTAN) from an existing checkpoint.
+
+One body, the end-task head and auxiliary objectives from the registry, trained together on the joint engine task of
+`tlm.train` (the same one TLM's stage 1 runs): TAPT is the LM objective on the task's own texts, DAPT the LM objective
+on a domain corpus (a `tlm retrieve` output or any corpus). Early stopping on the end task's dev metric keeps the best
+state; test is reported for that state.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from electra.flags import add_output_option
+from electra.overwrite import refuse_to_replace
+
+AUXILIARIES = ("tapt", "dapt")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "tartan",
+        help="end-task aware training: the task and auxiliary LM objectives together, uniform or meta-learned weights",
+        description="TARTAN (Dery et al., 2022) with electra, mlm or electric as the auxiliary objective.",
+    )
+    parser.add_argument(
+        "--init-from", required=True, help="checkpoint to start from (a run of this library or HF ELECTRA)"
+    )
+    parser.add_argument("--task-train", required=True)
+    parser.add_argument(
+        "--task-dev", required=True, help="dev split: early stopping (and META-TARTAN's g_meta)"
+    )
+    parser.add_argument("--task-test", required=True)
+    parser.add_argument(
+        "--aux",
+        default="tapt",
+        help="auxiliary data, comma-separated: tapt (the task's texts), dapt (--dapt-corpus); 'none' trains the "
+        "end task alone",
+    )
+    parser.add_argument(
+        "--dapt-corpus", default=None, help="domain text for dapt: a `tlm retrieve` folder or any corpus"
+    )
+    parser.add_argument(
+        "--aux-objective", default="electra", help="LM objective of the auxiliaries (registry)"
+    )
+    parser.add_argument("--weighting", choices=["uniform", "meta"], default="uniform")
+    parser.add_argument(
+        "--meta-lr", type=float, default=0.1, help="META-TARTAN's step size η for the weights"
+    )
+    parser.add_argument(
+        "--meta-head-steps", type=int, default=1, help="SGD steps fitting φ* per training step"
+    )
+    parser.add_argument("--meta-head-lr", type=float, default=0.1)
+    add_output_option(parser, "out", "output folder", default="runs/tartan")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="training steps (default: from --flops-budget)"
+    )
+    parser.add_argument(
+        "--flops-budget", type=float, default=None, help="stop after this many training FLOPs"
+    )
+    parser.add_argument("--learning-rate", type=float, default=1e-4)
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="task batch size (auxiliary batches match)"
+    )
+    parser.add_argument("--eval-every", type=int, default=50, help="dev evaluation every N steps")
+    parser.add_argument("--patience", type=int, default=None, help="stop after N evaluations without a gain")
+    parser.add_argument("--metric", choices=["macro_f1", "accuracy"], default="macro_f1")
+    parser.add_argument(
+        "--finetune-epochs",
+        type=int,
+        default=0,
+        help="epochs on the end task alone afterwards (default none)",
+    )
+    parser.add_argument("--finetune-lr", type=float, default=1e-4)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)"
+    )
+    parser.add_argument("--vocab", default=None, help="must match --init-from's vocabulary when given")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--cache-dir", default=None)
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--save-every", type=int, default=0, help="checkpoint every N updates, for --resume")
+    parser.add_argument("--resume", action="store_true", help="continue from the checkpoints in --out")
+    from tlm.cli import add_task_columns
+
+    add_task_columns(parser)
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace what an earlier run left in the output"
+    )
+    parser.set_defaults(func=run)
+
+
+def parse_aux(spec: str) -> list[str]:
+    from electra.errors import UserError
+
+    names = (
+        [] if spec.strip().lower() == "none" else [p.strip().lower() for p in spec.split(",") if p.strip()]
+    )
+    unknown = [n for n in names if n not in AUXILIARIES]
+    if unknown:
+        raise UserError(f"--aux {unknown[0]!r} is not one of {', '.join(AUXILIARIES)} (or 'none').")
+    return names
+
+
+def run(args) -> int:
+    from electra.config import parse_overrides
+    from electra.errors import UserError
+    from tlm.cli import column_kwargs
+    from tlm.train import TASK_ONLY, TLMSettings, train_tlm
+
+    aux = parse_aux(args.aux)
+    if "dapt" in aux and args.dapt_corpus is None:
+        raise UserError("--aux dapt needs --dapt-corpus (a `electra tlm retrieve` folder or any corpus).")
+    if args.dapt_corpus is not None and "dapt" not in aux:
+        raise UserError(
+            "--dapt-corpus is given but --aux has no dapt; add it (--aux tapt,dapt) or drop the corpus."
+        )
+    if args.weighting == "meta" and not aux:
+        raise UserError("--weighting meta needs at least one auxiliary (--aux tapt and/or dapt).")
+    if not args.resume:
+        produced = ("results.json", "model", "stage1", "stage2")
+        refuse_to_replace([Path(args.out) / name for name in produced], args.overwrite, resume_hint=True)
+    settings = TLMSettings(
+        task_train=args.task_train,
+        task_dev=args.task_dev,
+        task_test=args.task_test,
+        out=args.out,
+        retrieved=args.dapt_corpus,
+        objective=args.aux_objective if aux else TASK_ONLY,
+        overrides=parse_overrides(args.set),
+        rho1=1 if "dapt" in aux else 0,
+        rho2=1.0 if "tapt" in aux else 0.0,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        flops_budget=args.flops_budget,
+        finetune_epochs=args.finetune_epochs,
+        finetune_lr=args.finetune_lr,
+        vocab=args.vocab,
+        task_format=args.task_format,
+        seed=args.seed,
+        cache_dir=args.cache_dir,
+        progress=not args.no_progress,
+        save_every=args.save_every,
+        resume=args.resume,
+        init_from=args.init_from,
+        weighting=args.weighting,
+        meta_lr=args.meta_lr,
+        meta_head_steps=args.meta_head_steps,
+        meta_head_lr=args.meta_head_lr,
+        learning_rate=args.learning_rate,
+        eval_every=args.eval_every,
+        patience=args.patience,
+        metric=args.metric,
+        **column_kwargs(args),
+    )
+    results = train_tlm(settings)
+    keys = ("objective", "weighting", "stage1_steps", "stage1_flops", "dev", "test")
+    print(json.dumps({k: results[k] for k in keys}, indent=2))
+    return 0
