@@ -20,7 +20,7 @@ from electra.config import parse_overrides
 from electra.model import build_pretraining_model
 from electra.objectives import build_config
 from electra.tokenization import load_or_train_tokenizer
-from tlm.tartan import MetaWeights, combine, fixed_weights, surrogate_loss
+from tlm.tartan import LossScales, MetaWeights, combine, fixed_weights, surrogate_loss
 from tlm.train import JointTask, build_models, read_loss_log, train_tlm
 
 from .test_tlm_train import SMALL, _cache, _settings, data, retrieved  # noqa: F401  (shared fixtures)
@@ -68,6 +68,42 @@ def test_fixed_weights():
         "lm_internal": 20.0,
         "lm_external": 1.0,
     }
+
+
+def test_balanced_losses_divide_each_term_by_its_running_mean():
+    scales = LossScales(momentum=0.5)
+    first = scales.divide({"task": torch.tensor(2.0), "lm_internal": torch.tensor(30.0)})
+    assert {k: float(v) for k, v in first.items()} == {"task": 1.0, "lm_internal": 1.0}
+    second = scales.divide({"task": torch.tensor(1.0, requires_grad=True), "lm_internal": torch.tensor(10.0)})
+    # means: task 0.5*2 + 0.5*1 = 1.5, LM 0.5*30 + 0.5*10 = 20; the division keeps the gradient path
+    assert float(second["task"]) == pytest.approx(1 / 1.5) and float(second["lm_internal"]) == pytest.approx(
+        0.5
+    )
+    assert second["task"].requires_grad
+    restored = LossScales()
+    restored.load_state_dict(json.loads(json.dumps(scales.state_dict())))
+    assert {k: float(v) for k, v in restored.means.items()} == {"task": 1.5, "lm_internal": 20.0}
+
+
+def test_balanced_uniform_training_weighs_the_terms_at_scale_one(data, retrieved, start_dir, tmp_path):
+    train_tlm(
+        _settings(
+            data,
+            tmp_path / "bal",
+            objective="electra",
+            rho1=1,
+            rho2=1.0,
+            steps=1,
+            finetune_epochs=0,
+            weighting="uniform",
+            balance_losses=True,
+            init_from=str(start_dir),
+            overrides={},
+        )
+    )
+    (row,) = read_loss_log(tmp_path / "bal" / "stage1")
+    assert row["loss"] == pytest.approx(1.0, rel=1e-5)  # step 1: every term divided by itself, weights 1/3
+    assert row["lm_internal"] > 5 * row["task"]  # the raw terms are logged as they are
 
 
 def test_surrogate_gradient_is_the_weighted_sum_of_the_terms():

@@ -126,6 +126,17 @@ def register(subparsers) -> None:
     train.add_argument(
         "--vocab", default=None, help="WordPiece vocab.txt (default: train one on the retrieved corpus)"
     )
+    train.add_argument(
+        "--init-from",
+        default=None,
+        help="start from this checkpoint (its shape and vocabulary) instead of scratch",
+    )
+    train.add_argument(
+        "--eval-every", type=int, default=0, help="stage-1 dev evaluation every N steps (0: none)"
+    )
+    train.add_argument(
+        "--metric", choices=["macro_f1", "accuracy"], default="macro_f1", help="dev metric kept"
+    )
     train.add_argument("--seed", type=int, default=42)
     train.add_argument("--cache-dir", default=None, help="where packed LM examples are cached")
     train.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
@@ -163,6 +174,22 @@ def add_task_columns(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--task-format", choices=["tsv", "csv", "jsonl"], default=None, help="default: from the suffix"
     )
+
+
+def run_settings(args) -> dict:
+    """The TLMSettings fields `tlm train` and `tartan` take from flags of the same names."""
+    names = (
+        "batch_size",
+        "steps",
+        "flops_budget",
+        "finetune_epochs",
+        "finetune_lr",
+        "vocab",
+        "task_format",
+        "seed",
+    )
+    names += ("cache_dir", "save_every", "resume", "init_from", "eval_every", "metric")
+    return {name: getattr(args, name) for name in names} | {"progress": not args.no_progress}
 
 
 def column_kwargs(args) -> dict:
@@ -287,20 +314,9 @@ def run_train(args) -> int:
         overrides=with_frozen_generator(parse_overrides(args.set)),
         rho1=args.rho1,
         rho2=args.rho2,
-        batch_size=args.batch_size,
-        steps=args.steps,
-        flops_budget=args.flops_budget,
-        finetune_epochs=args.finetune_epochs,
-        finetune_lr=args.finetune_lr,
         finetune_layer_decay=args.finetune_layer_decay,
         finetune_batch_size=args.finetune_batch_size,
-        vocab=args.vocab,
-        task_format=args.task_format,
-        seed=args.seed,
-        cache_dir=args.cache_dir,
-        progress=not args.no_progress,
-        save_every=args.save_every,
-        resume=args.resume,
+        **run_settings(args),
         **column_kwargs(args),
     )
     results = train_tlm(settings)

@@ -32,7 +32,7 @@ from electra.data import PretrainingCollator
 from electra.errors import UserError
 from electra.run_log import progress_off
 from tlm.retrieval import BM25Index, retrieve, write_selection
-from tlm.tasks import LabelVocab, read_task_file
+from tlm.tasks import LabelVocab
 from tlm.train import TLMSettings, encode_task, train_joint
 
 logger = logging.getLogger(__name__)
@@ -186,14 +186,8 @@ def select_with_reference(
     """Algorithm 1 end to end: BM25 pool, reference model (`settings`: a `tlm.train.TLMSettings` for the brief joint
     run, whose task-dev split is the validation set), influence, and the selected corpus written to `out_dir`.
     Returns the summary written beside it."""
-    kwargs = dict(
-        text_columns=settings.text_columns,
-        label_column=settings.label_column,
-        header=settings.header,
-        fmt=settings.task_format,
-    )
-    train_examples = read_task_file(settings.task_train, **kwargs)
-    dev_examples = read_task_file(settings.task_dev, **kwargs)
+    train_examples = settings.read_split(settings.task_train)
+    dev_examples = settings.read_split(settings.task_dev)
     started = time.perf_counter()
     pool = retrieve(
         index,

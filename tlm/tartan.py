@@ -46,6 +46,35 @@ def fixed_weights(weighting: str, terms: Sequence[str], rho2: float) -> dict[str
     raise UserError(f"weighting {weighting!r} is not one of {', '.join(WEIGHTINGS)}.")
 
 
+class LossScales:
+    """Running means of each term's value, to divide the terms by before weighting ("balanced" losses).
+
+    Uniform weights presume terms of comparable size. ELECTRA's loss (generator MLM + 50 × discriminator BCE) is
+    about 26 on a tiny model where the task's cross-entropy starts at ln(classes) ≈ 1.4, so with raw losses the LM
+    terms own the shared body's gradient and the end task barely moves it (measured: README, "TARTAN"). Divided by
+    their own running mean every term enters at scale ~1, and the weights mean what they say. The means are
+    detached tensors on the device (no host sync per step); the first step uses its own values.
+    """
+
+    def __init__(self, momentum: float = 0.98):
+        self.momentum = momentum
+        self.means: dict[str, torch.Tensor] = {}
+
+    def divide(self, terms: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Update the means with these values and return every term divided by its mean."""
+        for name, value in terms.items():
+            current = value.detach().float()
+            old = self.means.get(name)
+            self.means[name] = current if old is None else self.momentum * old + (1 - self.momentum) * current
+        return {name: value / self.means[name].clamp_min(1e-8) for name, value in terms.items()}
+
+    def state_dict(self) -> dict[str, float]:
+        return {name: float(value) for name, value in self.means.items()}
+
+    def load_state_dict(self, state: dict[str, float], device: torch.device | str = "cpu") -> None:
+        self.means = {name: torch.tensor(value, device=device) for name, value in state.items()}
+
+
 class MetaWeights:
     """META-TARTAN's weight logits w over the loss terms: start equal (uniform softmax), move by η·cos each step."""
 

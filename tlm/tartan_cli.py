@@ -45,6 +45,13 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--weighting", choices=["uniform", "meta"], default="uniform")
     parser.add_argument(
+        "--losses",
+        choices=["balanced", "raw"],
+        default="balanced",
+        help="balanced: each term divided by its running mean before weighting (ELECTRA's loss is ~20x a task's "
+        "cross-entropy); raw: the paper's weights on the losses as they are",
+    )
+    parser.add_argument(
         "--meta-lr", type=float, default=0.1, help="META-TARTAN's step size η for the weights"
     )
     parser.add_argument(
@@ -105,7 +112,7 @@ def parse_aux(spec: str) -> list[str]:
 def run(args) -> int:
     from electra.config import parse_overrides
     from electra.errors import UserError
-    from tlm.cli import column_kwargs
+    from tlm.cli import column_kwargs, run_settings
     from tlm.train import TASK_ONLY, TLMSettings, train_tlm
 
     aux = parse_aux(args.aux)
@@ -130,27 +137,14 @@ def run(args) -> int:
         overrides=parse_overrides(args.set),
         rho1=1 if "dapt" in aux else 0,
         rho2=1.0 if "tapt" in aux else 0.0,
-        batch_size=args.batch_size,
-        steps=args.steps,
-        flops_budget=args.flops_budget,
-        finetune_epochs=args.finetune_epochs,
-        finetune_lr=args.finetune_lr,
-        vocab=args.vocab,
-        task_format=args.task_format,
-        seed=args.seed,
-        cache_dir=args.cache_dir,
-        progress=not args.no_progress,
-        save_every=args.save_every,
-        resume=args.resume,
-        init_from=args.init_from,
         weighting=args.weighting,
         meta_lr=args.meta_lr,
         meta_head_steps=args.meta_head_steps,
         meta_head_lr=args.meta_head_lr,
         learning_rate=args.learning_rate,
-        eval_every=args.eval_every,
         patience=args.patience,
-        metric=args.metric,
+        balance_losses=args.losses == "balanced",
+        **run_settings(args),
         **column_kwargs(args),
     )
     results = train_tlm(settings)

@@ -1,5 +1,6 @@
 """TLM training: stage 1 trains the task and a language-modelling objective jointly from scratch, stage 2 fine-tunes
-on the task alone; accuracy and macro-F1 on dev and test at the end.
+on the task alone; accuracy and macro-F1 on dev and test at the end. The same joint stage, started from a
+checkpoint (`init_from`) and weighted uniformly or by meta-learned weights (`tlm.tartan`), is MT-/META-TARTAN.
 
 Stage 1, per step: one task batch T and ρ1 batches E_1..E_ρ1 of the retrieved corpus,
 
@@ -50,6 +51,7 @@ from electra.tokenization import load_or_train_tokenizer
 from tlm.interleave import interleave
 from tlm.tartan import (
     WEIGHTINGS,
+    LossScales,
     MetaWeights,
     check_finite,
     combine,
@@ -101,9 +103,8 @@ class TLMSettings:
     progress: bool = True
     save_every: int = 0  # checkpoint each stage every N updates (0: never)
     resume: bool = False  # continue from OUT/stage1 and OUT/stage2 checkpoints
-    init_from: str | None = (
-        None  # start from this checkpoint (its shape and tokenizer) instead of from scratch
-    )
+    # Start from this checkpoint (its shape and tokenizer) instead of from scratch.
+    init_from: str | None = None
     weighting: str = "tlm"  # tlm | uniform (MT-TARTAN) | meta (META-TARTAN): how stage 1 weighs its terms
     meta_lr: float = 0.1  # META-TARTAN's η
     meta_head_steps: int = 1  # SGD steps fitting φ* per training step
@@ -112,6 +113,18 @@ class TLMSettings:
     eval_every: int = 0  # stage-1 dev evaluations every N steps, keeping the best (0: none)
     patience: int | None = None  # stop stage 1 after this many evaluations without a gain
     metric: str = "macro_f1"  # dev metric for keeping the best state: macro_f1 | accuracy
+    # Divide every stage-1 term by its running mean before weighting (tlm.tartan.LossScales).
+    balance_losses: bool = False
+
+    def read_split(self, path: str) -> list[TaskExample]:
+        """A task split read with these settings' columns, header and format."""
+        return read_task_file(
+            path,
+            text_columns=self.text_columns,
+            label_column=self.label_column,
+            header=self.header,
+            fmt=self.task_format,
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -345,6 +358,7 @@ class JointTask(Task):
         self.terms = active_terms(model, plan["rho1"], plan["rho2"])
         self.meta = MetaWeights(self.terms, plan["meta_lr"]) if plan["weighting"] == "meta" else None
         self.weights = None if self.meta else fixed_weights(plan["weighting"], self.terms, plan["rho2"])
+        self.scales = LossScales() if plan.get("balance_losses") else None
         if self.meta is not None:
             self.progress_keys = {**self.progress_keys, **{f"w_{t}": f"w_{t[:6]}" for t in self.terms}}
 
@@ -375,12 +389,17 @@ class JointTask(Task):
             return self._meta_step(model, *batch)
         internal, externals = batch
         parts = model(internal, externals, self.weights)
-        return StepOutput(parts["loss"], {k: v.detach() for k, v in parts.items()})
+        loss = parts["loss"]
+        if self.scales is not None:  # the same terms of the same forward, each divided by its running mean
+            balanced = self.scales.divide({name: parts[name] for name in self.terms})
+            loss = sum(self.weights[name] * balanced[name] for name in self.terms)
+        return StepOutput(loss, {**{k: v.detach() for k, v in parts.items()}, "loss": loss.detach()})
 
     def _meta_step(self, model, internal, externals, dev) -> StepOutput:
         """META-TARTAN (`tlm.tartan`): per-term gradients, meta gradient through φ*, weight update, surrogate loss."""
         p = self.plan
-        terms, features = model.losses(internal, externals, "lm_internal" in self.terms)
+        raw, features = model.losses(internal, externals, "lm_internal" in self.terms)
+        terms = self.scales.divide(raw) if self.scales is not None else raw
         parameters = [q for q in model.parameters() if q.requires_grad]
         body_ids = {id(q) for q in model.classifier.electra.parameters()}
         body = [i for i, q in enumerate(parameters) if id(q) in body_ids]
@@ -415,7 +434,7 @@ class JointTask(Task):
         surrogate = surrogate_loss(parameters, update)
         total = sum(weights[name] * terms[name].detach() for name in self.terms)
         metrics = {"loss": total, "meta_head": head_loss, "dev_meta": dev_loss.detach()}
-        metrics.update({name: terms[name].detach() for name in self.terms})
+        metrics.update({name: raw[name].detach() for name in self.terms})
         metrics.update({f"w_{name}": total.new_tensor(weights[name]) for name in self.terms})
         metrics.update(
             {f"cos_{name}": c.to(total.device, total.dtype) for name, c in zip(self.terms, cosines)}
@@ -452,11 +471,16 @@ class JointTask(Task):
         )
 
     def state_dict(self) -> dict[str, Any]:
-        return {"meta": self.meta.state_dict()} if self.meta is not None else {}
+        state: dict[str, Any] = {"meta": self.meta.state_dict()} if self.meta is not None else {}
+        if self.scales is not None:
+            state["loss_scales"] = self.scales.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self.meta is not None:
             self.meta.load_state_dict(state.get("meta", {}))
+        if self.scales is not None:
+            self.scales.load_state_dict(state.get("loss_scales", {}), self.plan["accelerator"].device)
 
 
 def active_terms(model: TLMModel, rho1: int, rho2: float) -> list[str]:
@@ -561,15 +585,9 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     # ---- task data ----
-    kwargs = dict(
-        text_columns=settings.text_columns,
-        label_column=settings.label_column,
-        header=settings.header,
-        fmt=settings.task_format,
-    )
-    train_examples = read_task_file(settings.task_train, **kwargs)
-    dev_examples = read_task_file(settings.task_dev, **kwargs)
-    test_examples = read_task_file(settings.task_test, **kwargs)
+    train_examples = settings.read_split(settings.task_train)
+    dev_examples = settings.read_split(settings.task_dev)
+    test_examples = settings.read_split(settings.task_test)
     labels = LabelVocab.from_examples(train_examples, settings.task_train)
     train_labels = labels.encode(train_examples, settings.task_train)
     dev_labels = labels.encode(dev_examples, settings.task_dev)
@@ -580,9 +598,8 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     if use_lm and settings.rho1 > 0 and external_corpus is None:
         raise UserError("--retrieved is required when rho1 > 0 (pass --rho1 0 for LM on the task data only).")
     vocab_corpus = external_corpus
-    vocab = run_vocabulary(
-        config, settings.vocab
-    )  # --init-from's own vocabulary; a differing --vocab is refused
+    # --init-from's own vocabulary when there is one (a differing --vocab is refused)
+    vocab = run_vocabulary(config, settings.vocab)
     if vocab is None and vocab_corpus is None:
         vocab_corpus = out / "task_texts.txt"
         vocab_corpus.write_text("\n\n".join(e.text for e in train_examples) + "\n")
@@ -657,6 +674,7 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
         meta_head_steps=settings.meta_head_steps,
         meta_head_lr=settings.meta_head_lr,
         eval_every=settings.eval_every,
+        balance_losses=settings.balance_losses,
     )
 
     # ---- stage 1: joint training ----
