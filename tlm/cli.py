@@ -189,7 +189,15 @@ def run_settings(args) -> dict:
         "seed",
     )
     names += ("cache_dir", "save_every", "resume", "init_from", "eval_every", "metric")
+    names += ("task_train", "task_dev", "task_test", "out")
     return {name: getattr(args, name) for name in names} | {"progress": not args.no_progress}
+
+
+def refuse_to_replace_run(args) -> None:
+    """A finished or started `tlm train` / `tartan` output is kept unless --resume or --overwrite."""
+    if not args.resume:
+        produced = ("results.json", "model", "stage1", "stage2")
+        refuse_to_replace([Path(args.out) / name for name in produced], args.overwrite, resume_hint=True)
 
 
 def column_kwargs(args) -> dict:
@@ -262,7 +270,7 @@ def _select_iss(args, index) -> dict:
         seed=args.seed,
         init_from=args.init_from,
         learning_rate=args.reference_lr,
-        progress=True,
+        progress=not args.no_progress,
         **column_kwargs(args),
     )
     refuse_to_replace([Path(reference.out) / "results.json"], args.overwrite)
@@ -276,6 +284,7 @@ def _select_iss(args, index) -> dict:
         batch_size=args.iss_batch_size,
         long_query_words=args.long_query_words,
         keyword_words=args.keyword_words,
+        progress=not args.no_progress,
     )
 
 
@@ -296,17 +305,11 @@ def run_texts(args) -> int:
 
 
 def run_train(args) -> int:
-    if not args.resume:
-        produced = ("results.json", "model", "stage1", "stage2")
-        refuse_to_replace([Path(args.out) / name for name in produced], args.overwrite, resume_hint=True)
+    refuse_to_replace_run(args)
     from electra.config import parse_overrides, with_frozen_generator
     from tlm.train import TLMSettings, train_tlm
 
     settings = TLMSettings(
-        task_train=args.task_train,
-        task_dev=args.task_dev,
-        task_test=args.task_test,
-        out=args.out,
         retrieved=args.retrieved,
         objective=args.objective,
         size=args.size,

@@ -32,6 +32,7 @@ from electra.data import PretrainingCollator
 from electra.errors import UserError
 from electra.run_log import progress_off
 from tlm.retrieval import BM25Index, retrieve, write_selection
+from tlm.tartan import flat
 from tlm.tasks import LabelVocab
 from tlm.train import TLMSettings, encode_task, train_joint
 
@@ -59,10 +60,7 @@ def layer_parameters(encoder: nn.Module, layer: int | str = -1) -> list[nn.Param
 
 def flat_gradient(loss: torch.Tensor, parameters: Sequence[nn.Parameter]) -> torch.Tensor:
     """∇loss over `parameters` as one fp32 vector (zeros where the loss does not reach a parameter)."""
-    grads = torch.autograd.grad(loss, list(parameters), allow_unused=True)
-    return torch.cat(
-        [(g if g is not None else torch.zeros_like(p)).reshape(-1).float() for g, p in zip(grads, parameters)]
-    )
+    return flat(torch.autograd.grad(loss, list(parameters), allow_unused=True), parameters)
 
 
 def influence_scores(task_gradients: torch.Tensor, lm_gradients: torch.Tensor) -> torch.Tensor:

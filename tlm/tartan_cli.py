@@ -9,10 +9,8 @@ state; test is reported for that state.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from electra.flags import add_output_option
-from electra.overwrite import refuse_to_replace
 
 AUXILIARIES = ("tapt", "dapt")
 
@@ -112,7 +110,7 @@ def parse_aux(spec: str) -> list[str]:
 def run(args) -> int:
     from electra.config import parse_overrides
     from electra.errors import UserError
-    from tlm.cli import column_kwargs, run_settings
+    from tlm.cli import column_kwargs, refuse_to_replace_run, run_settings
     from tlm.train import TASK_ONLY, TLMSettings, train_tlm
 
     aux = parse_aux(args.aux)
@@ -124,14 +122,8 @@ def run(args) -> int:
         )
     if args.weighting == "meta" and not aux:
         raise UserError("--weighting meta needs at least one auxiliary (--aux tapt and/or dapt).")
-    if not args.resume:
-        produced = ("results.json", "model", "stage1", "stage2")
-        refuse_to_replace([Path(args.out) / name for name in produced], args.overwrite, resume_hint=True)
+    refuse_to_replace_run(args)
     settings = TLMSettings(
-        task_train=args.task_train,
-        task_dev=args.task_dev,
-        task_test=args.task_test,
-        out=args.out,
         retrieved=args.dapt_corpus,
         objective=args.aux_objective if aux else TASK_ONLY,
         overrides=parse_overrides(args.set),
