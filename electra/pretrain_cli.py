@@ -94,9 +94,20 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--flops-budget", type=float, help="stop once this many training FLOPs are spent (e.g. 1e15)"
     )
+    parser.add_argument(
+        "--time-budget",
+        dest="time_budget_minutes",
+        type=float,
+        metavar="MINUTES",
+        help="stop after this many minutes of training, saving a checkpoint and the curves (the schedule still "
+        "runs to --max-steps: the run is that schedule's first minutes; --resume continues it)",
+    )
     parser.add_argument("--save-every", type=int)
     parser.add_argument(
-        "--compile", action="store_true", default=None, help="torch.compile the model (slow first steps)"
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the model (slow first steps); default: on when one GPU trains, off on a CPU",
     )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config field"
@@ -145,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         "mixed_precision",
         "seed",
         "flops_budget",
+        "time_budget_minutes",
         "save_every",
         "compile",
         "generator_from",

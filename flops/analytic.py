@@ -31,7 +31,7 @@ sequence; training doubles it):
 * the generator beside it: a masked LM of the configured width (runs the shared embeddings again, projects them to
   its width, layers, MLM head at predicted positions); a two-tower cloze generator (`generators.two_tower`: one
   pass of the shared embeddings and projection, two generator-width towers, and one output head on the
-  concatenated 2 x width states) whose head runs at every candidate position (Electric needs the noise probability
+  concatenated 2 x width states) whose head runs at every position (Electric needs the noise probability
   of every token) or at the predicted ones only (ELECTRA-TT); a unigram table (free); or none (the MLM baseline).
   embedding_sharing only changes parameter counts.
 
@@ -195,7 +195,7 @@ class FlopPlan:
         same shape plus one add per token for log q), `masked_lm` (a masked-LM head at the predicted positions),
         `masked_lm_everywhere_with_copy` (at every position, plus All-Tokens MLM's copy probability).
     generator: None, or the generator that runs beside it (`mlm`, `two-tower`, `unigram`).
-    two_tower_head_at: where a two-tower generator's vocabulary head runs: at every candidate position
+    two_tower_head_at: where a two-tower generator's vocabulary head runs: at every position
         (`candidates`, Electric's noise needs them all) or only at the predicted ones (`predicted`, ELECTRA-TT).
     generator_shape: the generator's shape when it is not the config's (a frozen, loaded generator).
     discriminator_passes, generator_passes: forward-pass equivalents charged per training sequence: 2 is a

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from electra.masking import candidate_mask
+from electra.masking import slots_per_row
 from flops.analytic import FlopPlan, count_flops
 from flops.shapes import EncoderShape, discriminator_shape, generator_shape, predicted_positions
 
@@ -326,46 +326,22 @@ def fvcore_forward_flops(
     return 2.0 * float(sum(count for op, count in by_op.items() if op in FVCORE_MATMUL_OPS))
 
 
-def _candidates_per_sequence(model: nn.Module, batch: dict[str, Any]) -> torch.Tensor | None:
-    """[B] non-special real tokens per row (what masking and the two-tower head work on); None when the model does
-    not expose its special ids."""
-    special_ids = getattr(model, "special_ids", None)
-    if special_ids is None or "attention_mask" not in batch:
-        return None
-    return candidate_mask(batch["input_ids"], batch["attention_mask"], special_ids).sum(dim=1)
-
-
-def _masked_per_sequence(n: torch.Tensor | None, mask_prob: float) -> float | None:
-    """Mean positions per row the library's masking picks: round(mask_prob * n), at least 1
-    (electra.masking.choose_positions)."""
-    if n is None:
-        return None
-    k = torch.minimum(torch.round(n.float() * mask_prob).long().clamp(min=1), n)
-    return float(k.float().mean())
-
-
 def startup_check(
     model: nn.Module, batch: dict[str, Any], config: Any, plan: FlopPlan, tolerance: float = 0.02
 ) -> dict[str, Any]:
     """Measure one forward of the training model and compare its matmuls with the analytic count.
 
     Meant to run once when training starts: it guards the analytic counter (which the loop then uses for every
-    step) against a model that computes something else. The batch's padded length is the sequence length; the
-    number of masked positions (and of two-tower cloze positions) is taken from the batch the way the library
-    picks them.
+    step) against a model that computes something else. The batch's padded length is the sequence length. A step
+    computes what its shape says, whatever the padding: heads at the predicted positions run on K slots per row
+    (`electra.masking.slots_per_row`), a two-tower head that serves Electric's noise at every position.
     """
     input_ids = batch["input_ids"]
     batch_size, seq_len = int(input_ids.shape[0]), int(input_ids.shape[1])
-    candidates = _candidates_per_sequence(model, batch)
-    positions = _masked_per_sequence(candidates, config.mask_prob)
     with torch.no_grad():
         measured = measure_training_step(model, batch, backward=False)
     report = count_flops(
-        config,
-        plan,
-        seq_len=seq_len,
-        output_positions=positions if positions is not None else "ceil",
-        cloze_positions=float(candidates.float().mean()) if candidates is not None else None,
+        config, plan, seq_len=seq_len, output_positions=float(slots_per_row(seq_len, config.mask_prob))
     )
     analytic = report.matmul_flops("train") * batch_size
     ratio = measured["forward"] / analytic if analytic else float("nan")

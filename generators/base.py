@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from electra.masking import Picked
+
 
 class Generator(nn.Module):
     """A noise distribution over tokens at selected positions.
@@ -23,9 +25,9 @@ class Generator(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None,
-        positions: torch.Tensor,
+        positions: Picked,
     ) -> torch.Tensor:
-        """Logits [N, vocab] for the N True entries of the boolean `positions` [B, L], in row-major order."""
+        """Logits [B·K, vocab] at the K slots per row of `positions` (fillers included: callers weight them out)."""
         raise NotImplementedError
 
     def sampling_temperature(self, default: float) -> float | torch.Tensor:

@@ -58,10 +58,12 @@ class FrozenMaskedLMGenerator(Generator):
                 # ELECTRA's masked LM: run the vocabulary head at the picked rows only.
                 hidden = base(
                     input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-                ).last_hidden_state[positions]
+                ).last_hidden_state
+                hidden = positions.rows(hidden)
                 return self.model.generator_lm_head(self.model.generator_predictions(hidden))
             kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-            return self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).logits[positions]
+            logits = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).logits
+            return positions.rows(logits)
 
     def hf_model(self) -> nn.Module:
         return self.model

@@ -36,7 +36,7 @@ class MaskedLMGenerator(Generator):
         hidden = self.model.electra(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
-        selected = hidden[positions]
+        selected = positions.rows(hidden)
         return selected, self.model.generator_lm_head(self.model.generator_predictions(selected))
 
     def hf_model(self) -> ElectraForMaskedLM:

@@ -23,5 +23,4 @@ class UnigramGenerator(Generator):
         self.register_buffer("log_probs", torch.log(counts / counts.sum()).float())
 
     def logits_at(self, input_ids, attention_mask, token_type_ids, positions):
-        n = int(positions.sum())
-        return self.log_probs.unsqueeze(0).expand(n, -1)
+        return self.log_probs.unsqueeze(0).expand(positions.index.numel(), -1)

@@ -142,3 +142,24 @@ def test_yaml_config_files(tmp_path):
     path.write_text("- not a mapping\n")
     with pytest.raises(UserError, match="must hold a YAML mapping"):
         build_config("tiny", path)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "on_gpu", "processes", "expected"),
+    [
+        ({}, False, 1, (False, "default")),  # a CPU: compilation did not pay here
+        ({}, True, 1, (True, "reduce-overhead")),  # one GPU: CUDA graphs, 2.3x the eager step
+        ({}, True, 2, (False, "reduce-overhead")),  # several processes: opt in
+        ({"compile": False}, True, 1, (False, "reduce-overhead")),
+        ({"compile": True, "compile_mode": "max-autotune"}, False, 1, (True, "max-autotune")),
+    ],
+)
+def test_compile_plan_follows_the_measurements_unless_told(overrides, on_gpu, processes, expected):
+    from electra.pretraining import compile_plan
+
+    assert compile_plan(build_config("small", overrides=overrides), on_gpu, processes) == expected
+
+
+def test_an_unknown_compile_mode_is_refused():
+    with pytest.raises(UserError, match="compile_mode must be one of default, reduce-overhead"):
+        build_config("small", overrides={"compile_mode": "fast"})

@@ -7,10 +7,12 @@ import json
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 import electra.engine as engine_module
 from electra.engine import EarlyStopping, Engine, Task, TrainArgs
+from electra.errors import UserError
 from electra.outputs import StepOutput
 from electra.run_log import read_csv, read_metrics
 
@@ -131,6 +133,46 @@ def test_flop_budget_stops_at_the_first_step_that_spends_it(tmp_path):
     result = Engine(_args(tmp_path, max_steps=100, flops_budget=2500.0)).fit(Regression())
     assert result.stop_reason == "flops_budget"
     assert result.flops == 3200.0 and result.step == 4  # 800 FLOPs a step: 2400 < 2500 <= 3200
+
+
+def test_a_time_budget_stops_at_the_next_log_step_saves_and_resumes_exactly(tmp_path):
+    straight = Regression()
+    torch.manual_seed(5)
+    Engine(_args(tmp_path / "a", save_every=100, log_every=3)).fit(straight)
+    timed = Regression()
+    torch.manual_seed(5)
+    engine = Engine(_args(tmp_path / "b", save_every=100, log_every=3, time_budget=1e-9))
+    result = engine.fit(timed)
+    assert (result.stop_reason, result.step) == ("time_budget", 3)  # spent at once, noticed when step 3 logs
+    assert engine.latest_checkpoint().name.endswith("3")
+    resumed = Regression()
+    engine = Engine(_args(tmp_path / "b", save_every=100, log_every=3))
+    assert engine.fit(resumed, engine.latest_checkpoint()).step == 6
+    a, b = _weights(straight.model), _weights(resumed.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)  # the schedule ran on as if never stopped
+    with pytest.raises(UserError, match="time budget must be positive"):
+        _args(tmp_path, time_budget=0.0)
+
+
+@pytest.mark.slow
+def test_a_compiled_run_trains_like_the_eager_one_and_saves_plain_weights(tmp_path):
+    """The GPU default (torch.compile) on the CPU: same weights as eager to rounding; checkpoints hold the module's
+    own names (no `_orig_mod.` prefix), so they resume without compilation. Dropout is off: compiled code draws
+    its own random numbers."""
+    torch.manual_seed(5)
+    eager = Regression()
+    eager.model[1].p = 0.0
+    Engine(_args(tmp_path / "eager", save_every=6)).fit(eager)
+    torch.manual_seed(5)
+    compiled = Regression()
+    compiled.model[1].p = 0.0
+    torch._dynamo.reset()
+    engine = Engine(_args(tmp_path / "compiled", save_every=6, compile=True))
+    assert engine.fit(compiled).step == 6
+    for name, value in _weights(eager.model).items():
+        torch.testing.assert_close(_weights(compiled.model)[name], value, rtol=1e-4, atol=1e-6, msg=name)
+    saved = load_file(str(engine.latest_checkpoint() / "model.safetensors"))
+    assert set(saved) == set(eager.model.state_dict())
 
 
 def test_logs_go_through_accelerate_trackers(tmp_path):

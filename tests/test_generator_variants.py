@@ -67,18 +67,19 @@ def test_adversarial_step_gives_the_generator_the_hand_computed_reinforce_gradie
 
     positions, logits = seen["positions"], seen["logits"].detach()
     original = _batch(tokenizer)["input_ids"]
-    samples = seen["corrupted"][positions]
-    replaced = (samples != original[positions]).float()
-    d_logits = seen["disc"].detach()[positions]
+    samples = positions.rows(seen["corrupted"])  # the K slots per row; fillers carry weight 0
+    replaced = (samples != positions.rows(original)).float()
+    d_logits = positions.rows(seen["disc"].detach())
+    weights = positions.weights
     reward = -(replaced * F.logsigmoid(d_logits) + (1 - replaced) * F.logsigmoid(-d_logits))  # D's loss at t
     w = model.reward_baseline
     baseline = -F.logsigmoid(seen["states"].detach() @ w.weight.detach().T + w.bias.detach()).squeeze(-1)
-    n = logits.shape[0]
-    expected = -((reward - baseline) / n)[:, None] * (
+    n = weights.sum()
+    expected = -(weights * (reward - baseline) / n)[:, None] * (
         F.one_hot(samples, logits.shape[-1]) - torch.softmax(logits, -1)
     )
     torch.testing.assert_close(seen["logits"].grad, expected, rtol=1e-4, atol=1e-7)
-    assert out.metrics["generator_reward"] == pytest.approx(float(reward.mean()), rel=1e-5)
+    assert out.metrics["generator_reward"] == pytest.approx(float((reward * weights).sum() / n), rel=1e-5)
     for name in ("generator_entropy", "generator_accuracy", "generator_mlm_loss", "baseline_loss"):
         assert torch.isfinite(out.metrics[name]), name
     assert w.weight.grad is not None and w.weight.grad.abs().sum() > 0  # the baseline trains

@@ -4,6 +4,7 @@ import torch
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
 from electra.export import finetune_dir, read_export
+from electra.masking import Picked
 from electra.model import build_pretraining_model
 from electra.objectives import build_config
 
@@ -58,7 +59,7 @@ def test_generator_export_matches_masked_position_logits(micro_overrides, tokeni
     positions = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
     positions[:, 2] = True
     ours = model.generator.logits_at(
-        batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], positions
+        batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], Picked.from_mask(positions)
     )
     loaded = ElectraForMaskedLM.from_pretrained(model.export(tmp_path, tokenizer)["generator"]).eval()
     theirs = loaded(**batch).logits[positions]
@@ -105,8 +106,8 @@ def test_sample_equal_to_original_is_labelled_original(micro_overrides, tokenize
     batch = _batch(tokenizer)
 
     def perfect(input_ids, attention_mask, token_type_ids, positions):
-        logits = torch.full((int(positions.sum()), len(tokenizer)), -1e4)
-        logits[torch.arange(logits.shape[0]), batch["input_ids"][positions]] = 1e4
+        logits = torch.full((positions.index.numel(), len(tokenizer)), -1e4)
+        logits[torch.arange(logits.shape[0]), positions.rows(batch["input_ids"])] = 1e4
         return logits
 
     monkeypatch.setattr(model.generator, "logits_at", perfect)

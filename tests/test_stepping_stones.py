@@ -12,6 +12,7 @@ import electra.objectives.replaced_token as replaced_token_module
 import electra.objectives.stepping_stones as stepping_stones_module
 from discriminators.masked_lm import copy_mechanism_nll
 from discriminators.replaced_token import replaced_token_loss
+from electra.masking import Picked
 from electra.model import PretrainingModel
 from electra.objectives import build_config, flop_report, get_objective
 from electra.outputs import SpecialIds
@@ -67,7 +68,7 @@ def test_copy_mechanism_by_hand():
 def _step(model, monkeypatch, input_ids, attention_mask, token_type_ids, positions):
     """The objective's training step with the masking draw replaced by hand-picked positions."""
     for module in (replaced_token_module, stepping_stones_module):
-        monkeypatch.setattr(module, "choose_positions", lambda *args, **kwargs: positions)
+        monkeypatch.setattr(module, "pick_positions", lambda *args, **kwargs: Picked.from_mask(positions))
     return model(input_ids, attention_mask, token_type_ids)
 
 
@@ -109,14 +110,22 @@ def test_replace_mlm_step_uses_samples_not_mask_and_predicts_the_picked_position
     seen: dict = {}
     _capture(model.discriminator.model.electra, seen, "corrupted", pre=True)
     _capture(model.discriminator.model.generator_predictions, seen, "head")
+    model.discriminator.model.electra.register_forward_hook(
+        lambda mod, args, out: seen.__setitem__("corrupted_states", out.last_hidden_state)
+    )
     torch.manual_seed(1)
     output = _step(model, monkeypatch, input_ids, attention_mask, token_type_ids, positions)
     corrupted = seen["corrupted"]
     assert torch.equal(corrupted[~positions], input_ids[~positions])
     assert not (corrupted == SPECIAL.mask).any()  # generator samples, never [MASK]
     rows = seen["head"][0]
-    assert rows.shape[0] == int(positions.sum())  # the MLM head ran on exactly the picked positions
-    logits = model.discriminator.model.generator_lm_head(seen["head"][1])
+    picked = Picked.from_mask(positions)
+    assert rows.shape[0] == picked.index.numel()  # the MLM head ran on the picked slots (K per row) ...
+    valid = picked.valid.reshape(-1)
+    torch.testing.assert_close(
+        rows[valid], seen["corrupted_states"][positions]
+    )  # ... holding those positions
+    logits = model.discriminator.model.generator_lm_head(seen["head"][1])[valid]
     expected = F.cross_entropy(logits, input_ids[positions])
     assert output.metrics["mlm_loss"].item() == pytest.approx(expected.item(), rel=1e-5)
     assert output.loss.item() == pytest.approx(

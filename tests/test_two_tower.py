@@ -122,7 +122,7 @@ def test_sample_noise_replaces_k_candidates_and_reports_log_q():
     cand = candidate_mask(ids, mask, torch.tensor([0, 2, 3]))
     logits = torch.randn(2, 10, 50)
     gen = torch.Generator().manual_seed(1)
-    noise = sample_noise(logits[cand], ids, cand, mask_prob=0.15, generator=gen)
+    noise = sample_noise(logits, ids, cand, mask_prob=0.15, generator=gen)
     assert noise.n.tolist() == [7, 2] and noise.k.tolist() == [2, 1]  # ceil(1.05) = 2, ceil(0.3) = 1
     assert noise.replaced_mask.sum(-1).tolist() == [2, 1]
     assert not (noise.replaced_mask & ~cand).any()

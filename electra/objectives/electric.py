@@ -15,6 +15,7 @@ from discriminators.replaced_token import ReplacedTokenDiscriminator
 from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config
 from electra.masking import candidate_mask
+from electra.metrics import masked_mean
 from electra.objectives.base import Objective, Parts, require_generator
 from electra.objectives.registry import register_objective
 from electra.outputs import StepOutput
@@ -41,30 +42,31 @@ class Electric(Objective):
         init_energy_offset(model.discriminator.model.discriminator_predictions, cfg.vocab_size, cfg.mask_prob)
 
     def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
-        """The generator's log-probabilities at the candidates are computed once and reused (detached, fp32) to
-        draw the noise and to give log q of both kept and replaced tokens. The discriminator's head output is -E
-        (the export contract), so the energies are its negative."""
+        """The generator's log-probabilities are computed once and reused (detached, fp32) to draw the noise and
+        to give log q of both kept and replaced tokens. The discriminator's head output is -E (the export
+        contract), so the energies are its negative. Every shape follows from the batch's: no host sync."""
         cfg = model.config
         candidates = candidate_mask(input_ids, attention_mask, model.special_ids)
-        gen_loss, cand_log_q = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
+        gen_loss, log_q = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
         noise = sample_noise(
-            cand_log_q, input_ids, candidates, cfg.mask_prob, cfg.sampling_temperature, normalized=True
+            log_q, input_ids, candidates, cfg.mask_prob, cfg.sampling_temperature, normalized=True
         )
         energies = -model.discriminator(noise.input_ids, attention_mask, token_type_ids)
         nce = electric_nce_loss(energies, noise.log_q, noise.replaced_mask, candidates, noise.k)
         loss = cfg.generator_loss_weight * gen_loss + cfg.discriminator_loss_weight * nce
         with torch.no_grad():
             z = electric_nce_logits(energies, noise.log_q, noise.k, noise.n)
-            counted = candidates.sum().clamp(min=1)
             replaced = noise.replaced_mask
+            energies = energies.detach()
+            predicted = log_q.argmax(-1).view_as(input_ids)
             metrics = {
                 "generator_loss": gen_loss.detach(),
                 "discriminator_loss": nce.detach(),
-                "generator_accuracy": (cand_log_q.argmax(-1) == input_ids[candidates]).float().mean(),
-                "nce_accuracy": (((z > 0) == replaced) & candidates).sum().float() / counted,
-                "sample_is_original": (noise.input_ids == input_ids)[replaced].float().mean(),
-                "mean_energy_kept": energies.detach().float()[candidates & ~replaced].mean(),
-                "mean_energy_replaced": energies.detach().float()[replaced].mean(),
+                "generator_accuracy": masked_mean(predicted == input_ids, candidates),
+                "nce_accuracy": masked_mean((z > 0) == replaced, candidates),
+                "sample_is_original": masked_mean(noise.input_ids == input_ids, replaced),
+                "mean_energy_kept": masked_mean(energies, candidates & ~replaced),
+                "mean_energy_replaced": masked_mean(energies, replaced),
                 "loss": loss.detach(),
             }
         return StepOutput(loss, metrics)

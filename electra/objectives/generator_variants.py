@@ -22,8 +22,8 @@ from torch import nn
 from discriminators.replaced_token import replaced_token_loss
 from electra.config import PretrainConfig
 from electra.errors import UserError
-from electra.masking import choose_positions, sample_from_probs, sample_tokens
-from electra.metrics import discriminator_metrics, generator_metrics, output_entropy
+from electra.masking import pick_positions, sample_from_probs, sample_tokens
+from electra.metrics import discriminator_metrics, generator_metrics, output_entropy, weighted_mean
 from electra.objectives.base import Parts, masked_input, require_generator
 from electra.objectives.registry import register_objective
 from electra.objectives.replaced_token import Electra, add_generator_loss, corrupt
@@ -32,17 +32,27 @@ from flops.analytic import FlopPlan
 
 
 def reinforce_loss(
-    log_probs: torch.Tensor, samples: torch.Tensor, reward: torch.Tensor, baseline: torch.Tensor
+    log_probs: torch.Tensor,
+    samples: torch.Tensor,
+    reward: torch.Tensor,
+    baseline: torch.Tensor,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """−mean((R − b) · log q(x̂)): its gradient is the REINFORCE estimate of −∇E[R]; R and b are constants."""
+    """−mean((R − b) · log q(x̂)): its gradient is the REINFORCE estimate of −∇E[R]; R and b are constants.
+    `weights` [N] (0 or 1) leaves rows out of the mean."""
     advantage = (reward - baseline).detach()
     chosen = log_probs.gather(-1, samples.unsqueeze(-1)).squeeze(-1)
-    return -(advantage * chosen).mean()
+    return -weighted_mean(advantage * chosen, weights)
 
 
-def baseline_loss(baseline_logits: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
+def baseline_loss(
+    baseline_logits: torch.Tensor, reward: torch.Tensor, weights: torch.Tensor | None = None
+) -> torch.Tensor:
     """Cross-entropy pulling sigmoid(z) towards exp(−R), so that b = −log sigmoid(z) tracks the reward R."""
-    return F.binary_cross_entropy_with_logits(baseline_logits.float(), torch.exp(-reward.detach()))
+    per_row = F.binary_cross_entropy_with_logits(
+        baseline_logits.float(), torch.exp(-reward.detach()), reduction="none"
+    )
+    return weighted_mean(per_row, weights)
 
 
 def _refuse_frozen(config: PretrainConfig, name: str) -> None:
@@ -68,10 +78,10 @@ class AdversarialElectra(Electra):
 
     def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
         cfg = model.config
-        positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
-        targets = input_ids[positions]
+        positions = pick_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
+        targets = positions.rows(input_ids)
         states, logits = model.generator.states_and_logits_at(
-            masked_input(model, input_ids, positions), attention_mask, token_type_ids, positions
+            masked_input(model, input_ids, positions.mask), attention_mask, token_type_ids, positions
         )
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         with torch.no_grad():
@@ -80,29 +90,32 @@ class AdversarialElectra(Electra):
             samples = sample_from_probs(probs)
         else:
             samples = sample_tokens(logits, cfg.sampling_temperature)
-        corrupted = input_ids.masked_scatter(positions, samples)
+        corrupted = positions.replace(input_ids, samples)
         is_replaced = corrupted != input_ids
 
         disc_logits = model.discriminator(corrupted, attention_mask, token_type_ids)
         disc_loss = replaced_token_loss(disc_logits, is_replaced, attention_mask)
         reward = F.binary_cross_entropy_with_logits(
-            disc_logits[positions].float().detach(), is_replaced[positions].float(), reduction="none"
+            positions.rows(disc_logits).float().detach(),
+            positions.rows(is_replaced).float(),
+            reduction="none",
         )
         baseline_logits = model.reward_baseline(states.detach()).squeeze(-1)
         baseline = -F.logsigmoid(baseline_logits.float()).detach()
-        gen_loss = reinforce_loss(log_probs, samples, reward, baseline)
-        fit_loss = baseline_loss(baseline_logits, reward)
+        weights = positions.weights
+        gen_loss = reinforce_loss(log_probs, samples, reward, baseline, weights)
+        fit_loss = baseline_loss(baseline_logits, reward, weights)
         loss = cfg.discriminator_loss_weight * disc_loss + cfg.generator_loss_weight * gen_loss + fit_loss
 
         metrics = {
             "discriminator_loss": disc_loss.detach(),
             "generator_loss": gen_loss.detach(),
-            "generator_reward": reward.mean(),
+            "generator_reward": weighted_mean(reward, weights),
             "baseline_loss": fit_loss.detach(),
-            "generator_mlm_loss": F.nll_loss(log_probs.detach(), targets),
-            "generator_entropy": output_entropy(log_probs, probs),
+            "generator_mlm_loss": positions.mean(F.nll_loss(log_probs.detach(), targets, reduction="none")),
+            "generator_entropy": output_entropy(log_probs, probs, weights),
         }
-        metrics.update(generator_metrics(logits, targets))
+        metrics.update(generator_metrics(logits, targets, weights))
         metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
         metrics["loss"] = loss.detach()
         return StepOutput(loss, metrics)
@@ -158,26 +171,26 @@ class TwoStageElectra(Electra):
                 model.discriminator.encoder.load_state_dict(model.generator.model.electra.state_dict())
             model.two_stage_copied.fill_(True)
         with torch.no_grad():  # the generator is frozen in the second stage
-            positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
+            positions = pick_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
             corrupted, logits, _, _ = corrupt(model, input_ids, attention_mask, token_type_ids, positions)
         is_replaced = corrupted != input_ids
         disc_logits = model.discriminator(corrupted, attention_mask, token_type_ids)
         disc_loss = replaced_token_loss(disc_logits, is_replaced, attention_mask)
         loss = cfg.discriminator_loss_weight * disc_loss
         metrics = {"discriminator_loss": disc_loss.detach(), "loss": loss.detach()}
-        metrics.update(generator_metrics(logits, input_ids[positions]))
+        metrics.update(generator_metrics(logits, positions.rows(input_ids), positions.weights))
         metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
         return StepOutput(loss, metrics)
 
     def _generator_step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
         cfg = model.config
-        positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
-        generator_input = masked_input(model, input_ids, positions)
+        positions = pick_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
+        generator_input = masked_input(model, input_ids, positions.mask)
         logits = model.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         metrics: dict[str, torch.Tensor] = {}
         loss = add_generator_loss(
-            model, logits.new_zeros((), dtype=torch.float32), metrics, logits, log_probs, input_ids[positions]
+            model, logits.new_zeros((), dtype=torch.float32), metrics, logits, log_probs, input_ids, positions
         )
         metrics["loss"] = loss.detach()
         return StepOutput(loss, metrics)

@@ -8,7 +8,7 @@ from electra.config import PretrainConfig
 from electra.errors import UserError
 from electra.export import ExportPart, save_hf_model
 from electra.hf_configs import discriminator_hf_config
-from electra.masking import choose_positions
+from electra.masking import pick_positions
 from electra.metrics import generator_metrics
 from electra.objectives.base import Objective, Parts, masked_input
 from electra.objectives.registry import register_objective
@@ -34,13 +34,14 @@ class MaskedLM(Objective):
 
     def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
         cfg = model.config
-        positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
-        targets = input_ids[positions]
-        masked = masked_input(model, input_ids, positions)
+        positions = pick_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
+        targets = positions.rows(input_ids)
+        masked = masked_input(model, input_ids, positions.mask)
         logits = model.generator.logits_at(masked, attention_mask, token_type_ids, positions)
-        loss = F.cross_entropy(logits.float(), targets)
+        loss = positions.mean(F.cross_entropy(logits.float(), targets, reduction="none"))
         metrics = {"mlm_loss": loss.detach(), "loss": loss.detach()}
-        metrics.update({"mlm_accuracy": generator_metrics(logits, targets)["generator_accuracy"]})
+        accuracy = generator_metrics(logits, targets, positions.weights)["generator_accuracy"]
+        metrics["mlm_accuracy"] = accuracy
         return StepOutput(loss, metrics)
 
     def flop_plan(self, config: PretrainConfig) -> FlopPlan:

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_token_loss
 from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config
-from electra.masking import choose_positions, sample_from_probs, sample_tokens
+from electra.masking import Picked, pick_positions, sample_from_probs, sample_tokens
 from electra.metrics import discriminator_metrics, generator_metrics, output_entropy
 from electra.objectives.base import (
     Objective,
@@ -37,9 +37,11 @@ from flops.analytic import FlopPlan
 
 class Corruption(NamedTuple):
     corrupted: torch.Tensor  # the input with the picked positions replaced by samples
-    logits: torch.Tensor  # the generator's, at the picked positions
+    logits: torch.Tensor  # the generator's, at the picked slots [B·K, V] (fillers included)
     log_probs: torch.Tensor  # their fp32 log-softmax (with gradient, for the generator loss)
-    entropy: torch.Tensor  # mean entropy of the generator's distributions (the `generator_entropy` metric)
+    entropy: (
+        torch.Tensor
+    )  # mean entropy of the generator's distributions at picked slots (`generator_entropy`)
 
 
 def corrupt(
@@ -47,18 +49,19 @@ def corrupt(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     token_type_ids: torch.Tensor | None,
-    positions: torch.Tensor,
+    positions: Picked,
 ) -> Corruption:
     """ELECTRA's corruption: the generator reads the (masked) input and its samples replace the picked positions.
 
     Sampling reuses the log-probabilities the generator loss needs, in fp32 and without gradient; the entropy
     metric is taken from the same probabilities here, so they are exponentiated once and freed before the
-    discriminator runs.
+    discriminator runs. Filler slots are sampled too (a fixed shape costs less than a host sync) and written
+    back as their original token.
     """
     cfg = model.config
     generator_input = input_ids
     if model.generator.needs_masked_input:
-        generator_input = masked_input(model, input_ids, positions)
+        generator_input = masked_input(model, input_ids, positions.mask)
     logits = model.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
     log_probs = torch.log_softmax(logits.float(), dim=-1)
     with torch.no_grad():
@@ -68,8 +71,8 @@ def corrupt(
         samples = sample_from_probs(probs)
     else:
         samples = sample_tokens(logits, temperature)
-    entropy = output_entropy(log_probs, probs)
-    return Corruption(input_ids.masked_scatter(positions, samples), logits, log_probs, entropy)
+    entropy = output_entropy(log_probs, probs, positions.weights)
+    return Corruption(positions.replace(input_ids, samples), logits, log_probs, entropy)
 
 
 def add_generator_loss(
@@ -78,17 +81,22 @@ def add_generator_loss(
     metrics: dict[str, torch.Tensor],
     logits: torch.Tensor,
     log_probs: torch.Tensor,
-    targets: torch.Tensor,
+    input_ids: torch.Tensor,
+    positions: Picked,
     entropy: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The generator's maximum-likelihood term (when it trains) and its metrics, added to an objective's loss
-    (`entropy`: the one `corrupt` measured, when the caller has it)."""
+    (`entropy`: the one `corrupt` measured, when the caller has it). Rows are `positions`' slots; only the
+    picked ones count."""
+    targets = positions.rows(input_ids)
     if model.generator.trainable:
-        gen_loss = F.nll_loss(log_probs, targets)
+        gen_loss = positions.mean(F.nll_loss(log_probs, targets, reduction="none"))
         loss = loss + model.config.generator_loss_weight * gen_loss
         metrics["generator_loss"] = gen_loss.detach()
-    metrics.update(generator_metrics(logits, targets))
-    metrics["generator_entropy"] = output_entropy(log_probs) if entropy is None else entropy
+    metrics.update(generator_metrics(logits, targets, positions.weights))
+    metrics["generator_entropy"] = (
+        output_entropy(log_probs, weights=positions.weights) if entropy is None else entropy
+    )
     return loss
 
 
@@ -119,14 +127,13 @@ class Electra(Objective):
     def replaced_prior(self, config: PretrainConfig) -> float:
         return config.mask_prob
 
-    def loss_positions(self, attention_mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def loss_positions(self, attention_mask: torch.Tensor, positions: Picked) -> torch.Tensor:
         """Where the discriminator's binary loss is averaged: every real token."""
         return attention_mask
 
     def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
         cfg = model.config
-        positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
-        targets = input_ids[positions]
+        positions = pick_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
         corrupted, logits, log_probs, entropy = corrupt(
             model, input_ids, attention_mask, token_type_ids, positions
         )
@@ -138,7 +145,7 @@ class Electra(Objective):
         )
         loss = cfg.discriminator_loss_weight * disc_loss
         metrics = {"discriminator_loss": disc_loss.detach()}
-        loss = add_generator_loss(model, loss, metrics, logits, log_probs, targets, entropy)
+        loss = add_generator_loss(model, loss, metrics, logits, log_probs, input_ids, positions, entropy)
         metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
         metrics["loss"] = loss.detach()
         return StepOutput(loss, metrics)

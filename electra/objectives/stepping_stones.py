@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from discriminators.masked_lm import MaskedLMDiscriminator, copy_mechanism_nll
 from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config
-from electra.masking import choose_positions
+from electra.masking import Picked, pick_positions
 from electra.objectives.base import Objective, Parts, build_generator_for, generator_flop_plan
 from electra.objectives.registry import register_objective
 from electra.objectives.replaced_token import Electra, add_generator_loss, corrupt
@@ -44,8 +44,8 @@ class Electra15(Electra):
     def replaced_prior(self, config: PretrainConfig) -> float:
         return 0.5  # it scores only the masked positions, most of which start out replaced
 
-    def loss_positions(self, attention_mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return positions
+    def loss_positions(self, attention_mask: torch.Tensor, positions: Picked) -> torch.Tensor:
+        return positions.mask
 
 
 class _MaskedLMMain(Objective):
@@ -62,13 +62,14 @@ class _MaskedLMMain(Objective):
 
     def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
         cfg = model.config
-        positions = choose_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
-        targets = input_ids[positions]
+        positions = pick_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
         corrupted, gen_logits, gen_log_probs, gen_entropy = corrupt(
             model, input_ids, attention_mask, token_type_ids, positions
         )
         loss, metrics = self.main_loss(model, input_ids, corrupted, attention_mask, token_type_ids, positions)
-        loss = add_generator_loss(model, loss, metrics, gen_logits, gen_log_probs, targets, gen_entropy)
+        loss = add_generator_loss(
+            model, loss, metrics, gen_logits, gen_log_probs, input_ids, positions, gen_entropy
+        )
         metrics["loss"] = loss.detach()
         return StepOutput(loss, metrics)
 
@@ -85,13 +86,13 @@ class ReplaceMLM(_MaskedLMMain):
     summary = "stepping stone: masked LM whose masked positions hold generator samples instead of [MASK]"
 
     def main_loss(self, model, input_ids, corrupted, attention_mask, token_type_ids, positions):
-        targets = input_ids[positions]
+        targets = positions.rows(input_ids)
         hidden = model.discriminator.hidden_states(corrupted, attention_mask, token_type_ids)
-        logits = model.discriminator.token_logits(hidden[positions])
-        loss = F.cross_entropy(logits.float(), targets)
+        logits = model.discriminator.token_logits(positions.rows(hidden))
+        loss = positions.mean(F.cross_entropy(logits.float(), targets, reduction="none"))
         metrics = {
             "mlm_loss": loss.detach(),
-            "mlm_accuracy": (logits.detach().argmax(-1) == targets).float().mean(),
+            "mlm_accuracy": positions.mean(logits.detach().argmax(-1) == targets),
         }
         return loss, metrics
 
@@ -119,7 +120,7 @@ class AllTokensMLM(_MaskedLMMain):
             mixture = (1 - copy).unsqueeze(1) * torch.softmax(token_logits.float(), dim=-1)
             mixture.scatter_add_(1, inputs.unsqueeze(1), copy.unsqueeze(1))
             correct = mixture.argmax(-1) == targets
-            masked = positions[where]
+            masked = positions.mask[where]
             metrics = {
                 "all_tokens_loss": loss.detach(),
                 "copy_probability": copy.mean(),
