@@ -165,7 +165,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--size", default="small")
-    parser.add_argument("--objective", default="electra")
+    parser.add_argument(
+        "--objective",
+        default="electra",
+        help="comma list: each objective is timed in the same run, with the achieved FLOP rate of each against "
+        "the first (executed FLOPs per second)",
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
@@ -188,13 +193,13 @@ def main() -> None:
     parser.add_argument("--json", help="write every figure here as JSON")
     args = parser.parse_args()
     device = torch.device(args.device)
+    objectives = [o.strip() for o in args.objective.split(",") if o.strip()]
     overrides = {
         "vocab_size": args.vocab_size,
         "max_seq_length": args.seq_len,
-        "objective": args.objective,
+        "objective": objectives[0],
         **parse_overrides(args.set),
     }
-    config = build_config(args.size, overrides=overrides)
     batch = make_batch(args.batch_size, args.seq_len, args.vocab_size, device)
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     modes = [m.strip() for m in args.compile_modes.split(",") if m.strip()]
@@ -231,16 +236,18 @@ def main() -> None:
             )
         )
         del naive
-    torch.manual_seed(0)
-    ours = PretrainingModel(config, SPECIAL).to(device)
-    flops = executed_flops_per_step(ours, batch)
-    for name in dtypes:
-        for mode in [None, *modes]:
-            label = f"ours {args.objective} {name}" + (
-                "" if mode is None else " compiled" if mode == "default" else f" compiled {mode}"
-            )
-            rows.append(
-                measure(
+    ours_rows: dict[str, list[dict]] = {}
+    for objective in objectives:
+        torch.manual_seed(0)
+        config = build_config(args.size, overrides={**overrides, "objective": objective})
+        ours = PretrainingModel(config, SPECIAL).to(device)
+        flops = executed_flops_per_step(ours, batch)
+        for name in dtypes:
+            for mode in [None, *modes]:
+                label = f"ours {objective} {name}" + (
+                    "" if mode is None else " compiled" if mode == "default" else f" compiled {mode}"
+                )
+                row = measure(
                     label,
                     ours,
                     batch,
@@ -253,6 +260,17 @@ def main() -> None:
                     peaks[name],
                     args.window,
                 )
+                rows.append(row)
+                ours_rows.setdefault(objective, []).append(row)
+        del ours
+    first = objectives[0]
+    for objective in objectives[1:]:  # same dtype and mode, same run: achieved executed FLOP/s
+        for mine, theirs in zip(ours_rows[objective], ours_rows[first]):
+            rate = mine["tokens_per_second"]["median"] * mine["executed_flops_per_token"]
+            reference = theirs["tokens_per_second"]["median"] * theirs["executed_flops_per_token"]
+            print(
+                f"FLOP rate {mine['variant']:<34} {rate / 1e9:9.1f} GFLOP/s = {rate / reference:5.2f}x "
+                f"{theirs['variant']}'s"
             )
     if not args.no_baseline:
         base = rows[0]["tokens_per_second"]["median"]

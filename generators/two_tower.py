@@ -314,6 +314,7 @@ class NoiseSample:
     log_q: torch.Tensor
     k: torch.Tensor  # [B] number of replaced positions per sequence
     n: torch.Tensor  # [B] number of candidate positions per sequence
+    slots: Picked | None = None  # the replaced positions as fixed-shape slots (R = slots.mask)
 
 
 @torch.no_grad()
@@ -351,4 +352,4 @@ def sample_noise(
     noised = replaced.replace(input_ids, sampled)
     log_q = log_probs.gather(-1, noised.reshape(-1, 1)).view(batch, length)
     log_q = log_q.masked_fill(~candidates, 0.0)
-    return NoiseSample(input_ids=noised, replaced_mask=replaced.mask, log_q=log_q, k=k, n=n)
+    return NoiseSample(input_ids=noised, replaced_mask=replaced.mask, log_q=log_q, k=k, n=n, slots=replaced)
