@@ -89,9 +89,8 @@ class TrainArgs:
     save_every: int = 0  # 0: no periodic checkpoints (nor the final one)
     keep_checkpoints: int = 2
     flops_budget: float | None = None  # stop at the first update that spends it
-    time_budget: float | None = (
-        None  # seconds of training in this invocation: stop (and save) at the next log step
-    )
+    # seconds of training in this invocation: stop (and save) at the first log step past it
+    time_budget: float | None = None
     eval_every: int = 0  # 0: evaluate only at the end (when the task can evaluate)
     early_stopping: EarlyStopping | None = None
     progress: bool = True
