@@ -236,8 +236,9 @@ def main() -> None:
             )
         )
         del naive
-    ours_rows: dict[str, list[dict]] = {}
+    ours_rows: list[list[dict]] = []  # per objective, in the order given (a name may repeat)
     for objective in objectives:
+        ours_rows.append([])
         torch.manual_seed(0)
         config = build_config(args.size, overrides={**overrides, "objective": objective})
         ours = PretrainingModel(config, SPECIAL).to(device)
@@ -261,11 +262,10 @@ def main() -> None:
                     args.window,
                 )
                 rows.append(row)
-                ours_rows.setdefault(objective, []).append(row)
+                ours_rows[-1].append(row)
         del ours
-    first = objectives[0]
-    for objective in objectives[1:]:  # same dtype and mode, same run: achieved executed FLOP/s
-        for mine, theirs in zip(ours_rows[objective], ours_rows[first]):
+    for others in ours_rows[1:]:  # same dtype and mode, same run: achieved executed FLOP/s against the first
+        for mine, theirs in zip(others, ours_rows[0]):
             rate = mine["tokens_per_second"]["median"] * mine["executed_flops_per_token"]
             reference = theirs["tokens_per_second"]["median"] * theirs["executed_flops_per_token"]
             print(

@@ -6,6 +6,8 @@ from typing import NamedTuple
 
 import torch
 
+from electra.metrics import weighted_mean
+
 
 def candidate_mask(
     input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ids: torch.Tensor
@@ -64,8 +66,7 @@ class Picked(NamedTuple):
 
     def mean(self, values: torch.Tensor) -> torch.Tensor:
         """Mean of per-slot `values` [B·K] over the picked slots (0 when nothing is picked)."""
-        weights = self.weights
-        return (values.float() * weights).sum() / weights.sum().clamp_min(1.0)
+        return weighted_mean(values, self.weights)
 
     def replace(self, input_ids: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """`input_ids` with the picked positions set to `values` [B·K] (fillers write back their own token)."""

@@ -39,9 +39,8 @@ class Corruption(NamedTuple):
     corrupted: torch.Tensor  # the input with the picked positions replaced by samples
     logits: torch.Tensor  # the generator's, at the picked slots [B·K, V] (fillers included)
     log_probs: torch.Tensor  # their fp32 log-softmax (with gradient, for the generator loss)
-    entropy: (
-        torch.Tensor
-    )  # mean entropy of the generator's distributions at picked slots (`generator_entropy`)
+    # mean entropy of the generator's distributions at the picked slots (the `generator_entropy` metric)
+    entropy: torch.Tensor
 
 
 def corrupt(
