@@ -63,7 +63,10 @@ class Export:
     @property
     def finetune_dir(self) -> Path:
         if self.finetune is None:
-            raise UserError(f"{self.root / MANIFEST}: names no part to fine-tune.")
+            raise UserError(
+                f"{self.root / MANIFEST}: names no part to fine-tune (objective {self.objective!r} exports "
+                f"{', '.join(self.parts)} for scoring: use `electra score` or `rescore`)."
+            )
         return self.part(self.finetune)
 
     @property
@@ -76,7 +79,7 @@ def write_export(
     parts: Sequence[ExportPart],
     tokenizer: Any,
     objective: str,
-    finetune: str,
+    finetune: str | None,
     scoring: Mapping[str, Sequence[str]],
 ) -> dict[str, Path]:
     """Write every part (weights, config and the tokenizer) and then the manifest that names them. The caller sets
@@ -89,7 +92,7 @@ def write_export(
         tokenizer.save_pretrained(str(directory))
         written[part.name] = directory
     unknown = [name for names in scoring.values() for name in names if name not in written]
-    if finetune not in written or unknown:
+    if (finetune is not None and finetune not in written) or unknown:
         raise ValueError(f"objective {objective!r} names parts it did not save: {[finetune, *unknown]}")
     manifest = {
         "format": FORMAT,

@@ -183,7 +183,7 @@ def masked_lm_main_head_params(head: str, disc: EncoderShape) -> int:
     return mlm_head_params(disc.hidden, disc.embedding, disc.vocab) + copy_layer
 
 
-HEADS = ("binary", "energy", "masked_lm", "masked_lm_everywhere_with_copy")
+HEADS = ("binary", "energy", "masked_lm", "masked_lm_everywhere_with_copy", "none")
 GENERATORS = ("mlm", "two-tower", "unigram")
 
 
@@ -193,7 +193,8 @@ class FlopPlan:
 
     head: the kept full-size model's head: `binary` (ELECTRA's per-token classifier), `energy` (Electric's: the
         same shape plus one add per token for log q), `masked_lm` (a masked-LM head at the predicted positions),
-        `masked_lm_everywhere_with_copy` (at every position, plus All-Tokens MLM's copy probability).
+        `masked_lm_everywhere_with_copy` (at every position, plus All-Tokens MLM's copy probability), or `none`:
+        no discriminator at all, the generator is the kept model (the cloze objective's two-tower scorer).
     generator: None, or the generator that runs beside it (`mlm`, `two-tower`, `unigram`).
     two_tower_head_at: where a two-tower generator's vocabulary head runs: at every position
         (`candidates`, Electric's noise needs them all) or only at the predicted ones (`predicted`, ELECTRA-TT).
@@ -365,8 +366,10 @@ def count_flops(
     sharing = config.embedding_sharing
 
     params = {"discriminator": 0, "generator": 0}
-    train = encoder_terms(disc, seq_len, "discriminator", paper_quirks)
-    if plan.head in ("masked_lm", "masked_lm_everywhere_with_copy"):
+    train = [] if plan.head == "none" else encoder_terms(disc, seq_len, "discriminator", paper_quirks)
+    if plan.head == "none":
+        pass
+    elif plan.head in ("masked_lm", "masked_lm_everywhere_with_copy"):
         train += masked_lm_main_head_terms(plan.head, disc, seq_len, n_pred)
         params["discriminator"] = (
             embedding_params(disc) + layers_params(disc) + masked_lm_main_head_params(plan.head, disc)
@@ -399,7 +402,10 @@ def count_flops(
     params["total"] = params["discriminator"] + params["generator"]
 
     inf_len = min(inference_seq_len, seq_len) if inference_seq_len else seq_len
-    inference = _inference_terms(disc, inf_len, paper_quirks, energy=plan.head == "energy")
+    if plan.head == "none":  # the kept model is the two-tower scorer: its head runs at every position
+        inference = _two_tower_terms(gen, disc, inf_len, paper_quirks, inf_len)
+    else:
+        inference = _inference_terms(disc, inf_len, paper_quirks, energy=plan.head == "energy")
 
     def passes(term: Term) -> float:  # forward + backward (backward = forward) unless the plan says otherwise
         return plan.generator_passes if term.network.startswith("generator") else plan.discriminator_passes

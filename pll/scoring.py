@@ -238,9 +238,11 @@ def two_tower_log_q(generator: Any, ids: torch.Tensor, mask: torch.Tensor) -> to
     """[B, L] log q(x_t | x_\\t) at real tokens (0 at padding); the vocabulary projection skips padding."""
     contexts = generator.contexts(ids, mask)
     real = mask.bool()
-    log_q_real = torch.log_softmax(generator.project(contexts[real]).float(), dim=-1)
+    logits = generator.project(contexts[real]).float()
+    # The target's logit minus the log-normaliser: one read of the logits, no [N, V] log-softmax written.
+    log_q_real = logits.gather(-1, ids[real][:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
     log_q = torch.zeros(ids.shape, device=ids.device)
-    log_q[real] = log_q_real.gather(-1, ids[real][:, None]).squeeze(-1)
+    log_q[real] = log_q_real
     return log_q
 
 

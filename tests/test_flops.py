@@ -355,7 +355,7 @@ def _full_batch(tokenizer, seq_len: int, batch_size: int = 2) -> dict[str, torch
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": types}
 
 
-@pytest.mark.parametrize("objective", ["electra", "mlm"])
+@pytest.mark.parametrize("objective", ["electra", "mlm", "cloze"])
 def test_library_pretraining_model_matches_analytic(objective):
     """`electra.model.build_pretraining_model` under FlopCounterMode vs the analytic matmul count.
 
@@ -391,7 +391,7 @@ def test_library_two_tower_generator_matches_analytic():
     )
 
 
-@pytest.mark.parametrize("objective", ["electra", "electric"])
+@pytest.mark.parametrize("objective", ["electra", "electric", "cloze"])
 def test_startup_check_on_a_padded_batch(objective):
     """Padding changes no matmul of a step: ELECTRA's generator head runs on K slots per row (fillers included)
     and Electric's two-tower head at every position, so the check counts by the batch's shape alone."""

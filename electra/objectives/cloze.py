@@ -1,0 +1,81 @@
+"""The two-tower cloze model trained alone: a bidirectional scorer that learns from every token.
+
+Electric trains its two-tower generator as a side model, a fraction of the discriminator's width, and scores text
+with the discriminator's energy (or, `--method cloze`, with that small generator). When the goal is the scorer, the
+compute is better spent on the cloze model itself: q(x_t | x_\\t) at full width, maximum likelihood at every
+position (a masked LM learns from 15% of them), and one forward scores a whole sentence with a normalised
+pseudo-log-likelihood, where a masked LM needs one pass per token. There is no discriminator: the export holds
+the generator part only, scored by `pll`'s cloze method, and nothing to fine-tune.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from electra.config import PretrainConfig
+from electra.errors import UserError
+from electra.masking import candidate_mask, pick_positions
+from electra.objectives.base import Objective, Parts, generator_export_part, require_generator
+from electra.objectives.registry import register_objective
+from electra.outputs import StepOutput
+from flops.analytic import FlopPlan
+from generators.two_tower import TwoTowerGenerator
+
+
+@register_objective
+class Cloze(Objective):
+    name = "cloze"
+    summary = "the two-tower cloze model alone at full width, likelihood at every position; one-pass scorer"
+    config_defaults = {
+        "generator": "two-tower",
+        "generator_hidden_multiplier": 1.0,
+        "embedding_sharing": "none",
+    }
+    finetune_part = None  # a two-tower model is a scorer, not an encoder to fine-tune
+    startup_flop_check = True
+
+    def validate(self, config: PretrainConfig) -> None:
+        require_generator(config, self.name, ("two-tower",))
+        if config.embedding_sharing != "none":
+            raise UserError(
+                f"config: objective=cloze has no discriminator to share embeddings with; "
+                f"set embedding_sharing=none, not {config.embedding_sharing!r}."
+            )
+        if config.generator_from is not None:
+            raise UserError("config: objective=cloze trains its own model; remove generator_from.")
+
+    def build(self, model: Parts, token_counts=None) -> None:
+        model.discriminator = None
+        model.generator = TwoTowerGenerator(model.config)
+
+    def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
+        """The loss is the mean -log q(x_t | x_\\t) over every non-special token. Accuracy is read at a uniform
+        15% of them (an argmax over the vocabulary at every position would cost ~5% of a CPU step)."""
+        candidates = candidate_mask(input_ids, attention_mask, model.special_ids)
+        loss, log_q = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
+        log_q = log_q.detach().view(*input_ids.shape, -1)
+        slots = pick_positions(input_ids, attention_mask, model.special_ids, model.config.mask_prob)
+        predicted = slots.rows(log_q).argmax(-1)
+        metrics = {
+            "cloze_loss": loss.detach(),
+            "cloze_accuracy": slots.mean(predicted == slots.rows(input_ids)),
+            "loss": loss.detach(),
+        }
+        return StepOutput(loss, metrics)
+
+    def flop_plan(self, config: PretrainConfig) -> FlopPlan:
+        return FlopPlan(head="none", generator="two-tower", two_tower_head_at="candidates")
+
+    def kept_encoder(self, model: Parts) -> nn.Module:
+        return model.generator
+
+    def kept_module(self, model: Parts) -> nn.Module:
+        raise UserError(
+            "objective=cloze keeps no transformers encoder; start a cloze run from scratch (no --init-from)."
+        )
+
+    def export_parts(self, model: Parts):
+        return [generator_export_part(model.generator, self.name)]
+
+    def scoring(self, model: Parts) -> dict[str, list[str]]:
+        return {"cloze": ["generator"]}
