@@ -46,7 +46,7 @@ from electra.config import with_frozen_generator
 from electra.errors import UserError
 from electra.export import finetune_dir, masked_lm_dir
 from electra.model import build_pretraining_model
-from electra.objectives import build_config, flop_report, objective_names
+from electra.objectives import build_config, flop_report, get_objective, objective_names
 from electra.pretraining import RunInputs, pretrain, size_to_budget
 from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
 from glue.finetune import FinetuneSettings, check_files, glue_average, run_glue
@@ -527,11 +527,16 @@ def describe_plan(settings: CompareSettings) -> str:
 
 
 def check_arms(settings: CompareSettings) -> None:
-    """Every arm names a registered objective, and two arms never share a folder."""
+    """Every arm names a registered objective that has an encoder to evaluate, and two arms never share a folder."""
     slugs: dict[str, str] = {}
     for arm in settings.arms:
         if arm.objective not in objective_names():
             raise UserError(f"--objectives: {arm.objective!r} is not one of {', '.join(objective_names())}.")
+        if get_objective(arm.objective).finetune_part is None and (settings.tasks or settings.probes):
+            raise UserError(
+                f"--objectives: {arm.objective!r} trains a scorer with no encoder to fine-tune or probe; "
+                "compare it with `electra rescore`, or drop the arm."
+            )
         if arm.slug in slugs:
             raise UserError(
                 f"--objectives: {slugs[arm.slug]!r} and {arm.label!r} would share a folder; label one."

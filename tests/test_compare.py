@@ -177,6 +177,8 @@ def test_cli_rejects_bad_input(tmp_path, small_corpus, capsys):
     ]
     assert main(argv + ["--objectives", "electra,bert"]) == 2
     assert "'bert' is not one of" in capsys.readouterr().err
+    assert main(argv + ["--objectives", "electra,cloze"]) == 2
+    assert "'cloze' trains a scorer with no encoder to fine-tune or probe" in capsys.readouterr().err
     assert main(argv + ["--flops-budget", "0"]) == 2
     assert (
         main(
