@@ -366,15 +366,15 @@ def count_flops(
     sharing = config.embedding_sharing
 
     params = {"discriminator": 0, "generator": 0}
-    train = [] if plan.head == "none" else encoder_terms(disc, seq_len, "discriminator", paper_quirks)
-    if plan.head == "none":
-        pass
-    elif plan.head in ("masked_lm", "masked_lm_everywhere_with_copy"):
+    train: list[Term] = []  # head "none": no discriminator, the generator below is the whole model
+    if plan.head in ("masked_lm", "masked_lm_everywhere_with_copy"):
+        train += encoder_terms(disc, seq_len, "discriminator", paper_quirks)
         train += masked_lm_main_head_terms(plan.head, disc, seq_len, n_pred)
         params["discriminator"] = (
             embedding_params(disc) + layers_params(disc) + masked_lm_main_head_params(plan.head, disc)
         )
-    else:
+    elif plan.head != "none":
+        train += encoder_terms(disc, seq_len, "discriminator", paper_quirks)
         train += token_classifier_terms(disc.hidden, seq_len, "discriminator", energy=plan.head == "energy")
         params["discriminator"] = (
             embedding_params(disc) + layers_params(disc) + token_classifier_params(disc.hidden)

@@ -32,7 +32,6 @@ class Cloze(Objective):
         "embedding_sharing": "none",
     }
     finetune_part = None  # a two-tower model is a scorer, not an encoder to fine-tune
-    startup_flop_check = True
 
     def validate(self, config: PretrainConfig) -> None:
         require_generator(config, self.name, ("two-tower",))
