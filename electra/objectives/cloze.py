@@ -15,6 +15,7 @@ from torch import nn
 from electra.config import PretrainConfig
 from electra.errors import UserError
 from electra.masking import candidate_mask, pick_positions
+from electra.metrics import generator_metrics
 from electra.objectives.base import Objective, Parts, generator_export_part, require_generator
 from electra.objectives.registry import register_objective
 from electra.outputs import StepOutput
@@ -52,12 +53,12 @@ class Cloze(Objective):
         15% of them (an argmax over the vocabulary at every position would cost ~5% of a CPU step)."""
         candidates = candidate_mask(input_ids, attention_mask, model.special_ids)
         loss, log_q = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
-        log_q = log_q.detach().view(*input_ids.shape, -1)
         slots = pick_positions(input_ids, attention_mask, model.special_ids, model.config.mask_prob)
-        predicted = slots.rows(log_q).argmax(-1)
+        logits = slots.rows(log_q.detach().view(*input_ids.shape, -1))
+        accuracy = generator_metrics(logits, slots.rows(input_ids), slots.weights)["generator_accuracy"]
         metrics = {
             "cloze_loss": loss.detach(),
-            "cloze_accuracy": slots.mean(predicted == slots.rows(input_ids)),
+            "cloze_accuracy": accuracy,
             "loss": loss.detach(),
         }
         return StepOutput(loss, metrics)

@@ -15,7 +15,7 @@ from discriminators.replaced_token import ReplacedTokenDiscriminator
 from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config
 from electra.masking import candidate_mask
-from electra.metrics import masked_mean
+from electra.metrics import generator_metrics, masked_mean
 from electra.objectives.base import Objective, Parts, require_generator
 from electra.objectives.registry import register_objective
 from electra.outputs import StepOutput
@@ -61,12 +61,13 @@ class Electric(Objective):
             # Accuracy at the k replaced positions per row, a uniform sample of the candidates: an argmax over
             # the vocabulary at every position would be ~5% of a CPU step for a metric.
             slots = noise.slots
-            batch, length = input_ids.shape
-            predicted = slots.rows(log_q.view(batch, length, -1)).argmax(-1)
+            accuracy = generator_metrics(
+                slots.rows(log_q.view(*input_ids.shape, -1)), slots.rows(input_ids), slots.weights
+            )
             metrics = {
                 "generator_loss": gen_loss.detach(),
                 "discriminator_loss": nce.detach(),
-                "generator_accuracy": slots.mean(predicted == slots.rows(input_ids)),
+                **accuracy,
                 "nce_accuracy": masked_mean((z > 0) == replaced, candidates),
                 "sample_is_original": masked_mean(noise.input_ids == input_ids, replaced),
                 "mean_energy_kept": masked_mean(energies, candidates & ~replaced),
