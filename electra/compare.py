@@ -86,7 +86,12 @@ def prepare_tokenizer(settings: CompareSettings, config) -> Path:
         ]
         vocab = settings.vocab or (str(masked_lm_dir(frozen[0])) if frozen else None)
         tokenizer = load_or_train_tokenizer(
-            vocab, settings.corpus, config.tokenizer_vocab_size, config.lowercase, _tokenizer_cache(settings)
+            vocab,
+            settings.corpus,
+            config.tokenizer_vocab_size,
+            config.lowercase,
+            _tokenizer_cache(settings),
+            text_form=config.text_form,
         )
         staging = settings.out / ".tokenizer.partial"
         tokenizer.save_pretrained(str(staging))

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from electra.errors import UserError
+from electra.text_form import TEXT_FORMS
 
 GENERATORS = ("mlm", "unigram", "two-tower")
 EMBEDDING_SHARING = ("none", "embeddings", "all", "gdes")
@@ -91,6 +92,9 @@ class PretrainConfig:
     max_seq_length: int = 128
     tokenizer_vocab_size: int = 30522  # size of a WordPiece vocabulary trained on the corpus
     lowercase: bool = True
+    # "words": the tokenizer keeps only lowercase letters and apostrophes (hyphens split words), the form ASR output
+    # and WER references take, so a scorer for n-best rescoring trains on text shaped like what it will score.
+    text_form: str = "raw"
     single_segment_prob: float = 0.1  # ELECTRA's data builder: ~10% single-segment examples
     short_seq_prob: float = 0.05  # ~5% of examples get a random shorter target length
     # ---- optimisation ----
@@ -146,6 +150,9 @@ class PretrainConfig:
         _choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
         _choice("attn_implementation", self.attn_implementation, ("sdpa", "eager"))
         _choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        _choice("text_form", self.text_form, TEXT_FORMS)
+        if self.text_form == "words" and not self.lowercase:
+            raise UserError("config: text_form=words keeps lowercase letters only; drop lowercase=false.")
         if self.hidden_size % self.num_attention_heads:
             raise UserError(
                 f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads "

@@ -281,7 +281,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     set_seed(config.seed)
 
     if resume_from is not None:
-        check_resume(output_dir, inputs, world, config.lowercase)
+        check_resume(output_dir, inputs, world, config.lowercase, config.text_form)
     with accelerator.main_process_first():
         if resume_from is not None:  # the run's own vocabulary: token ids must keep their meaning
             tokenizer = load_saved_tokenizer(output_dir / "tokenizer")
@@ -292,6 +292,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
                 config.tokenizer_vocab_size,
                 config.lowercase,
                 _sub(inputs.cache_dir, "tokenizers"),
+                text_form=config.text_form,
             )
         dataset = build_pretraining_dataset(
             inputs.corpus,
@@ -397,7 +398,8 @@ def card_facts(
         ),
         (
             "vocabulary",
-            f"{len(tokenizer):,} WordPiece pieces, {'lowercased' if config.lowercase else 'cased'}, "
+            f"{len(tokenizer):,} WordPiece pieces, "
+            f"{'words form' if config.text_form == 'words' else 'lowercased' if config.lowercase else 'cased'}, "
             f"sha256 `{tokenizer_sha256(tokenizer)[:16]}`",
         ),
         ("model", shape),
@@ -446,7 +448,9 @@ def tokenizer_sha256(tokenizer: Any) -> str:
     return tokenizer_fingerprint(tokenizer)
 
 
-def check_resume(output_dir: Path, inputs: RunInputs, world: int, lowercase: bool = True) -> None:
+def check_resume(
+    output_dir: Path, inputs: RunInputs, world: int, lowercase: bool = True, text_form: str = "raw"
+) -> None:
     """Refuse to continue a run on another corpus, vocabulary or number of processes (one line, before any work):
     token ids would change meaning, or every process would read other data than the checkpoint expects."""
     path = output_dir / RUN_RECORD
@@ -464,7 +468,7 @@ def check_resume(output_dir: Path, inputs: RunInputs, world: int, lowercase: boo
             "unchanged); resume with that corpus or start a new --output."
         )
     if inputs.vocab is not None:
-        given = load_or_train_tokenizer(inputs.vocab, None, 1, lowercase)
+        given = load_or_train_tokenizer(inputs.vocab, None, 1, lowercase, text_form=text_form)
         if tokenizer_sha256(given) != record["tokenizer_sha256"]:
             raise UserError(
                 f"--resume: --vocab {inputs.vocab} is not the vocabulary {output_dir} trained with "

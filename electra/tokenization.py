@@ -18,8 +18,38 @@ from transformers import ElectraTokenizerFast, PreTrainedTokenizerFast
 from electra.corpus import read_documents
 from electra.data import corpus_fingerprint, default_cache_root
 from electra.errors import UserError
+from electra.text_form import text_form_normalizer
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# What transformers writes for a tokenizer saved from `PreTrainedTokenizerFast` (v5 and v4 names).
+GENERIC_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def apply_text_form(tokenizer: PreTrainedTokenizerFast, text_form: str) -> PreTrainedTokenizerFast:
+    """Give a loaded tokenizer the "words" normalizer; "raw" keeps whatever normalizer it was saved with."""
+    if text_form == "raw":
+        return tokenizer
+    backend = tokenizer.backend_tokenizer
+    backend.normalizer = text_form_normalizer(text_form)
+    return _wrap(backend, lowercase=True, generic=True)
+
+
+def _wrap(backend, lowercase: bool, generic: bool) -> PreTrainedTokenizerFast:
+    """A `transformers` tokenizer around a `tokenizers` one. BERT's class rebuilds BERT's normalizer when it is
+    loaded again, so a tokenizer with any other normalizer is saved as the generic class, which `AutoTokenizer`
+    loads from tokenizer.json exactly as written."""
+    cls = PreTrainedTokenizerFast if generic else ElectraTokenizerFast
+    return cls(
+        tokenizer_object=backend,
+        # the generic class returns no token_type_ids unless told to; ELECTRA's segment pairs need them
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        do_lower_case=lowercase,
+        unk_token="[UNK]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        mask_token="[MASK]",
+    )
 
 
 def load_vocab_tokenizer(vocab: str | Path, lowercase: bool = True) -> PreTrainedTokenizerFast:
@@ -49,6 +79,10 @@ def load_saved_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
     directory = Path(directory)
     if not (directory / "tokenizer.json").is_file() and not (directory / "vocab.txt").is_file():
         raise UserError(f"{directory} holds no tokenizer (tokenizer.json or vocab.txt).")
+    config = directory / "tokenizer_config.json"
+    if (directory / "tokenizer.json").is_file() and config.is_file():
+        if json.loads(config.read_text()).get("tokenizer_class") in GENERIC_CLASSES:
+            return PreTrainedTokenizerFast.from_pretrained(str(directory))
     return ElectraTokenizerFast.from_pretrained(str(directory))
 
 
@@ -58,12 +92,13 @@ def train_wordpiece_tokenizer(
     lowercase: bool = True,
     min_frequency: int = 2,
     show_progress: bool = False,
+    text_form: str = "raw",
 ) -> PreTrainedTokenizerFast:
     """Train BERT-style WordPiece (`tokenizers`, in Rust) and wrap it as an ElectraTokenizerFast."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=lowercase)
+    tokenizer.normalizer = text_form_normalizer(text_form, lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     trainer = trainers.WordPieceTrainer(
@@ -83,15 +118,7 @@ def train_wordpiece_tokenizer(
         pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
-    return ElectraTokenizerFast(
-        tokenizer_object=tokenizer,
-        do_lower_case=lowercase,
-        unk_token="[UNK]",
-        sep_token="[SEP]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        mask_token="[MASK]",
-    )
+    return _wrap(tokenizer, lowercase, generic=text_form != "raw")
 
 
 def _nonempty(texts: Iterable[str]) -> Iterator[str]:
@@ -115,17 +142,18 @@ def load_or_train_tokenizer(
     lowercase: bool = True,
     cache_dir: str | Path | None = None,
     strict_utf8: bool = False,
+    text_form: str = "raw",
 ) -> PreTrainedTokenizerFast:
-    """`--vocab` wins; otherwise train WordPiece on the corpus once and reuse it while the corpus is unchanged."""
+    """`--vocab` wins; otherwise train WordPiece on the corpus once and reuse it while the corpus is unchanged.
+    `text_form` "words" puts that form's normalizer into the tokenizer either way (see `text_form_normalizer`)."""
     if vocab is not None:
         tokenizer = load_vocab_tokenizer(vocab, lowercase=lowercase)
         check_special_tokens(tokenizer, str(vocab))
-        return tokenizer
+        return apply_text_form(tokenizer, text_form)
     if corpus is None:
         raise UserError("give --vocab vocab.txt or a --corpus to train a vocabulary on.")
-    key = hashlib.sha256(
-        json.dumps([corpus_fingerprint(corpus), vocab_size, lowercase], sort_keys=True).encode()
-    ).hexdigest()[:20]
+    inputs = [corpus_fingerprint(corpus), vocab_size, lowercase] + ([text_form] if text_form != "raw" else [])
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:20]
     root = Path(cache_dir) if cache_dir else default_cache_root() / "tokenizers"
     final = root / key
     if (final / "tokenizer.json").is_file():
@@ -134,11 +162,12 @@ def load_or_train_tokenizer(
         raise UserError(f"corpus {corpus} is empty: it holds no text. Point --corpus at real text.")
     documents = read_documents(corpus, strict_utf8=strict_utf8)
     print(
-        f"training a {vocab_size:,}-piece WordPiece vocabulary on {corpus} (once; cached in {root})",
+        f"training a {vocab_size:,}-piece WordPiece vocabulary on {corpus}"
+        f"{' in its words form' if text_form == 'words' else ''} (once; cached in {root})",
         flush=True,
     )
     tokenizer = train_wordpiece_tokenizer(
-        documents, vocab_size=vocab_size, lowercase=lowercase, show_progress=True
+        documents, vocab_size=vocab_size, lowercase=lowercase, show_progress=True, text_form=text_form
     )
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".{key}-{os.getpid()}"

@@ -4,8 +4,9 @@ It is what a user would reach for instead of a bidirectional scorer, so rescorin
 fuse it in as one more feature. KenLM's `lmplz` (modified Kneser-Ney, three discounts per order) is the standard
 tool but needs a C++ build with Boost; this is the textbook interpolated Kneser-Ney of Chen & Goodman (1998) with
 one discount per order, D = n1 / (n1 + 2 n2) from the count-of-counts, which trails modified KN by a few percent
-of perplexity. Text is normalised as the ASR references are (lowercase; letters and apostrophes; hyphens and
-underscores split words), one sentence per training sequence, padded with order-1 `<s>` and one `</s>`.
+of perplexity. Text is normalised as the ASR references are (`electra.text_form`, "words": lowercase letters and
+in-word apostrophes; hyphens and underscores split words; accents stripped), one sentence per training sequence,
+padded with order-1 `<s>` and one `</s>`.
 """
 
 from __future__ import annotations
@@ -15,16 +16,16 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
+from electra.text_form import words as words_form
+
 BOS, EOS = "<s>", "</s>"
-_SPLITTERS = re.compile(r"[-_\s]+")
-_NOT_WORD = re.compile(r"[^a-z']")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def normalize_words(text: str) -> list[str]:
-    """Lowercased words of letters and apostrophes (`don't` stays one word; `well-known` becomes two)."""
-    words = (_NOT_WORD.sub("", w) for w in _SPLITTERS.split(text.lower()))
-    return [w for w in words if w and w != "'"]
+    """Lowercased words of letters and apostrophes (`don't` stays one word; `well-known` becomes two): the
+    "words" text form a scorer trained with `text_form=words` sees, from the one definition of it."""
+    return words_form(text)
 
 
 def corpus_sentences(documents: Iterable[str]) -> Iterator[list[str]]:

@@ -76,6 +76,7 @@ def test_flop_report_counts_the_two_towers_only(micro_overrides):
 
 
 def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path, micro_overrides):
+    """In the "words" text form, as a scorer for recognizer output would be trained."""
     config = electra.build_config(
         "tiny",
         overrides={
@@ -84,6 +85,7 @@ def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path,
             "max_steps": 30,
             "log_every": 5,
             "learning_rate": 3e-3,
+            "text_form": "words",
         },
     )
     run = electra.pretrain(
@@ -104,7 +106,13 @@ def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path,
     with pytest.raises(UserError, match="names no part to fine-tune"):
         electra.finetune_dir(tmp_path / "run")
 
+    from transformers import AutoTokenizer
+
     from pll.scoring import load_scorer
+
+    shipped = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "generator"))
+    assert shipped.tokenize("Budget, annual!") == shipped.tokenize("budget annual")
+    assert not any(piece in shipped.get_vocab() for piece in (",", ".", "!"))
 
     scorer = load_scorer(tmp_path / "run", device="cpu")
     text = "The committee met on Tuesday to review the annual budget."

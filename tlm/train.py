@@ -610,7 +610,7 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
         )
     else:
         tokenizer = load_or_train_tokenizer(
-            vocab, vocab_corpus, config.tokenizer_vocab_size, config.lowercase
+            vocab, vocab_corpus, config.tokenizer_vocab_size, config.lowercase, text_form=config.text_form
         )
     config.vocab_size = len(tokenizer)
     if accelerator.is_main_process:
