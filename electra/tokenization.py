@@ -94,7 +94,7 @@ def train_wordpiece_tokenizer(
     show_progress: bool = False,
     text_form: str = "raw",
 ) -> PreTrainedTokenizerFast:
-    """Train BERT-style WordPiece (`tokenizers`, in Rust) and wrap it as an ElectraTokenizerFast."""
+    """Train BERT-style WordPiece (`tokenizers`, in Rust) over text in `text_form`, wrapped for `transformers`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
