@@ -531,6 +531,10 @@ def describe_plan(settings: CompareSettings) -> str:
     return "\n".join(lines)
 
 
+# Settings that shape the shared vocabulary: an arm may not override them, or its ids would mean other pieces.
+VOCABULARY_KEYS = ("text_form", "lowercase", "tokenizer_vocab_size")
+
+
 def check_arms(settings: CompareSettings) -> None:
     """Every arm names a registered objective that has an encoder to evaluate, and two arms never share a folder."""
     slugs: dict[str, str] = {}
@@ -541,6 +545,12 @@ def check_arms(settings: CompareSettings) -> None:
             raise UserError(
                 f"--objectives: {arm.objective!r} trains a scorer with no encoder to fine-tune or probe; "
                 "compare it with `electra rescore`, or drop the arm."
+            )
+        shaping = [key for key, _ in arm.overrides if key in VOCABULARY_KEYS]
+        if shaping:
+            raise UserError(
+                f"--objectives: the arm {arm.label!r} sets {', '.join(shaping)}, but every arm reads one shared "
+                f"vocabulary (OUT/tokenizer); give it to all arms with --set {shaping[0]}=..."
             )
         if arm.slug in slugs:
             raise UserError(

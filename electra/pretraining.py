@@ -40,7 +40,12 @@ from electra.model_card import CardFacts, write_export_cards
 from electra.objectives import check_config, flop_report, get_objective
 from electra.outputs import StepOutput
 from electra.overwrite import refuse_foreign_directory
-from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer, load_vocab_tokenizer
+from electra.tokenization import (
+    load_or_train_tokenizer,
+    load_saved_tokenizer,
+    load_vocab_tokenizer,
+    text_form_of,
+)
 from electra.version import __version__
 from flops.measured import startup_check
 
@@ -399,7 +404,7 @@ def card_facts(
         (
             "vocabulary",
             f"{len(tokenizer):,} WordPiece pieces, "
-            f"{'words form' if config.text_form == 'words' else 'lowercased' if config.lowercase else 'cased'}, "
+            f"{'words form' if text_form_of(tokenizer) == 'words' else 'lowercased' if config.lowercase else 'cased'}, "
             f"sha256 `{tokenizer_sha256(tokenizer)[:16]}`",
         ),
         ("model", shape),

@@ -34,6 +34,15 @@ def apply_text_form(tokenizer: PreTrainedTokenizerFast, text_form: str) -> PreTr
     return _wrap(backend, lowercase=True, generic=True)
 
 
+def text_form_of(tokenizer: PreTrainedTokenizerFast) -> str:
+    """The text form a loaded tokenizer applies, read from its normalizer: a vocabulary carries its form into a
+    run that continues from it (`--init-from`) even where that run's own setting says "raw"."""
+    probe = "Well-known, don't STOP 42"
+    normalizer = tokenizer.backend_tokenizer.normalizer
+    words = text_form_normalizer("words").normalize_str(probe)
+    return "words" if normalizer is not None and normalizer.normalize_str(probe) == words else "raw"
+
+
 def _wrap(backend, lowercase: bool, generic: bool) -> PreTrainedTokenizerFast:
     """A `transformers` tokenizer around a `tokenizers` one. BERT's class rebuilds BERT's normalizer when it is
     loaded again, so a tokenizer with any other normalizer is saved as the generic class, which `AutoTokenizer`

@@ -335,6 +335,22 @@ def test_arms_carry_their_settings_labels_and_safe_folders():
         parse_arm("electra+gdes")
 
 
+def test_an_arm_may_not_reshape_the_shared_vocabulary(tmp_path):
+    """Arms share OUT/tokenizer: an arm's own text form or vocabulary size would silently be ignored."""
+    from electra.compare import check_arms
+
+    for override in ("text_form=words", "lowercase=false", "tokenizer_vocab_size=4096"):
+        settings = CompareSettings(
+            corpus="c", out=tmp_path, objectives=["mlm", f"electra+{override}"], tasks=[], glue_data=None
+        )
+        with pytest.raises(UserError, match=f"sets {override.split('=')[0]}.*--set"):
+            check_arms(settings)
+    fine = CompareSettings(
+        corpus="c", out=tmp_path, objectives=["electra+mask_prob=0.25"], tasks=[], glue_data=None
+    )
+    check_arms(fine)
+
+
 def test_arm_overrides_reach_the_config_and_a_frozen_generator_stops_sharing(tmp_path):
     from electra.compare import objective_config
     from electra.compare_settings import parse_arm

@@ -8,7 +8,12 @@ from transformers import AutoTokenizer
 import electra
 from electra.errors import UserError
 from electra.text_form import words
-from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer, train_wordpiece_tokenizer
+from electra.tokenization import (
+    load_or_train_tokenizer,
+    load_saved_tokenizer,
+    text_form_of,
+    train_wordpiece_tokenizer,
+)
 from pll.ngram import normalize_words
 from tests.conftest import SAMPLE_TEXT
 
@@ -50,6 +55,7 @@ def test_a_saved_words_tokenizer_loads_with_its_form(words_tokenizer, tmp_path):
         assert again["input_ids"] == expected["input_ids"]
         assert again["token_type_ids"] == expected["token_type_ids"]
         assert loaded.mask_token_id == words_tokenizer.mask_token_id
+        assert text_form_of(loaded) == "words"  # what a run continued from it (--init-from) reports
 
 
 def test_an_existing_vocabulary_takes_the_form(sample_tokenizer, tmp_path):
@@ -59,6 +65,7 @@ def test_an_existing_vocabulary_takes_the_form(sample_tokenizer, tmp_path):
     assert shaped.get_vocab() == raw.get_vocab()
     assert shaped(WRITTEN)["input_ids"] == raw(" ".join(words(WRITTEN)))["input_ids"]
     assert raw(WRITTEN)["input_ids"] != shaped(WRITTEN)["input_ids"]
+    assert (text_form_of(raw), text_form_of(shaped)) == ("raw", "words")
 
 
 def test_bad_settings_are_refused_in_one_line():
