@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, ElectraTokenizerFast
 
-from electra.config import build_config
+from electra.objectives import build_config
 from pll.scoring import ElectricScorer, MaskedLMScorer, pick_device
 
 REPO = Path(__file__).resolve().parents[1]

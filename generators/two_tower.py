@@ -71,10 +71,17 @@ def tower_masks(
     diag = (idx[:, None] == idx[None, :])[None, None]
     ltr = ((idx[None, :] <= idx[:, None])[None, None] & keys) | diag
     rtl = ((idx[None, :] >= idx[:, None])[None, None] & keys) | diag
+    return as_attention_mask(ltr, implementation, dtype), as_attention_mask(rtl, implementation, dtype)
+
+
+def as_attention_mask(allowed: torch.Tensor, implementation: str, dtype: torch.dtype) -> torch.Tensor:
+    """A bool [B,1,L,L] "may attend" mask in the form the encoder's attention takes: SDPA reads it as it is, the
+    eager path adds a large negative number where attention is not allowed."""
     if implementation == "sdpa":
-        return ltr, rtl
-    neg = torch.finfo(dtype).min
-    return tuple(torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill(~m, neg) for m in (ltr, rtl))
+        return allowed
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+        ~allowed, torch.finfo(dtype).min
+    )
 
 
 class TwoTowerGenerator(Generator):

@@ -197,7 +197,7 @@ def run_score(args: argparse.Namespace) -> int:
                 record = {"text": res.text, "pll": res.pll, "pieces": res.pieces, "tokens": res.tokens}
                 record.update(words=res.words, truncated=res.truncated)
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
-    _print_corpus_summary([(r.pll, r.pieces, len(r.words)) for r in results])
+    _print_corpus_summary([(r.pll, r.pieces, r.word_count) for r in results])
     return 0
 
 
@@ -230,7 +230,7 @@ def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
 
     def score_texts(texts: list[str]) -> list[tuple[float, int]]:
         results = scorer.score(texts)
-        by_text.update((r.text, (r.pll, r.pieces, len(r.words))) for r in results)
+        by_text.update((r.text, (r.pll, r.pieces, r.word_count)) for r in results)
         return [(r.pll, r.pieces) for r in results]
 
     attach_plls([utts], score_texts)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from electra.errors import UserError
 from electra.export import load_pretrained, read_export
 from electra.objectives import get_objective, objective_names
 from electra.run_log import progress_off
+from generators.shared_towers import cloze_log_q
 from generators.two_tower import TwoTowerGenerator, is_two_tower_dir
 from pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
 
@@ -44,13 +46,27 @@ class SentenceScore:
     text: str
     pll: float
     tokens: list[tuple[str, float]]
-    words: list[tuple[str, float]]
+    token_words: list[int | None] = field(default_factory=list, repr=False)  # the word of each scored token
     truncated: bool = False  # the PLL covers only the pieces that fit the model
+    join: Callable[[list[str]], str] = field(default=" ".join, repr=False, compare=False)  # pieces -> word
 
     @property
     def pieces(self) -> int:
         """How many word pieces the PLL sums over (the length that length normalisation and PPPL divide by)."""
         return len(self.tokens)
+
+    @property
+    def word_count(self) -> int:
+        return len(dict.fromkeys(self.token_words))
+
+    @cached_property
+    def words(self) -> list[tuple[str, float]]:
+        """(word, sum of its pieces' scores), built on first use: scoring n-best lists never needs them."""
+        groups: dict[int | None, tuple[list[str], float]] = {}
+        for (piece, value), word in zip(self.tokens, self.token_words):
+            pieces, total = groups.get(word, ([], 0.0))
+            groups[word] = (pieces + [piece], total + value)
+        return [(self.join(pieces), total) for pieces, total in groups.values()]
 
 
 class Scorer:
@@ -124,21 +140,15 @@ class Scorer:
         encoded = self.encode(sentences)
         per_token = self.token_scores(encoded)
         results = []
+        join = self.tokenizer.convert_tokens_to_string
         for text, enc, scores in zip(sentences, encoded, per_token):
             tokens = [(enc.pieces[p], s) for p, s in zip(enc.scored, scores)]
-            words = self._words(enc, scores)
-            results.append(SentenceScore(text, float(sum(scores)), tokens, words, enc.truncated))
+            token_words = [enc.word_of[p] for p in enc.scored]
+            results.append(SentenceScore(text, float(sum(scores)), tokens, token_words, enc.truncated, join))
         return results
 
     def sentence_plls(self, sentences: Sequence[str]) -> list[float]:
         return [s.pll for s in self.score(sentences)]
-
-    def _words(self, enc: Encoded, scores: list[float]) -> list[tuple[str, float]]:
-        groups: dict[int, tuple[list[str], float]] = {}
-        for p, s in zip(enc.scored, scores):
-            pieces, total = groups.get(enc.word_of[p], ([], 0.0))
-            groups[enc.word_of[p]] = (pieces + [enc.pieces[p]], total + s)
-        return [(self.tokenizer.convert_tokens_to_string(pieces), total) for pieces, total in groups.values()]
 
 
 class ElectricScorer(Scorer):
@@ -185,6 +195,12 @@ class ElectraTTScorer(Scorer):
         self.mask_prob = mask_prob
 
     def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
+        log_q = cloze_log_q(
+            self.generator,
+            [e.ids for e in encoded],
+            [e.scored for e in encoded],
+            disable_progress=True if progress_off() else None,
+        )
         out: list[list[float]] = [[] for _ in encoded]
         for batch in tqdm(
             list(self.sentence_batches(encoded)),
@@ -193,16 +209,15 @@ class ElectraTTScorer(Scorer):
             leave=False,
         ):
             ids, mask = self.pad([encoded[i].ids for i in batch])
-            disc_logits = self.discriminator(input_ids=ids, attention_mask=mask).logits.float()
-            log_q = two_tower_log_q(self.generator, ids, mask)
+            disc_logits = self.discriminator(input_ids=ids, attention_mask=mask).logits.float().cpu()
             for row, i in enumerate(batch):
                 pos = encoded[i].scored
                 if not pos:
                     continue
                 est = electra_tt_token_log_likelihood(
-                    disc_logits[row, pos][None], log_q[row, pos][None], len(pos), self.mask_prob
+                    disc_logits[row, pos][None], log_q[i][None], len(pos), self.mask_prob
                 )
-                out[i] = est[0].cpu().tolist()
+                out[i] = est[0].tolist()
         return out
 
 
@@ -220,30 +235,15 @@ class ClozeScorer(Scorer):
         self.generator = generator.to(device).eval()
 
     def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
-        out: list[list[float]] = [[] for _ in encoded]
-        for batch in tqdm(
-            list(self.sentence_batches(encoded)),
-            desc="cloze",
-            disable=True if progress_off() else None,
-            leave=False,
-        ):
-            ids, mask = self.pad([encoded[i].ids for i in batch])
-            log_q = two_tower_log_q(self.generator, ids, mask).cpu()
-            for row, i in enumerate(batch):
-                out[i] = log_q[row, encoded[i].scored].tolist()
-        return out
-
-
-def two_tower_log_q(generator: Any, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """[B, L] log q(x_t | x_\\t) at real tokens (0 at padding); the vocabulary projection skips padding."""
-    contexts = generator.contexts(ids, mask)
-    real = mask.bool()
-    logits = generator.project(contexts[real]).float()
-    # The target's logit minus the log-normaliser: one read of the logits, no [N, V] log-softmax written.
-    log_q_real = logits.gather(-1, ids[real][:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-    log_q = torch.zeros(ids.shape, device=ids.device)
-    log_q[real] = log_q_real
-    return log_q
+        """Each tower runs once per distinct prefix or suffix (`generators.shared_towers`): n-best hypotheses share
+        most of theirs."""
+        log_q = cloze_log_q(
+            self.generator,
+            [e.ids for e in encoded],
+            [e.scored for e in encoded],
+            disable_progress=True if progress_off() else None,
+        )
+        return [values.tolist() for values in log_q]
 
 
 class MaskedLMScorer(Scorer):

@@ -1,0 +1,38 @@
+"""The benchmarks run (a tiny shape, one repeat) and agree with what they compare: nothing here is timed."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def _bench(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_nbest_scoring_bench_paths_agree(tmp_path):
+    report = _bench("nbest_scoring").main(
+        ["--utterances", "3", "--hypotheses", "6", "--repeats", "1", "--json", str(tmp_path / "r.json")]
+    )
+    assert report["max_abs_difference"] < 1e-4  # shared towers score what per-sentence towers score
+    assert report["left_tower_nodes_per_piece"] < 1 and report["right_tower_nodes_per_piece"] < 1
+    assert report["shared"]["sentences_per_s"] > 0 and (tmp_path / "r.json").is_file()
+
+
+def test_pll_throughput_bench_runs():
+    result = _bench("pll_throughput").main(
+        ["--size", "tiny", "--sentences", "4", "--length", "5", "--repeats", "1"]
+    )
+    assert result["electric_sentences_per_s"] > 0 and result["masked_lm_pll_sentences_per_s"] > 0
+
+
+@pytest.mark.parametrize("name", ["pretrain_throughput", "task_aware", "tlm_agnews"])
+def test_other_benches_import(name):
+    assert callable(_bench(name).main)
