@@ -150,7 +150,13 @@ def _scoring_options(parser: argparse.ArgumentParser) -> None:
         help="auto: the method the run's objective declares (export.json), else what the directory holds; "
         "cloze: an Electric or ELECTRA-TT run's two-tower generator alone",
     )
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences (or masked copies) per forward")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="sentences (or masked copies) per forward; cloze scoring ignores it (it packs distinct tower "
+        "states, generators/shared_towers.py) and ELECTRA-TT uses it for its discriminator",
+    )
     parser.add_argument(
         "--within-word",
         default="none",
