@@ -2,8 +2,9 @@
 
 The left-to-right tower's state at position t has read x_≤t and nothing else, so sentences that begin with the same
 t+1 pieces have the same state there; the right-to-left tower's state at t has read x_≥t at absolute positions, so
-sentences of one length that end alike share it too. Hypotheses of one utterance differ in a few words: on
-pocketsphinx 50-best lists the left tower needs 37% of the pieces' states and the right one 58%.
+sentences of one length that end alike share it too. Hypotheses of one utterance differ in a few words: on the
+pocketsphinx 50-best lists of `asr_tts_wiki` the left tower runs on about 40% of the pieces and the right one on
+about 60%.
 
 The distinct states form trees (a trie of prefixes; one of suffixes per length). Sentences are inserted in sorted
 order, so every subtree is a contiguous run of nodes, and "node j is an ancestor of node i" is
