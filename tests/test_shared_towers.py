@@ -52,7 +52,9 @@ def test_trees_hold_each_distinct_context_once_and_see_only_ancestors():
                 assert trees.tokens[r, column] == row[t] and trees.positions[r, column] == t
                 # a left-tower node sees positions 0..t of its sentence, a right-tower node t..end, nothing else
                 context = nodes[t:] if reverse else nodes[: t + 1]
-                assert mask[r, column].nonzero().flatten().tolist() == sorted(n - r * trees.width for n in context)
+                assert mask[r, column].nonzero().flatten().tolist() == sorted(
+                    n - r * trees.width for n in context
+                )
 
 
 def test_nbest_lists_share_and_distinct_sentences_do_not():
