@@ -18,7 +18,7 @@ from transformers import ElectraTokenizerFast, PreTrainedTokenizerFast
 from electra.corpus import read_documents
 from electra.data import corpus_fingerprint, default_cache_root
 from electra.errors import UserError
-from electra.text_form import text_form_normalizer
+from electra.text_form import text_form_normalizer, words
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # What transformers writes for a tokenizer saved from `PreTrainedTokenizerFast` (v5 and v4 names).
@@ -39,8 +39,11 @@ def text_form_of(tokenizer: PreTrainedTokenizerFast) -> str:
     run that continues from it (`--init-from`) even where that run's own setting says "raw"."""
     probe = "Well-known, don't STOP 42"
     normalizer = tokenizer.backend_tokenizer.normalizer
-    words = text_form_normalizer("words").normalize_str(probe)
-    return "words" if normalizer is not None and normalizer.normalize_str(probe) == words else "raw"
+    return (
+        "words"
+        if normalizer is not None and normalizer.normalize_str(probe).split() == words(probe)
+        else "raw"
+    )
 
 
 def _wrap(backend, lowercase: bool, generic: bool) -> PreTrainedTokenizerFast:
