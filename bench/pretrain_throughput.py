@@ -189,6 +189,11 @@ def main() -> None:
         "--window", type=int, default=1, help="steps per timing window (one device sync per window)"
     )
     parser.add_argument("--no-baseline", action="store_true", help="skip the naive transformers step")
+    parser.add_argument(
+        "--cpu-dropout",
+        default="lanes",
+        help="comma list of the config's cpu_dropout choices (lanes, torch): each is timed in the same run",
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     parser.add_argument("--json", help="write every figure here as JSON")
     args = parser.parse_args()
@@ -236,11 +241,14 @@ def main() -> None:
             )
         )
         del naive
-    ours_rows: list[list[dict]] = []  # per objective, in the order given (a name may repeat)
-    for objective in objectives:
+    dropouts = [d.strip() for d in args.cpu_dropout.split(",") if d.strip()]
+    ours_rows: list[list[dict]] = []  # per objective and dropout, in the order given (a name may repeat)
+    for objective, dropout in [(o, d) for o in objectives for d in dropouts]:
         ours_rows.append([])
         torch.manual_seed(0)
-        config = build_config(args.size, overrides={**overrides, "objective": objective})
+        config = build_config(
+            args.size, overrides={**overrides, "objective": objective, "cpu_dropout": dropout}
+        )
         ours = PretrainingModel(config, SPECIAL).to(device)
         flops = executed_flops_per_step(ours, batch)
         for name in dtypes:
@@ -248,6 +256,7 @@ def main() -> None:
                 label = f"ours {objective} {name}" + (
                     "" if mode is None else " compiled" if mode == "default" else f" compiled {mode}"
                 )
+                label += f" {dropout} dropout" if len(dropouts) > 1 else ""
                 row = measure(
                     label,
                     ours,

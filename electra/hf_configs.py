@@ -8,6 +8,7 @@ from __future__ import annotations
 from transformers import ElectraConfig
 
 from electra.config import PretrainConfig
+from electra.dropout import attention_name
 
 
 def discriminator_hf_config(config: PretrainConfig, pad_token_id: int = 0) -> ElectraConfig:
@@ -46,5 +47,5 @@ def _hf_config(config: PretrainConfig, **shape) -> ElectraConfig:
         initializer_range=config.initializer_range,
         **shape,
     )
-    hf._attn_implementation = config.attn_implementation
+    hf._attn_implementation = attention_name(config.attn_implementation, config.cpu_dropout)
     return hf

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from electra.config import PretrainConfig
+from electra.dropout import use_lane_dropout
 from electra.errors import UserError
 from electra.export import write_export
 from electra.objectives import get_objective
@@ -30,6 +31,8 @@ class PretrainingModel(nn.Module):
         self.discriminator: nn.Module | None = None
         self.generator: nn.Module | None = None
         self.objective.build(self, token_counts)
+        if config.cpu_dropout == "lanes":
+            use_lane_dropout(self)
 
     @property
     def encoder(self) -> nn.Module:

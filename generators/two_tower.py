@@ -29,6 +29,7 @@ from transformers.models.electra.modeling_electra import (
     ElectraGeneratorPredictions,
 )
 
+from electra.dropout import attention_name
 from electra.errors import UserError
 from electra.masking import Picked, sample_from_log_probs
 from generators.base import Generator
@@ -53,7 +54,9 @@ def generator_electra_config(config: Any, attn_implementation: str | None = None
         layer_norm_eps=config.layer_norm_eps,
         initializer_range=config.initializer_range,
     )
-    hf._attn_implementation = attn_implementation or getattr(config, "attn_implementation", "sdpa")
+    hf._attn_implementation = attn_implementation or attention_name(
+        getattr(config, "attn_implementation", "sdpa"), getattr(config, "cpu_dropout", "lanes")
+    )
     return hf
 
 
@@ -75,9 +78,10 @@ def tower_masks(
 
 
 def as_attention_mask(allowed: torch.Tensor, implementation: str, dtype: torch.dtype) -> torch.Tensor:
-    """A bool [B,1,L,L] "may attend" mask in the form the encoder's attention takes: SDPA reads it as it is, the
-    eager path adds a large negative number where attention is not allowed."""
-    if implementation == "sdpa":
+    """A bool [B,1,L,L] "may attend" mask in the form the encoder's attention takes: SDPA (and its lane-dropout
+    variant, `electra.dropout`) reads it as it is, the eager path adds a large negative number where attention is
+    not allowed."""
+    if implementation != "eager":
         return allowed
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
         ~allowed, torch.finfo(dtype).min

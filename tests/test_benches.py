@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,19 @@ def test_pll_throughput_bench_runs():
 @pytest.mark.parametrize("name", ["pretrain_throughput", "task_aware", "tlm_agnews"])
 def test_other_benches_import(name):
     assert callable(_bench(name).main)
+
+
+def test_pretrain_throughput_times_each_dropout_in_one_run(tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    argv = "--size tiny --batch-size 2 --seq-len 16 --steps 1 --warmup 0 --vocab-size 1200 --dtypes fp32"
+    monkeypatch.setattr(
+        "sys.argv", ["bench", *argv.split(), "--cpu-dropout", "lanes,torch", "--json", str(out)]
+    )
+    _bench("pretrain_throughput").main()
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["variant"] for row in rows] == [
+        "baseline (HF naive, fp32)",
+        "ours electra fp32 lanes dropout",
+        "ours electra fp32 torch dropout",
+    ]
+    assert all(row["tokens_per_second"]["median"] > 0 and 0 < row["mfu"] for row in rows)

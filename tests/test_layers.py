@@ -28,6 +28,7 @@ FLOORS = {
     "electra.local_metrics": 0,
     "electra.version": 0,
     "electra.text_form": 0,
+    "electra.dropout": 0,
     "electra.corpus": 1,
     "electra.tokenization": 1,
     "electra.data": 1,

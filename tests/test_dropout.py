@@ -1,0 +1,225 @@
+"""Lane dropout (`electra.dropout`): the rate it claims, the expectation kept, torch's numbers on a given mask, and
+torch's own path wherever the lanes do not apply."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from electra import dropout as lanes
+from electra.model import PretrainingModel
+from electra.objectives import build_config
+from electra.outputs import SpecialIds
+
+SPECIAL = SpecialIds(pad=0, cls=1, sep=2, mask=3)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.02])
+def test_the_mask_keeps_the_stated_fraction_with_independent_lanes(p):
+    torch.manual_seed(0)
+    keep = lanes.keep_mask((1 << 22,), p)
+    kept_rate = 1 - round(p * 65536) / 65536
+    sigma = math.sqrt(kept_rate * (1 - kept_rate) / keep.numel())
+    assert abs(keep.float().mean().item() - kept_rate) < 5 * sigma
+    # the four lanes of one word, and neighbouring words, must not move together
+    pairs = keep.view(-1, 4)
+    for a, b in ((0, 1), (1, 2), (2, 3), (3, 0)):
+        both = (pairs[:, a] & pairs[:, b]).float().mean().item()
+        assert abs(both - kept_rate**2) < 5 * math.sqrt(kept_rate**2 * (1 - kept_rate**2) / pairs.shape[0])
+    words = keep.view(-1, 4)[:, 3]
+    both = (words[:-1] & words[1:]).float().mean().item()
+    assert abs(both - kept_rate**2) < 5 * math.sqrt(kept_rate**2 * (1 - kept_rate**2) / words.shape[0])
+
+
+def test_each_call_draws_a_new_mask_and_the_seed_repeats_it():
+    torch.manual_seed(3)
+    first, second = lanes.keep_mask((4096,), 0.1), lanes.keep_mask((4096,), 0.1)
+    torch.manual_seed(3)
+    assert torch.equal(first, lanes.keep_mask((4096,), 0.1))
+    assert not torch.equal(first, second)
+
+
+def test_kept_values_are_scaled_by_the_exact_keep_probability_and_gradients_follow_the_mask():
+    torch.manual_seed(1)
+    x = torch.randn(64, 48, requires_grad=True)
+    keep = lanes.keep_mask(x.shape, 0.1)
+    out = lanes.apply_keep_mask(x, keep, 0.1)
+    scale = 65536 / (65536 - round(0.1 * 65536))
+    torch.testing.assert_close(out, torch.where(keep, x * scale, 0.0), rtol=0, atol=0)
+    weights = torch.randn_like(x)
+    (out * weights).sum().backward()
+    torch.testing.assert_close(x.grad, torch.where(keep, weights * scale, 0.0), rtol=0, atol=0)
+    # torch's dropout on the same mask: the same numbers up to the scale's last digits (1/0.9 vs 65536/58982)
+    reference = x.detach() * keep / 0.9
+    torch.testing.assert_close(out.detach(), reference, rtol=2e-5, atol=0)
+
+
+def test_the_expectation_is_unchanged():
+    x = torch.ones(1 << 20)
+    torch.manual_seed(2)
+    assert abs(lanes.lane_dropout(x, 0.1).mean().item() - 1.0) < 5 * math.sqrt(0.1 / 0.9 / x.numel())
+
+
+def test_evaluation_and_zero_rate_are_the_identity():
+    x = torch.randn(8, 16)
+    assert lanes.lane_dropout(x, 0.1, training=False) is x
+    layer = lanes.LaneDropout(0.1).eval()
+    assert torch.equal(layer(x), x)
+    assert torch.equal(lanes.lane_dropout(x, 0.0), x)
+
+
+def _qkv(batch=3, heads=2, length=10, dim=8):
+    g = torch.Generator().manual_seed(5)
+    return [torch.randn(batch, heads, length, dim, generator=g, requires_grad=True) for _ in range(3)]
+
+
+class _Encoder(torch.nn.Module):
+    is_causal = False
+
+
+def test_attention_on_a_given_mask_equals_the_formula_forward_and_backward(monkeypatch):
+    q, k, v = _qkv()
+    allowed = torch.ones(3, 1, 10, 10, dtype=torch.bool)
+    allowed[1, :, :, 7:] = False  # padding keys of row 1
+    fixed = torch.rand(3, 2, 10, 10, generator=torch.Generator().manual_seed(9)) > 0.3
+    monkeypatch.setattr(lanes, "keep_mask", lambda shape, p, device="cpu": fixed)
+    out, _ = lanes.lane_dropout_attention(_Encoder(), q, k, v, allowed, dropout=0.3, scaling=0.25)
+    grad = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v), grad)
+
+    scores = (q @ k.transpose(-1, -2)) * 0.25
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    scale = 65536 / (65536 - round(0.3 * 65536))
+    expected = ((weights * fixed * scale) @ v).transpose(1, 2)
+    torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+    for ours, theirs in zip(got, torch.autograd.grad(expected, (q, k, v), grad)):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_attention_without_the_lanes_is_transformers_sdpa(dropout):
+    q, k, v = _qkv()
+    allowed = torch.ones(3, 1, 10, 10, dtype=torch.bool)
+    causal = _Encoder()
+    causal.is_causal = dropout > 0  # a decoder keeps SDPA even with dropout
+    torch.manual_seed(4)
+    ours, _ = lanes.lane_dropout_attention(causal, q, k, v, allowed, dropout=dropout, scaling=0.3)
+    torch.manual_seed(4)
+    theirs, _ = sdpa_attention_forward(causal, q, k, v, allowed, dropout=dropout, scaling=0.3)
+    assert torch.equal(ours, theirs)
+
+
+def _model(cpu_dropout: str, objective: str = "electric", **shape) -> PretrainingModel:
+    overrides = {"objective": objective, "vocab_size": 90, "attention_probs_dropout_prob": 0.1, **shape}
+    torch.manual_seed(0)
+    return PretrainingModel(
+        build_config("tiny", overrides={**overrides, "cpu_dropout": cpu_dropout}), SPECIAL
+    )
+
+
+def _attention_names(model: torch.nn.Module) -> set[str]:
+    return {
+        m.config._attn_implementation
+        for m in model.modules()
+        if hasattr(getattr(m, "config", None), "_attn_implementation")
+    }
+
+
+def test_the_model_switches_as_configured_and_evaluates_identically():
+    with_lanes, with_torch = _model("lanes"), _model("torch")
+    assert _attention_names(with_lanes) == {lanes.ATTENTION} and _attention_names(with_torch) == {"sdpa"}
+    kinds = {type(m) for m in with_lanes.modules() if isinstance(m, torch.nn.Dropout)}
+    assert kinds == {lanes.LaneDropout}
+    assert {type(m) for m in with_torch.modules() if isinstance(m, torch.nn.Dropout)} == {torch.nn.Dropout}
+    with_torch.load_state_dict(with_lanes.state_dict())
+    ids = torch.randint(5, 90, (4, 24), generator=torch.Generator().manual_seed(1))
+    ids[:, 0], ids[:, -1] = SPECIAL.cls, SPECIAL.sep
+    attention = torch.ones_like(ids)
+    attention[2, 15:] = 0
+    with torch.no_grad():
+        a = with_lanes.eval().discriminator.model.electra(ids, attention_mask=attention).last_hidden_state
+        b = with_torch.eval().discriminator.model.electra(ids, attention_mask=attention).last_hidden_state
+    assert torch.equal(a, b)
+
+
+SMALL = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "intermediate_size": 128,
+    "num_attention_heads": 2,
+    "embedding_size": 64,
+    "hidden_dropout_prob": 0.1,
+}
+
+
+def _batch(rows: int = 8, length: int = 24) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each row alternates two tokens of its own: a masked token is the one two places away."""
+    ids = 5 + 2 * torch.arange(rows)[:, None] + torch.arange(length)[None, :] % 2
+    ids[:, 0], ids[:, -1] = SPECIAL.cls, SPECIAL.sep
+    return ids, torch.ones_like(ids), torch.zeros_like(ids)
+
+
+def test_under_dropout_the_outputs_have_torchs_mean():
+    """Same weights and batch, 32 dropout draws each: the discriminator's mean output agrees with torch's dropout
+    within the draws' noise (a wrong rate or scale would move it), and differs from no dropout at all."""
+    ids, attention, types = _batch()
+    with_lanes, with_torch = _model("lanes", "electra", **SMALL), _model("torch", "electra", **SMALL)
+    with_torch.load_state_dict(with_lanes.state_dict())
+    stats = {}
+    for kind, model, training in (
+        ("lanes", with_lanes, True),
+        ("torch", with_torch, True),
+        ("none", with_torch, False),
+    ):
+        model.train(training)
+        draws = []
+        with torch.no_grad():
+            for draw in range(32 if kind != "none" else 1):
+                torch.manual_seed(draw)
+                draws.append(
+                    torch.nn.functional.softplus(model.discriminator(ids, attention, types)).mean().item()
+                )
+        draws = torch.tensor(draws)
+        stats[kind] = (draws.mean().item(), draws.var().item() / len(draws) if len(draws) > 1 else 0.0)
+    (a, va), (b, vb), (none, _) = stats["lanes"], stats["torch"], stats["none"]
+    assert abs(a - b) < 4 * math.sqrt(va + vb)
+    assert abs(none - b) > 4 * math.sqrt(vb)
+
+
+def test_a_masked_lm_learns_as_well_with_lanes():
+    """30 steps on rows a masked LM can learn, from the same weights: the loss falls by more than two thirds with either
+    dropout, and neither ends far from the other."""
+    batch = _batch()
+    final = {}
+    for kind in ("lanes", "torch"):
+        model = _model(kind, "mlm", **SMALL).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=6e-3)
+        torch.manual_seed(6)
+        trace = []
+        for _ in range(30):
+            optimizer.zero_grad()
+            loss = model(*batch).loss
+            loss.backward()
+            optimizer.step()
+            trace.append(loss.item())
+        final[kind] = sum(trace[-5:]) / 5
+        assert final[kind] < 0.3 * sum(trace[:5]) / 5
+    assert final["lanes"] < 1.25 * final["torch"] and final["torch"] < 1.25 * final["lanes"]
+
+
+def test_the_export_names_plain_sdpa_nowhere(tmp_path):
+    model = _model("lanes")
+    model.discriminator.model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert lanes.ATTENTION not in json.dumps(saved)
+
+
+def test_the_config_refuses_an_unknown_choice():
+    from electra.errors import UserError
+
+    with pytest.raises(UserError, match="cpu_dropout"):
+        build_config("tiny", overrides={"cpu_dropout": "fast"})
