@@ -16,6 +16,7 @@ lanes off everywhere, for an exact comparison with the old step.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -40,9 +41,7 @@ def keep_mask(
     shape: torch.Size | tuple[int, ...], p: float, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
     """A bool mask, True where an element is kept, from 16-bit lanes of full-range 64-bit random words."""
-    count = 1
-    for size in shape:
-        count *= size
+    count = math.prod(shape)
     words = torch.empty((count + 3) // 4, dtype=torch.int64, device=device).random_(-(1 << 63), None)
     threshold, _ = lane_threshold(p)
     return words.view(torch.int16)[:count].view(shape) >= threshold
