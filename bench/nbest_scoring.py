@@ -46,8 +46,8 @@ def per_sentence_log_q(
         contexts = generator.contexts(ids, mask)
         row_of = torch.tensor([r for r, i in enumerate(rows) for _ in positions[i]], dtype=torch.long)
         column = torch.tensor([t for i in rows for t in positions[i]], dtype=torch.long)
-        logits = generator.project(contexts[row_of, column]).float()  # one projection for the batch
-        values = logits.gather(-1, ids[row_of, column][:, None]).squeeze(-1) - torch.logsumexp(logits, -1)
+        # The same head as the library's, so the ratio measures the sharing alone.
+        values = generator.log_q(contexts[row_of, column], ids[row_of, column])
         for i, piece in zip(rows, torch.split(values, [len(positions[i]) for i in rows])):
             out[i] = piece
     return out

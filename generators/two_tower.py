@@ -164,6 +164,28 @@ class TwoTowerGenerator(Generator):
         """Vocabulary logits of head states [..., embedding_size]: the expensive part, so callers select first."""
         return F.linear(contexts, self.word_embeddings.weight, self.output_bias)
 
+    @torch.no_grad()
+    def log_q(self, contexts: torch.Tensor, targets: torch.Tensor, rows: int = 512) -> torch.Tensor:
+        """log q(targets[i] | contexts[i]) in fp32, for scoring many head states [N, embedding_size] without grad.
+
+        A few hundred rows of vocabulary logits at a time go through two buffers that are reused: on a CPU a fresh
+        64 MB logits tensor per chunk costs a page fault per 4 KB, and the fused log-softmax reads the logits once
+        where `logsumexp` builds temporaries. On this repository's 2-core hosts that halves the head's time."""
+        count, vocab = contexts.shape[0], self.word_embeddings.weight.shape[0]
+        out = torch.empty(count, dtype=torch.float32, device=contexts.device)
+        height = max(1, min(rows, count))
+        logits = contexts.new_empty((height, vocab))
+        log_probs = torch.empty((height, vocab), dtype=torch.float32, device=contexts.device)
+        for begin in range(0, count, height):
+            end = min(count, begin + height)
+            chunk_logits, chunk_log_probs = logits[: end - begin], log_probs[: end - begin]
+            torch.addmm(
+                self.output_bias, contexts[begin:end], self.word_embeddings.weight.t(), out=chunk_logits
+            )
+            torch.log_softmax(chunk_logits.float(), dim=-1, out=chunk_log_probs)
+            out[begin:end] = chunk_log_probs.gather(-1, targets[begin:end, None]).squeeze(-1)
+        return out
+
     def logits_at(
         self,
         input_ids: torch.Tensor,

@@ -75,6 +75,22 @@ def test_positions_select_the_same_logits():
     assert torch.allclose(picked[0], full[0, [1, 3]]) and torch.allclose(picked[1], full[1, [6, 2]])
 
 
+@pytest.mark.parametrize("rows", [1, 3, 7, 512])
+def test_log_q_equals_the_log_softmax_of_the_projection(rows):
+    """The buffered scoring head gives log_softmax(project(c))[target] for every row, whatever the chunking."""
+    torch.manual_seed(0)
+    model = TwoTowerGenerator(_config()).eval()
+    with torch.no_grad():
+        model.output_bias.normal_()  # a bias that matters, so a dropped one would show
+    contexts, targets = torch.randn(7, 16), torch.randint(0, 50, (7,))
+    with torch.no_grad():
+        expected = torch.log_softmax(model.project(contexts), -1)[torch.arange(7), targets]
+    got = model.log_q(contexts, targets, rows=rows)
+    assert got.dtype == torch.float32 and got.shape == (7,)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    assert model.log_q(contexts[:0], targets[:0]).shape == (0,)
+
+
 def test_shared_embeddings_are_the_same_module_and_tied():
     from transformers import ElectraConfig
     from transformers.models.electra.modeling_electra import ElectraEmbeddings
