@@ -132,12 +132,15 @@ def measure(
     for _ in range(warmup):
         step()
     warmup_seconds = synced() - start
+    usage_before = resource.getrusage(resource.RUSAGE_SELF)
     times = []
     for _ in range(max(1, steps // window)):
         start = synced()
         for _ in range(window):
             step()
         times.append((synced() - start) / window)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    timed_steps = len(times) * window
     tokens = batch["input_ids"].numel()
     rates = sorted(tokens / t for t in times)
     median = statistics.median(rates)
@@ -150,11 +153,15 @@ def measure(
         "peak_flops_per_second": peak,
         "mfu": median * flops_per_step / tokens / peak,
         "peak_memory_gib": peak_memory_bytes(device) / 2**30,
+        # Host work the kernel did for the process: page faults of fresh allocations show up here.
+        "page_faults_per_step": (usage.ru_minflt - usage_before.ru_minflt) / timed_steps,
+        "kernel_seconds_per_step": (usage.ru_stime - usage_before.ru_stime) / timed_steps,
     }
     print(
         f"{name:<34} {rates[0]:>10,.0f} {median:>10,.0f} {rates[-1]:>10,.0f} tok/s   "
         f"{row['executed_flops_per_token'] / 1e6:7.1f} MFLOP/tok   MFU {100 * row['mfu']:5.1f}%   "
-        f"peak {peak / 1e12:7.2f} TFLOP/s   mem {row['peak_memory_gib']:6.2f} GiB   warmup {warmup_seconds:6.1f} s",
+        f"peak {peak / 1e12:7.2f} TFLOP/s   mem {row['peak_memory_gib']:6.2f} GiB   warmup {warmup_seconds:6.1f} s   "
+        f"faults/step {row['page_faults_per_step']:9,.0f}   sys {row['kernel_seconds_per_step']:5.2f} s/step",
         flush=True,
     )
     return row

@@ -32,10 +32,16 @@ from transformers.models.electra.modeling_electra import (
 from electra.dropout import attention_name
 from electra.errors import UserError
 from electra.masking import Picked, sample_from_log_probs
+from generators import fused_nll
 from generators.base import Generator
 
 CONFIG_NAME = "two_tower_config.json"
 WEIGHTS_NAME = "model.safetensors"
+
+
+def _loss_weights(attention_mask: torch.Tensor, loss_mask: torch.Tensor | None) -> torch.Tensor:
+    """[B·L] float: 1 where a position's likelihood counts (`loss_mask`, else every real token), 0 elsewhere."""
+    return (loss_mask if loss_mask is not None else attention_mask).reshape(-1).float()
 
 
 def generator_electra_config(config: Any, attn_implementation: str | None = None) -> ElectraConfig:
@@ -226,12 +232,48 @@ class TwoTowerGenerator(Generator):
         """
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        weights = (loss_mask if loss_mask is not None else attention_mask).reshape(-1).float()
         contexts = self.contexts(input_ids, attention_mask, token_type_ids)
+        return self._mle_loss_of(contexts, input_ids, attention_mask, loss_mask)
+
+    def _mle_loss_of(
+        self,
+        contexts: torch.Tensor,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        loss_mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        weights = _loss_weights(attention_mask, loss_mask)
         log_probs = torch.log_softmax(self.project(contexts.reshape(-1, contexts.shape[-1])).float(), dim=-1)
         nll = F.nll_loss(log_probs, input_ids.reshape(-1), reduction="none")
         loss = (nll * weights).sum() / weights.sum().clamp(min=1)
         return loss, log_probs
+
+    def mle_loss_and_hits(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        loss_mask: torch.Tensor | None,
+        at: Picked,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(`mle_loss`'s loss, [B·K] whether q's most likely token is x_t at the slots `at`), for callers that need
+        no log-probabilities: on a CPU the head's logits then never exist whole (`generators/fused_nll.py`)."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        contexts = self.contexts(input_ids, attention_mask, token_type_ids)
+        if not fused_nll.applies(contexts):
+            loss, log_probs = self._mle_loss_of(contexts, input_ids, attention_mask, loss_mask)
+            picked = at.rows(log_probs.detach().view(*input_ids.shape, -1))  # an argmax at the slots only
+            return loss, picked.argmax(-1) == at.rows(input_ids)
+        weights = _loss_weights(attention_mask, loss_mask)
+        loss, hits = fused_nll.fused_nll(
+            contexts.reshape(-1, contexts.shape[-1]),
+            self.word_embeddings.weight,
+            self.output_bias,
+            input_ids.reshape(-1),
+            weights / weights.sum().clamp(min=1),
+        )
+        return loss, at.rows(hits.view_as(input_ids))
 
     # ---- persistence: safetensors + JSON, no pickles ----
     def save_pretrained(self, directory: str | Path) -> None:

@@ -1,0 +1,108 @@
+"""The fused vocabulary head (`generators/fused_nll.py`) against the plain formula: the same loss, the same
+gradients, the same argmax, whatever the chunking; and the two-tower generator's fused path against its plain one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from electra.masking import Picked, candidate_mask
+from electra.objectives import build_config
+from generators import fused_nll
+from generators.two_tower import TwoTowerGenerator
+
+
+def _inputs(count: int = 37, width: int = 16, vocab: int = 50):
+    generator = torch.Generator().manual_seed(0)
+    contexts = torch.randn(count, width, generator=generator, requires_grad=True)
+    weight = torch.randn(vocab, width, generator=generator).mul_(0.5).requires_grad_()
+    bias = torch.randn(vocab, generator=generator).requires_grad_()
+    targets = torch.randint(0, vocab, (count,), generator=generator)
+    row_weights = torch.rand(count, generator=generator) * (torch.rand(count, generator=generator) > 0.3)
+    return contexts, weight, bias, targets, row_weights
+
+
+def _plain(contexts, weight, bias, targets, row_weights):
+    logits = F.linear(contexts, weight, bias)
+    return (F.cross_entropy(logits, targets, reduction="none") * row_weights).sum(), logits.argmax(
+        -1
+    ) == targets
+
+
+@pytest.mark.parametrize("rows", [1, 8, 37, 256])
+def test_loss_gradients_and_argmax_equal_the_plain_formula(rows):
+    contexts, weight, bias, targets, row_weights = _inputs()
+    expected, expected_hits = _plain(contexts, weight, bias, targets, row_weights)
+    (3.0 * expected).backward()  # an upstream gradient other than 1 must scale every gradient
+    plain_grads = [t.grad.clone() for t in (contexts, weight, bias)]
+    for t in (contexts, weight, bias):
+        t.grad = None
+    loss, hits = fused_nll.fused_nll(contexts, weight, bias, targets, row_weights, rows=rows)
+    (3.0 * loss).backward()
+    torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-5)
+    assert torch.equal(hits, expected_hits)
+    for name, got, want in zip(("contexts", "weight", "bias"), (contexts, weight, bias), plain_grads):
+        torch.testing.assert_close(got.grad, want, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_without_gradients_it_only_scores():
+    contexts, weight, bias, targets, row_weights = _inputs()
+    with torch.no_grad():
+        loss, hits = fused_nll.fused_nll(contexts, weight, bias, targets, row_weights, rows=5)
+        expected, expected_hits = _plain(contexts, weight, bias, targets, row_weights)
+    torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-5)
+    assert torch.equal(hits, expected_hits) and not loss.requires_grad
+
+
+def test_it_applies_to_eager_fp32_on_a_cpu_only():
+    x = torch.zeros(2, 3)
+    assert fused_nll.applies(x)
+    assert not fused_nll.applies(x.bfloat16())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not fused_nll.applies(x)
+
+
+def test_the_generator_trains_the_same_with_the_fused_head(monkeypatch):
+    """mle_loss_and_hits (fused on this CPU) against the same generator forced onto the plain head: equal loss,
+    equal accuracy at the slots, and equal gradients for every parameter, the tied embeddings included."""
+    config = build_config(
+        "tiny",
+        overrides=dict(
+            vocab_size=60, hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=2,
+            embedding_size=16, max_position_embeddings=32, max_seq_length=32, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, generator_hidden_multiplier=1.0,
+        ),
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = TwoTowerGenerator(config)
+    with torch.no_grad():
+        model.output_bias.normal_()
+    ids = torch.randint(5, 60, (3, 20), generator=torch.Generator().manual_seed(1))
+    ids[:, 0], ids[:, -1] = 1, 2
+    mask = torch.ones_like(ids)
+    mask[2, 14:] = 0
+    candidates = candidate_mask(ids, mask, torch.tensor([0, 1, 2, 3]))
+    slots = Picked.from_mask(candidates & (torch.arange(20) % 3 == 0))
+
+    def run(fused: bool):
+        monkeypatch.setattr(fused_nll, "applies", lambda contexts: fused)
+        model.zero_grad()
+        loss, hits = model.mle_loss_and_hits(ids, mask, None, candidates, at=slots)
+        loss.backward()
+        return (
+            loss.detach(),
+            hits,
+            {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None},
+        )
+
+    fused_loss, fused_hits, fused_grads = run(True)
+    plain_loss, plain_hits, plain_grads = run(False)
+    torch.testing.assert_close(fused_loss, plain_loss, rtol=1e-6, atol=1e-6)
+    assert torch.equal(fused_hits, plain_hits)
+    reference, _ = model.mle_loss(ids, mask, None, candidates)
+    torch.testing.assert_close(fused_loss, reference.detach(), rtol=1e-6, atol=1e-6)
+    assert fused_grads.keys() == plain_grads.keys()
+    assert any(name.endswith("word_embeddings.weight") for name in fused_grads)
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(fused_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
