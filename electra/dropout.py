@@ -130,6 +130,18 @@ def attention_name(attn_implementation: str, cpu_dropout: str = "lanes") -> str:
     return attn_implementation
 
 
+def use_lanes(model: nn.Module) -> int:
+    """Lane dropout for a whole model, however it was built (a fine-tuner loads a plain `transformers` encoder):
+    its plain `nn.Dropout` modules become `LaneDropout` and every config on SDPA names the lane attention instead.
+    Only the forward changes: saved configs never carry the attention name (transformers does not write it).
+    Returns how many dropout modules were swapped."""
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if getattr(config, "_attn_implementation", None) == "sdpa":
+            config._attn_implementation = ATTENTION
+    return use_lane_dropout(model)
+
+
 def use_lane_dropout(model: nn.Module) -> int:
     """Swaps every plain `nn.Dropout` in `model` for `LaneDropout` (same p); returns how many were swapped."""
     swapped = 0

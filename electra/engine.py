@@ -40,6 +40,8 @@ from electra.checkpoint import (
     save_checkpoint,
     save_tensors_atomically,
 )
+from electra.config import CPU_DROPOUT
+from electra.dropout import use_lanes
 from electra.errors import UserError
 from electra.optim import build_adamw, layerwise_lr_groups, lr_schedule, parameter_groups
 from electra.outputs import StepOutput
@@ -96,6 +98,7 @@ class TrainArgs:
     progress: bool = True
     description: str = "training"
     report_to: tuple[str, ...] = field(default_factory=default_report_to)  # csv, tensorboard, wandb
+    cpu_dropout: str = "lanes"  # electra.dropout's cheap masks on a CPU ("torch": torch's own)
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -106,6 +109,8 @@ class TrainArgs:
             raise UserError(f"the time budget must be positive, got {self.time_budget} s.")
         if self.save_every < 0 or self.eval_every < 0:
             raise UserError("save_every and eval_every must not be negative (0 turns them off).")
+        if self.cpu_dropout not in CPU_DROPOUT:
+            raise UserError(f"cpu_dropout must be one of {', '.join(CPU_DROPOUT)}, got {self.cpu_dropout!r}.")
         if self.output_dir is not None:
             self.output_dir = Path(self.output_dir)
 
@@ -193,6 +198,8 @@ class Engine:
         split_rng_per_process(acc.process_index, acc.num_processes)  # a resumed run then restores its own
         # On the device before the optimizer exists: fused AdamW needs CUDA parameters to choose itself.
         model.to(acc.device)
+        if args.cpu_dropout == "lanes":
+            use_lanes(model)  # a no-op where the task built it so; other devices keep torch's path inside
         optimizer = build_adamw(
             task.parameter_groups(model, args),
             args.learning_rate,

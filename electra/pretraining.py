@@ -264,6 +264,7 @@ def train_args(
         time_budget=None if config.time_budget_minutes is None else 60.0 * config.time_budget_minutes,
         eval_every=config.eval_every,
         description="pretraining",
+        cpu_dropout=config.cpu_dropout,
     )
 
 

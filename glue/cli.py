@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from electra.flags import add_output_option, require_counts
+from electra.flags import add_cpu_dropout_option, add_output_option, require_counts
 from electra.overwrite import refuse_to_replace
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
@@ -80,6 +80,7 @@ def register(subparsers) -> None:
         "--save-best", action="store_true", help="save the best seed per task to OUTPUT/checkpoints/"
     )
     parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"), default="no")
+    add_cpu_dropout_option(parser)
     parser.add_argument(
         "--save-every",
         type=int,
@@ -128,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         skip_malformed=args.skip_malformed,
         mixed_precision=args.mixed_precision,
         save_every=args.save_every,
+        cpu_dropout=args.cpu_dropout,
     )
     run_glue(
         args.model,

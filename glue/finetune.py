@@ -75,6 +75,7 @@ class FinetuneSettings:
     max_train_examples: int | None = None  # a fixed random subset of train (quick runs, tests)
     skip_malformed: bool = False  # drop rows with too few fields instead of stopping at the first
     mixed_precision: str = "no"
+    cpu_dropout: str = "lanes"  # dropout masks on a CPU: lanes (electra/dropout.py) or torch
     save_every: int = 0  # checkpoint every N updates (needs an output directory), so a killed run can resume
     log_every: int = 10
     progress: bool = True
@@ -282,6 +283,7 @@ def run_seed(
         save_every=settings.save_every if run_dir is not None else 0,
         progress=settings.progress,
         description=f"{spec.name} seed {seed}",
+        cpu_dropout=settings.cpu_dropout,
     )
     task = GlueSeedTask(data, model, collator, per_device, seed, accelerator)
     if show_groups:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from electra.flags import add_output_option
+from electra.flags import add_cpu_dropout_option, add_output_option
 from electra.overwrite import refuse_to_replace
 
 
@@ -76,6 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"), default="no")
+    add_cpu_dropout_option(parser)
     parser.add_argument("--cache-dir", help="feature cache (default: OUTPUT/cache)")
     parser.add_argument("--max-train-examples", type=int, help="use only the first N training questions")
     parser.add_argument(
@@ -147,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
         na_threshold=args.na_threshold,
         seed=args.seed,
         mixed_precision=args.mixed_precision,
+        cpu_dropout=args.cpu_dropout,
         cache_dir=args.cache_dir,
         max_train_examples=args.max_train_examples,
         save_every=args.save_every,

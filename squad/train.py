@@ -74,6 +74,7 @@ class SquadSettings:
     na_threshold: float | None = None  # None: the F1-best threshold on the evaluated set
     seed: int = 42
     mixed_precision: str = "no"
+    cpu_dropout: str = "lanes"  # dropout masks on a CPU: lanes (electra/dropout.py) or torch
     cache_dir: str | None = None
     max_train_examples: int | None = None
     progress: bool = True
@@ -261,6 +262,7 @@ def train_model(
         save_every=settings.save_every if log_dir is not None else 0,
         progress=settings.progress,
         description="squad fine-tune",
+        cpu_dropout=settings.cpu_dropout,
     )
     task = SquadTask(model, features, pad_token_id, settings, accelerator)
     logger.info("layer-wise learning rates:\n%s", describe_lr_groups(task.parameter_groups(model, args)))

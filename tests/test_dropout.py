@@ -3,6 +3,7 @@ torch's own path wherever the lanes do not apply."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -223,3 +224,39 @@ def test_the_config_refuses_an_unknown_choice():
 
     with pytest.raises(UserError, match="cpu_dropout"):
         build_config("tiny", overrides={"cpu_dropout": "fast"})
+
+
+def test_a_plain_transformers_encoder_takes_the_lanes_and_saves_as_before(tmp_path):
+    """What fine-tuners load (`AutoModel` on an export): every dropout and the attention switch, evaluation is
+    unchanged bit for bit, training draws lane masks, and the saved config is the same as without the switch."""
+    from transformers import ElectraConfig, ElectraModel
+
+    config = ElectraConfig(
+        vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        embedding_size=16, max_position_embeddings=32, attn_implementation="sdpa",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    plain, switched = (
+        ElectraModel(config),
+        ElectraModel(copy.deepcopy(config)),
+    )  # each loaded model has its own
+    switched.load_state_dict(plain.state_dict())
+    swapped = lanes.use_lanes(switched)
+    dropouts = [m for m in switched.modules() if isinstance(m, torch.nn.Dropout)]
+    assert swapped == len(dropouts) > 0 and all(type(m) is lanes.LaneDropout for m in dropouts)
+    assert _attention_names(switched) == {lanes.ATTENTION} and _attention_names(plain) == {"sdpa"}
+    ids = torch.randint(5, 90, (3, 20), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, 12:] = 0
+    with torch.no_grad():
+        a = plain.eval()(ids, attention_mask=mask).last_hidden_state
+        b = switched.eval()(ids, attention_mask=mask).last_hidden_state
+        assert torch.equal(a, b)
+        torch.manual_seed(2)
+        trained = switched.train()(ids, attention_mask=mask).last_hidden_state
+    assert torch.isfinite(trained).all() and not torch.allclose(trained, b)
+    plain.save_pretrained(tmp_path / "plain")
+    switched.save_pretrained(tmp_path / "switched")
+    assert json.loads((tmp_path / "plain" / "config.json").read_text()) == json.loads(
+        (tmp_path / "switched" / "config.json").read_text()
+    )

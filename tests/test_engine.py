@@ -311,3 +311,19 @@ def test_every_process_masks_its_own_positions(tmp_path):
     torch.manual_seed(42)
     engine_module.split_rng_per_process(0, 1)
     assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("choice", ["lanes", "torch"])
+def test_the_engine_trains_with_the_chosen_cpu_dropout(tmp_path, choice):
+    """Every task (GLUE, SQuAD, TLM) gets lane dropout from the engine unless it asks for torch's own."""
+    from electra.dropout import LaneDropout
+
+    task = Regression()
+    Engine(_args(None, max_steps=2, output_dir=None, cpu_dropout=choice)).fit(task)
+    assert type(task.model[1]) is (LaneDropout if choice == "lanes" else nn.Dropout)
+    assert task.model[1].p == 0.1
+
+
+def test_an_unknown_cpu_dropout_is_refused_in_one_line():
+    with pytest.raises(UserError, match="cpu_dropout must be one of lanes, torch"):
+        TrainArgs(max_steps=1, learning_rate=0.1, cpu_dropout="fast")

@@ -749,6 +749,7 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
             early_stopping=EarlyStopping(settings.metric, "max", evaluate_at_start=True),
             progress=settings.progress,
             description="TLM stage 2 (task)",
+            cpu_dropout=config.cpu_dropout,
         )
         stage2 = Engine(stage2_args, accelerator)
         task2 = ClassifierTask(classifier, train_rows, dev_rows, plan | {"batch_size": ft_batch}, counter)
