@@ -1,5 +1,6 @@
-"""The cloze objective's training step with the fused vocabulary head (`generators/fused_nll.py`) against the plain
-log-softmax head, in one process, taking turns, so the host's drift and its memory state hit both alike.
+"""A two-tower objective's training step (the cloze scorer's, or Electric's) with the fused vocabulary head
+(`generators/fused_nll.py`) against the plain log-softmax head, in one process, taking turns, so the host's drift
+and its memory state hit both alike.
 
 Whether a fresh 128 MB tensor is page-faulted in 4 KB at a time or gets huge pages depends on the kernel's
 transparent-huge-page settings and on how fragmented memory is at that moment, so the plain head's cost varies
@@ -7,6 +8,7 @@ between processes on one host; the page faults per step are printed beside the t
 
     python bench/cloze_head.py                      # tiny, 8,192-piece vocabulary, batch 32 × 128
     python bench/cloze_head.py --size small --vocab-size 30522 --rounds 5
+    python bench/cloze_head.py --objective electric --vocab-size 30522
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def main(argv: list[str] | None = None) -> dict:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--size", default="tiny")
+    parser.add_argument("--objective", default="cloze", choices=("cloze", "electric"))
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
@@ -41,7 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
-    overrides = {"objective": "cloze", "vocab_size": args.vocab_size, "max_seq_length": args.seq_len}
+    overrides = {"objective": args.objective, "vocab_size": args.vocab_size, "max_seq_length": args.seq_len}
     model = PretrainingModel(build_config(args.size, overrides=overrides), SPECIAL).train()
     optimizer = build_adamw(parameter_groups(model, 1e-4, 0.01), lr=1e-4)
     ids = torch.randint(10, args.vocab_size, (args.batch_size, args.seq_len))
@@ -72,8 +75,16 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         fused_nll.applies = fused_applies
     tokens = ids.numel()
-    report = {"size": args.size, "vocab_size": args.vocab_size, "tokens_per_step": tokens, "heads": {}}
-    print(f"cloze step, size={args.size} vocab={args.vocab_size} batch={args.batch_size}x{args.seq_len}")
+    report = {
+        "objective": args.objective,
+        "size": args.size,
+        "vocab_size": args.vocab_size,
+        "tokens_per_step": tokens,
+        "heads": {},
+    }
+    print(
+        f"{args.objective} step, size={args.size} vocab={args.vocab_size} batch={args.batch_size}x{args.seq_len}"
+    )
     print(f"{'head':<8} {'tok/s min':>10} {'median':>10} {'max':>10} {'faults/step':>12}")
     for name in heads:
         rates = sorted(tokens / s for s in seconds[name][1:])  # the first turn of each is warm-up

@@ -33,6 +33,7 @@ from electra.objectives import build_config
 from electra.optim import build_adamw, parameter_groups
 from electra.outputs import SpecialIds
 from flops.measured import flop_counter, matmul_peak
+from generators.fused_nll import plain_head
 
 SPECIAL = SpecialIds(pad=0, cls=101, sep=102, mask=103)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -89,7 +90,7 @@ def loss_of(output) -> torch.Tensor:
 
 def executed_flops_per_step(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> float:
     """Matmul FLOPs of one forward as FlopCounterMode sees them, times 3 (a backward costs twice the forward)."""
-    with torch.no_grad(), flop_counter() as counter:
+    with torch.no_grad(), plain_head(), flop_counter() as counter:  # model FLOPs: no recomputation charged
         model(**batch)
     return 3.0 * counter.get_total_flops()
 

@@ -48,6 +48,7 @@ from electra.tokenization import (
 )
 from electra.version import __version__
 from flops.measured import startup_check
+from generators.fused_nll import plain_head
 
 # Settings that may change between the interrupted run and its resumption without changing the result.
 RESUMABLE_CHANGES = {
@@ -170,7 +171,7 @@ class PretrainingTask(Task):
         plan = objective.flop_plan(self.config)
         # RNG and buffers (step counters of scheduled objectives) are left as they were: the check is not a step.
         buffers = {name: value.clone() for name, value in model.named_buffers()}
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), plain_head():
             self.flop_check = startup_check(
                 model, {k: v.to(device) for k, v in batch.items()}, self.config, plan
             )

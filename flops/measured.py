@@ -334,7 +334,9 @@ def startup_check(
     Meant to run once when training starts: it guards the analytic counter (which the loop then uses for every
     step) against a model that computes something else. The batch's padded length is the sequence length. A step
     computes what its shape says, whatever the padding: heads at the predicted positions run on K slots per row
-    (`electra.masking.slots_per_row`), a two-tower head that serves Electric's noise at every position.
+    (`electra.masking.slots_per_row`), a two-tower head that serves Electric's noise at every position. Run it
+    under `generators.fused_nll.plain_head()`, as pretraining does: on a CPU Electric's fused head projects the
+    rows it samples from a second time, which is not the model's arithmetic.
     """
     input_ids = batch["input_ids"]
     batch_size, seq_len = int(input_ids.shape[0]), int(input_ids.shape[1])

@@ -15,15 +15,33 @@ their compilers and kernels already fuse.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 
 ROWS_PER_CHUNK = 256  # 256 × 8,192 fp32 logits = 8 MB: stays in a server CPU's last-level cache
+_plain_only = False
+
+
+@contextlib.contextmanager
+def plain_head() -> Iterator[None]:
+    """Every head takes the plain formula inside: for counting a model's own FLOPs. Electric's fused path projects
+    the rows it samples from a second time (forward only, 15% of the positions), which model FLOPs do not charge,
+    as MFU does not charge recomputation."""
+    global _plain_only
+    before, _plain_only = _plain_only, True
+    try:
+        yield
+    finally:
+        _plain_only = before
 
 
 def applies(contexts: torch.Tensor) -> bool:
     """True where the fused head is the faster one: eager fp32 on a CPU."""
     return (
-        contexts.device.type == "cpu"
+        not _plain_only
+        and contexts.device.type == "cpu"
         and contexts.dtype == torch.float32
         and not torch.is_autocast_enabled("cpu")
         and not torch.compiler.is_compiling()
@@ -38,6 +56,7 @@ class _FusedNLL(torch.autograd.Function):
         need_any = need_contexts or need_weight or need_bias
         loss = torch.zeros((), dtype=torch.float32, device=contexts.device)
         hits = torch.zeros(count, dtype=torch.bool, device=contexts.device)
+        token_log_q = torch.empty(count, dtype=torch.float32, device=contexts.device)
         grad_contexts = torch.empty_like(contexts) if need_contexts else None
         grad_weight = torch.zeros_like(weight) if need_weight else None
         grad_bias = torch.zeros_like(bias) if need_bias else None
@@ -52,7 +71,8 @@ class _FusedNLL(torch.autograd.Function):
             hits[begin:end] = best == t
             target_logit = logits.gather(1, t[:, None]).squeeze(1)
             total = logits.sub_(top[:, None]).exp_().sum(dim=-1)  # the buffer now holds exp(logit - max)
-            loss += (w * (top + total.log() - target_logit)).sum()
+            token_log_q[begin:end] = target_logit - top - total.log()
+            loss -= (w * token_log_q[begin:end]).sum()
             if not need_any:
                 continue
             gradient = logits.mul_((w / total)[:, None])  # w · softmax
@@ -64,11 +84,11 @@ class _FusedNLL(torch.autograd.Function):
             if need_bias:
                 grad_bias += gradient.sum(dim=0)
         ctx.save_for_backward(grad_contexts, grad_weight, grad_bias)
-        ctx.mark_non_differentiable(hits)
-        return loss, hits
+        ctx.mark_non_differentiable(hits, token_log_q)
+        return loss, hits, token_log_q
 
     @staticmethod
-    def backward(ctx, grad_loss, _grad_hits):  # type: ignore[override]
+    def backward(ctx, grad_loss, _grad_hits, _grad_log_q):  # type: ignore[override]
         grads = [None if g is None else g * grad_loss for g in ctx.saved_tensors]
         return (*grads, None, None, None)
 
@@ -80,7 +100,8 @@ def fused_nll(
     targets: torch.Tensor,
     row_weights: torch.Tensor,
     rows: int = ROWS_PER_CHUNK,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(Σ_i row_weights[i] · −log softmax(contexts[i] · weightᵀ + bias)[targets[i]], whether each row's most likely
-    token is its target); differentiable in contexts, weight and bias, computed `rows` rows at a time."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(Σ_i row_weights[i] · −log q_i(targets[i]) with q_i = softmax(contexts[i] · weightᵀ + bias), whether each row's
+    most likely token is its target, log q_i(targets[i]) of every row); the loss is differentiable in contexts,
+    weight and bias; computed `rows` rows at a time."""
     return _FusedNLL.apply(contexts, weight, bias, targets, row_weights.to(torch.float32), rows)

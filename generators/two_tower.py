@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -266,7 +267,7 @@ class TwoTowerGenerator(Generator):
             picked = at.rows(log_probs.detach().view(*input_ids.shape, -1))  # an argmax at the slots only
             return loss, picked.argmax(-1) == at.rows(input_ids)
         weights = _loss_weights(attention_mask, loss_mask)
-        loss, hits = fused_nll.fused_nll(
+        loss, hits, _ = fused_nll.fused_nll(
             contexts.reshape(-1, contexts.shape[-1]),
             self.word_embeddings.weight,
             self.output_bias,
@@ -274,6 +275,38 @@ class TwoTowerGenerator(Generator):
             weights / weights.sum().clamp(min=1),
         )
         return loss, at.rows(hits.view_as(input_ids))
+
+    def mle_loss_and_log_q(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        loss_mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, LogQ]:
+        """(`mle_loss`'s loss, q's log-probabilities as `sample_noise` reads them). On a CPU the [B·L, V]
+        log-probabilities never exist (`generators/fused_nll.py`): the fused head gives log q of every token, and
+        the rows the noise is drawn from are projected again, without gradient, at those few positions only."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        contexts = self.contexts(input_ids, attention_mask, token_type_ids)
+        if not fused_nll.applies(contexts):
+            loss, log_probs = self._mle_loss_of(contexts, input_ids, attention_mask, loss_mask)
+            return loss, LogQ.of(log_probs, input_ids)
+        weights = _loss_weights(attention_mask, loss_mask)
+        loss, _, token_log_q = fused_nll.fused_nll(
+            contexts.reshape(-1, contexts.shape[-1]),
+            self.word_embeddings.weight,
+            self.output_bias,
+            input_ids.reshape(-1),
+            weights / weights.sum().clamp(min=1),
+        )
+        detached = contexts.detach()
+
+        def rows_at(slots: Picked) -> torch.Tensor:
+            with torch.no_grad():
+                return torch.log_softmax(self.project(slots.rows(detached)).float(), dim=-1)
+
+        return loss, LogQ(token_log_q.view_as(input_ids), rows_at)
 
     # ---- persistence: safetensors + JSON, no pickles ----
     def save_pretrained(self, directory: str | Path) -> None:
@@ -390,11 +423,27 @@ class NoiseSample:
     k: torch.Tensor  # [B] number of replaced positions per sequence
     n: torch.Tensor  # [B] number of candidate positions per sequence
     slots: Picked | None = None  # the replaced positions as fixed-shape slots (R = slots.mask)
+    slot_log_probs: torch.Tensor | None = None  # [B·K, V] fp32 log q at the slots, which the sample came from
+
+
+@dataclass
+class LogQ:
+    """q's log-probabilities as far as Electric's noise needs them, without [B·L, V] of them having to exist:
+    log q(x_t | x_\t) of every position's own token, and whole rows at the positions that get replaced."""
+
+    of_tokens: torch.Tensor  # [B, L] fp32
+    rows_at: Callable[[Picked], torch.Tensor]  # slots -> [B·K, V] fp32 log-probabilities there
+
+    @classmethod
+    def of(cls, log_probs: torch.Tensor, input_ids: torch.Tensor) -> LogQ:
+        """The view of full log-probabilities [B, L, V] or [B·L, V]."""
+        full = log_probs.detach().float().reshape(*input_ids.shape, -1)
+        return cls(full.gather(-1, input_ids[..., None]).squeeze(-1), lambda slots: slots.rows(full))
 
 
 @torch.no_grad()
 def sample_noise(
-    log_probs: torch.Tensor,
+    log_probs: torch.Tensor | LogQ,
     input_ids: torch.Tensor,
     candidate_mask: torch.Tensor,
     mask_prob: float = 0.15,
@@ -407,7 +456,8 @@ def sample_noise(
 
     log_probs: q at every position, [B, L, V] or [B·L, V] row-major: unnormalised logits by default, or, with
     `normalized=True`, log-probabilities (what `TwoTowerGenerator.mle_loss` returns), which are not renormalised
-    at temperature 1 (a full pass saved). Shapes depend on L alone (`Picked`): no host synchronisation.
+    at temperature 1 (a full pass saved); or a `LogQ` (normalised, temperature 1), which computes only the rows it
+    is asked for. Shapes depend on L alone (`Picked`): no host synchronisation.
     """
     candidates = candidate_mask.bool()
     batch, length = candidates.shape
@@ -420,11 +470,27 @@ def sample_noise(
     slots = min(length, max(1, math.ceil(length * mask_prob)))  # the largest k a row of this length can have
     lowest = scores.topk(slots, dim=-1, largest=False).indices
     replaced = Picked.from_ranking(lowest, k, length)
-    log_probs = log_probs.detach().float().reshape(batch * length, -1)
-    if temperature != 1.0 or not normalized:
-        log_probs = torch.log_softmax(log_probs / temperature, dim=-1)
-    sampled = sample_from_log_probs(replaced.rows(log_probs.view(batch, length, -1)), generator=generator)
+    if not isinstance(log_probs, LogQ):
+        log_probs = log_probs.detach().float().reshape(batch * length, -1)
+        if temperature != 1.0 or not normalized:
+            log_probs = torch.log_softmax(log_probs / temperature, dim=-1)
+        log_probs = LogQ.of(log_probs, input_ids)
+    elif temperature != 1.0:
+        raise ValueError("a LogQ holds q at temperature 1; pass full logits to sample at another temperature")
+    rows = log_probs.rows_at(replaced)
+    sampled = sample_from_log_probs(rows, generator=generator)
     noised = replaced.replace(input_ids, sampled)
-    log_q = log_probs.gather(-1, noised.reshape(-1, 1)).view(batch, length)
+    # log q of the noised token: of the sample at the replaced slots, of x_t everywhere else
+    at_slots = rows.gather(-1, sampled[:, None]).view(replaced.index.shape)
+    at_slots = torch.where(replaced.valid, at_slots, log_probs.of_tokens.gather(1, replaced.index))
+    log_q = log_probs.of_tokens.scatter(1, replaced.index, at_slots)
     log_q = log_q.masked_fill(~candidates, 0.0)
-    return NoiseSample(input_ids=noised, replaced_mask=replaced.mask, log_q=log_q, k=k, n=n, slots=replaced)
+    return NoiseSample(
+        input_ids=noised,
+        replaced_mask=replaced.mask,
+        log_q=log_q,
+        k=k,
+        n=n,
+        slots=replaced,
+        slot_log_probs=rows,
+    )

@@ -397,6 +397,7 @@ def test_startup_check_on_a_padded_batch(objective):
     and Electric's two-tower head at every position, so the check counts by the batch's shape alone."""
     from electra.model import build_pretraining_model
     from flops.measured import startup_check
+    from generators.fused_nll import plain_head
 
     tokenizer = _tokenizer(4000)  # a vocabulary large enough for the two-tower head to matter
     config = build_config("tiny", overrides={"max_seq_length": 48, "objective": objective})
@@ -404,7 +405,10 @@ def test_startup_check_on_a_padded_batch(objective):
     batch = _full_batch(tokenizer, 48, batch_size=3)
     batch["attention_mask"][1, 30:] = 0  # a shorter row: fewer picked positions, the same matmuls
     batch["input_ids"][1, 30:] = tokenizer.pad_token_id
-    result = startup_check(model, batch, config, _plan(config))
+    with (
+        plain_head()
+    ):  # as pretraining runs it: the model's own FLOPs, not Electric's re-projected sample rows
+        result = startup_check(model, batch, config, _plan(config))
     assert result["ok"], result
     assert result["predicted_positions"] == 7  # K = round(0.15 * 48) slots in every row
 

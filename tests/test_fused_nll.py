@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from electra.masking import Picked, candidate_mask
 from electra.objectives import build_config
+from electra.outputs import SpecialIds
 from generators import fused_nll
 from generators.two_tower import TwoTowerGenerator
 
@@ -38,9 +39,12 @@ def test_loss_gradients_and_argmax_equal_the_plain_formula(rows):
     plain_grads = [t.grad.clone() for t in (contexts, weight, bias)]
     for t in (contexts, weight, bias):
         t.grad = None
-    loss, hits = fused_nll.fused_nll(contexts, weight, bias, targets, row_weights, rows=rows)
+    loss, hits, token_log_q = fused_nll.fused_nll(contexts, weight, bias, targets, row_weights, rows=rows)
     (3.0 * loss).backward()
     torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-5)
+    with torch.no_grad():
+        want = torch.log_softmax(F.linear(contexts, weight, bias), -1).gather(1, targets[:, None]).squeeze(1)
+    torch.testing.assert_close(token_log_q, want, rtol=1e-6, atol=1e-5)
     assert torch.equal(hits, expected_hits)
     for name, got, want in zip(("contexts", "weight", "bias"), (contexts, weight, bias), plain_grads):
         torch.testing.assert_close(got.grad, want, rtol=1e-5, atol=1e-6, msg=name)
@@ -49,7 +53,7 @@ def test_loss_gradients_and_argmax_equal_the_plain_formula(rows):
 def test_without_gradients_it_only_scores():
     contexts, weight, bias, targets, row_weights = _inputs()
     with torch.no_grad():
-        loss, hits = fused_nll.fused_nll(contexts, weight, bias, targets, row_weights, rows=5)
+        loss, hits, _ = fused_nll.fused_nll(contexts, weight, bias, targets, row_weights, rows=5)
         expected, expected_hits = _plain(contexts, weight, bias, targets, row_weights)
     torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-5)
     assert torch.equal(hits, expected_hits) and not loss.requires_grad
@@ -61,6 +65,9 @@ def test_it_applies_to_eager_fp32_on_a_cpu_only():
     assert not fused_nll.applies(x.bfloat16())
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not fused_nll.applies(x)
+    with fused_nll.plain_head():  # what FLOP counts run under: the model's own arithmetic
+        assert not fused_nll.applies(x)
+    assert fused_nll.applies(x)
 
 
 def test_the_generator_trains_the_same_with_the_fused_head(monkeypatch):
@@ -104,5 +111,41 @@ def test_the_generator_trains_the_same_with_the_fused_head(monkeypatch):
     torch.testing.assert_close(fused_loss, reference.detach(), rtol=1e-6, atol=1e-6)
     assert fused_grads.keys() == plain_grads.keys()
     assert any(name.endswith("word_embeddings.weight") for name in fused_grads)
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(fused_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_an_electric_step_is_the_same_with_the_fused_head(monkeypatch):
+    """Electric draws its noise from rows projected again at the replaced positions and reads log q of kept tokens
+    from the fused pass: the same noise, loss, metrics and gradients as with the full log-probabilities."""
+    from electra.model import PretrainingModel
+
+    overrides = dict(
+        objective="electric", vocab_size=90, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+        num_attention_heads=2, embedding_size=16, max_position_embeddings=32, max_seq_length=32,
+    )  # fmt: skip
+    special = SpecialIds(pad=0, cls=1, sep=2, mask=3)
+    torch.manual_seed(0)
+    model = PretrainingModel(build_config("tiny", overrides=overrides), special)
+    ids = torch.randint(5, 90, (4, 24), generator=torch.Generator().manual_seed(1))
+    ids[:, 0], ids[:, -1] = special.cls, special.sep
+    mask = torch.ones_like(ids)
+    mask[3, 15:] = 0
+
+    def run(fused: bool):
+        monkeypatch.setattr(fused_nll, "applies", lambda contexts: fused)
+        model.zero_grad()
+        torch.manual_seed(7)  # the same dropout masks, positions and draws
+        out = model(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids))
+        out.loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return out, grads
+
+    fused_out, fused_grads = run(True)
+    plain_out, plain_grads = run(False)
+    torch.testing.assert_close(fused_out.loss, plain_out.loss, rtol=1e-5, atol=1e-6)
+    for name, value in plain_out.metrics.items():
+        torch.testing.assert_close(fused_out.metrics[name], value, rtol=1e-5, atol=1e-6, msg=name)
+    assert fused_grads.keys() == plain_grads.keys()
     for name, grad in plain_grads.items():
         torch.testing.assert_close(fused_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)

@@ -47,7 +47,12 @@ class Electric(Objective):
         contract), so the energies are its negative. Every shape follows from the batch's: no host sync."""
         cfg = model.config
         candidates = candidate_mask(input_ids, attention_mask, model.special_ids)
-        gen_loss, log_q = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
+        if cfg.sampling_temperature == 1.0:  # q itself: on a CPU its [B·L, V] log-probabilities never exist
+            gen_loss, log_q = model.generator.mle_loss_and_log_q(
+                input_ids, attention_mask, token_type_ids, candidates
+            )
+        else:
+            gen_loss, log_q = model.generator.mle_loss(input_ids, attention_mask, token_type_ids, candidates)
         noise = sample_noise(
             log_q, input_ids, candidates, cfg.mask_prob, cfg.sampling_temperature, normalized=True
         )
@@ -61,9 +66,7 @@ class Electric(Objective):
             # Accuracy at the k replaced positions per row, a uniform sample of the candidates: an argmax over
             # the vocabulary at every position would be ~5% of a CPU step for a metric.
             slots = noise.slots
-            accuracy = generator_metrics(
-                slots.rows(log_q.view(*input_ids.shape, -1)), slots.rows(input_ids), slots.weights
-            )
+            accuracy = generator_metrics(noise.slot_log_probs, slots.rows(input_ids), slots.weights)
             metrics = {
                 "generator_loss": gen_loss.detach(),
                 "discriminator_loss": nce.detach(),
