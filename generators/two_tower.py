@@ -249,6 +249,23 @@ class TwoTowerGenerator(Generator):
         loss = (nll * weights).sum() / weights.sum().clamp(min=1)
         return loss, log_probs
 
+    def _fused_head(
+        self,
+        contexts: torch.Tensor,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        loss_mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`fused_nll` over every position of the batch, weighted as `mle_loss` weighs them."""
+        weights = _loss_weights(attention_mask, loss_mask)
+        return fused_nll.fused_nll(
+            contexts.reshape(-1, contexts.shape[-1]),
+            self.word_embeddings.weight,
+            self.output_bias,
+            input_ids.reshape(-1),
+            weights / weights.sum().clamp(min=1),
+        )
+
     def mle_loss_and_hits(
         self,
         input_ids: torch.Tensor,
@@ -266,14 +283,7 @@ class TwoTowerGenerator(Generator):
             loss, log_probs = self._mle_loss_of(contexts, input_ids, attention_mask, loss_mask)
             picked = at.rows(log_probs.detach().view(*input_ids.shape, -1))  # an argmax at the slots only
             return loss, picked.argmax(-1) == at.rows(input_ids)
-        weights = _loss_weights(attention_mask, loss_mask)
-        loss, hits, _ = fused_nll.fused_nll(
-            contexts.reshape(-1, contexts.shape[-1]),
-            self.word_embeddings.weight,
-            self.output_bias,
-            input_ids.reshape(-1),
-            weights / weights.sum().clamp(min=1),
-        )
+        loss, hits, _ = self._fused_head(contexts, input_ids, attention_mask, loss_mask)
         return loss, at.rows(hits.view_as(input_ids))
 
     def mle_loss_and_log_q(
@@ -292,14 +302,7 @@ class TwoTowerGenerator(Generator):
         if not fused_nll.applies(contexts):
             loss, log_probs = self._mle_loss_of(contexts, input_ids, attention_mask, loss_mask)
             return loss, LogQ.of(log_probs, input_ids)
-        weights = _loss_weights(attention_mask, loss_mask)
-        loss, _, token_log_q = fused_nll.fused_nll(
-            contexts.reshape(-1, contexts.shape[-1]),
-            self.word_embeddings.weight,
-            self.output_bias,
-            input_ids.reshape(-1),
-            weights / weights.sum().clamp(min=1),
-        )
+        loss, _, token_log_q = self._fused_head(contexts, input_ids, attention_mask, loss_mask)
         detached = contexts.detach()
 
         def rows_at(slots: Picked) -> torch.Tensor:
