@@ -22,6 +22,7 @@ GENERATORS = ("mlm", "unigram", "two-tower")
 EMBEDDING_SHARING = ("none", "embeddings", "all", "gdes")
 MIXED_PRECISION = ("no", "bf16", "fp16")
 LR_SCHEDULES = ("linear", "reference")  # electra.optim.lr_schedule
+CLOZE_SPANS = ("piece", "word")  # generators.two_tower
 # Integer fields that count something: zero of them trains nothing (or divides by zero).
 COUNTS = (
     "vocab_size",
@@ -89,6 +90,9 @@ class PretrainConfig:
     generator_loss_weight: float = 1.0
     discriminator_loss_weight: float = 50.0
     sampling_temperature: float = 1.0
+    # objective=cloze: what the prediction of piece t may not read on its right. "piece": x_t only (q(x_t | x_\\t));
+    # "word": x_t and the rest of its word, so a word's pieces chain into log q(word | the other words)
+    cloze_span: str = "piece"
     # ---- data ----
     max_seq_length: int = 128
     tokenizer_vocab_size: int = 30522  # size of a WordPiece vocabulary trained on the corpus
@@ -156,6 +160,12 @@ class PretrainConfig:
         _choice("cpu_dropout", self.cpu_dropout, CPU_DROPOUT)
         _choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         _choice("text_form", self.text_form, TEXT_FORMS)
+        _choice("cloze_span", self.cloze_span, CLOZE_SPANS)
+        if self.cloze_span != "piece" and self.objective != "cloze":
+            raise UserError(
+                f"config: cloze_span={self.cloze_span} changes what the two-tower model conditions on, which "
+                f"objective={self.objective}'s noise and estimates assume; use it with objective=cloze only."
+            )
         if self.text_form == "words" and not self.lowercase:
             raise UserError("config: text_form=words keeps lowercase letters only; drop lowercase=false.")
         if self.hidden_size % self.num_attention_heads:

@@ -19,13 +19,21 @@ from electra.errors import UserError
 from electra.export import write_export
 from electra.objectives import get_objective
 from electra.outputs import SpecialIds, StepOutput
+from electra.tokenization import word_start_flags
 
 
 class PretrainingModel(nn.Module):
-    def __init__(self, config: PretrainConfig, special: SpecialIds, token_counts: Any = None):
+    def __init__(
+        self,
+        config: PretrainConfig,
+        special: SpecialIds,
+        token_counts: Any = None,
+        word_starts: torch.Tensor | None = None,
+    ):
         super().__init__()
         self.config = config
         self.special = special
+        self.word_starts = word_starts  # which vocabulary entries begin a word (cloze_span=word needs it)
         self.objective = get_objective(config.objective)
         self.register_buffer("special_ids", torch.tensor(special.as_list()), persistent=False)
         self.discriminator: nn.Module | None = None
@@ -76,4 +84,7 @@ def build_pretraining_model(
     """Sizes the vocabulary from the tokenizer (so a trained WordPiece of any size just works) and builds the model."""
     if config.vocab_size != len(tokenizer):
         config.vocab_size = len(tokenizer)
-    return PretrainingModel(config, SpecialIds.from_tokenizer(tokenizer), token_counts=token_counts)
+    word_starts = word_start_flags(tokenizer) if config.cloze_span == "word" else None
+    return PretrainingModel(
+        config, SpecialIds.from_tokenizer(tokenizer), token_counts=token_counts, word_starts=word_starts
+    )

@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import torch
 from transformers import ElectraTokenizerFast, PreTrainedTokenizerFast
 
 from electra.corpus import read_documents
@@ -96,6 +97,20 @@ def load_saved_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
         if json.loads(config.read_text()).get("tokenizer_class") in GENERIC_CLASSES:
             return PreTrainedTokenizerFast.from_pretrained(str(directory))
     return ElectraTokenizerFast.from_pretrained(str(directory))
+
+
+def word_start_flags(tokenizer: PreTrainedTokenizerFast) -> torch.Tensor:
+    """[vocabulary] bool: which pieces begin a word (WordPiece's "##" marks the others; special tokens begin one).
+
+    The word-span cloze model (`cloze_span=word`) reads these to find where the next word starts."""
+    prefix = getattr(tokenizer.backend_tokenizer.model, "continuing_subword_prefix", None)
+    if not prefix:
+        raise UserError(
+            "cloze_span=word needs a WordPiece vocabulary (pieces inside a word start with '##'); this tokenizer "
+            "has none: train one (omit --vocab) or set cloze_span=piece."
+        )
+    pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return torch.tensor([not piece.startswith(prefix) for piece in pieces], dtype=torch.bool)
 
 
 def train_wordpiece_tokenizer(

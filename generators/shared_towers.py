@@ -180,9 +180,10 @@ def cloze_log_q(
         left_index, right_index, targets, owner = [], [], [], []
         for k, i in enumerate(chunk):
             sequence, lefts, rights = sequences[i], left_trees.node_of[k], right_trees.node_of[k]
+            sources = right_sources_of(generator, sequence)
             for t in positions[i]:
                 left_index.append(lefts[t - 1] if t > 0 else none_left)
-                right_index.append(rights[t + 1] if t + 1 < len(sequence) else none_right)
+                right_index.append(rights[sources[t]] if sources[t] < len(sequence) else none_right)
                 targets.append(sequence[t])
             owner.append(len(positions[i]))
         device = left.device
@@ -204,6 +205,14 @@ def cloze_log_q(
         bar.update(len(chunk))
     bar.close()
     return out
+
+
+def right_sources_of(generator: TwoTowerGenerator, sequence: Sequence[int]) -> list[int]:
+    """Per position, the position whose right-tower state its prediction reads (`TwoTowerGenerator.right_sources`)."""
+    if generator.cloze_span == "piece":
+        return list(range(1, len(sequence) + 1))
+    ids = torch.tensor(sequence, dtype=torch.long, device=generator.word_starts.device)
+    return generator.right_sources(ids).tolist()
 
 
 def shared_fraction(

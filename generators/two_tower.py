@@ -8,6 +8,9 @@ ELECTRA-TT's likelihood estimate needs.
 
 The right-to-left tower uses an anti-causal attention mask instead of flipping the sequence, so right padding
 needs no per-sequence reversal: a real token only ever attends to itself and real tokens after it.
+
+With `cloze_span=word` (objective=cloze) the head reads the right tower where the next word starts instead of at
+t+1, so a piece is predicted without the rest of its word and a sentence's score sums log q(word | other words).
 """
 
 from __future__ import annotations
@@ -106,9 +109,24 @@ class TwoTowerGenerator(Generator):
     needs_masked_input = False
     trainable = True
 
-    def __init__(self, config: Any, shared_embeddings: ElectraEmbeddings | None = None):
+    def __init__(
+        self,
+        config: Any,
+        shared_embeddings: ElectraEmbeddings | None = None,
+        word_starts: torch.Tensor | None = None,
+    ):
         super().__init__()
         self.config = config
+        self.cloze_span = getattr(config, "cloze_span", "piece")
+        if self.cloze_span == "word":
+            # [vocabulary] bool, saved with the weights so an export scores the same spans without its tokenizer
+            # (`electra.tokenization.word_start_flags`); all True until a training run or a checkpoint sets it.
+            starts = torch.ones(config.vocab_size, dtype=torch.bool) if word_starts is None else word_starts
+            if starts.shape != (config.vocab_size,):
+                raise UserError(
+                    f"word_starts has {tuple(starts.shape)} entries for a vocabulary of {config.vocab_size}."
+                )
+            self.register_buffer("word_starts", starts.to(torch.bool).clone())
         hf = generator_electra_config(config)
         self.hf_config = hf
         self.embeddings = shared_embeddings if shared_embeddings is not None else ElectraEmbeddings(hf)
@@ -164,8 +182,28 @@ class TwoTowerGenerator(Generator):
         real = attention_mask[..., None].to(left.dtype)
         left, right = left * real, right * real
         left = F.pad(left[:, :-1], (0, 0, 1, 0))  # position t reads the left tower at t-1
-        right = F.pad(right[:, 1:], (0, 0, 0, 1))  # position t reads the right tower at t+1
+        if self.cloze_span == "piece":
+            right = F.pad(right[:, 1:], (0, 0, 0, 1))  # position t reads the right tower at t+1
+        else:
+            sources = self.right_sources(input_ids)  # index L: past the end, the zero state
+            right = F.pad(right, (0, 0, 0, 1)).gather(1, sources[..., None].expand(-1, -1, right.shape[-1]))
         return self.predictions(torch.cat([left, right], dim=-1))
+
+    def right_sources(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """[..., L] long: the position whose right-tower state the prediction at t reads (L: none, past the end).
+
+        With `cloze_span=piece` that is t+1. With `word` it is where the next word starts, so the rest of x_t's
+        word is hidden too and the pieces of a word chain into log q(word | the other words): without that, the
+        pieces of a rare word predict each other and a misspelt or made-up word scores almost as well as a real
+        one (the "inflated PLL" of multi-piece words that Kauf & Ivanova 2023 describe for masked LMs)."""
+        length = input_ids.shape[-1]
+        idx = torch.arange(length, device=input_ids.device)
+        if self.cloze_span == "piece":
+            return (idx + 1).expand_as(input_ids)
+        # starts[t]: t+1 if a word starts at t+1, else L
+        starts = torch.where(self.word_starts[input_ids], idx, length)[..., 1:]
+        starts = torch.cat([starts, torch.full_like(starts[..., :1], length)], dim=-1)
+        return starts.flip(-1).cummin(-1).values.flip(-1)  # the first word start after t
 
     def project(self, contexts: torch.Tensor) -> torch.Tensor:
         """Vocabulary logits of head states [..., embedding_size]: the expensive part, so callers select first."""
@@ -358,6 +396,7 @@ _SAVED_FIELDS = (
     "generator_num_layers",
     "mask_prob",
     "attn_implementation",
+    "cloze_span",
 )
 
 
@@ -385,6 +424,7 @@ class _ShapeConfig:
     generator_num_layers: int | None
     mask_prob: float = 0.15
     attn_implementation: str = "sdpa"
+    cloze_span: str = "piece"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))

@@ -75,8 +75,9 @@ def test_flop_report_counts_the_two_towers_only(micro_overrides):
     assert report.inference_flops == pytest.approx(report.train_flops_per_sequence / 2, rel=1e-9)
 
 
-def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path, micro_overrides):
-    """In the "words" text form, as a scorer for recognizer output would be trained."""
+@pytest.mark.parametrize("span", ["piece", "word"])
+def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path, micro_overrides, span):
+    """In the "words" text form, as a scorer for recognizer output would be trained; with either cloze span."""
     config = electra.build_config(
         "tiny",
         overrides={
@@ -86,6 +87,7 @@ def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path,
             "log_every": 5,
             "learning_rate": 3e-3,
             "text_form": "words",
+            "cloze_span": span,
         },
     )
     run = electra.pretrain(
@@ -115,6 +117,7 @@ def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path,
     assert not any(piece in shipped.get_vocab() for piece in (",", ".", "!"))
 
     scorer = load_scorer(tmp_path / "run", device="cpu")
+    assert scorer.generator.cloze_span == span
     text = "The committee met on Tuesday to review the annual budget."
     (fluent,) = scorer.sentence_plls([text])
     (shuffled,) = scorer.sentence_plls([" ".join(reversed(text.rstrip(".").split())) + "."])

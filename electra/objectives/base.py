@@ -36,6 +36,7 @@ class Parts(Protocol):
     config: PretrainConfig
     special: SpecialIds
     special_ids: torch.Tensor
+    word_starts: torch.Tensor | None  # [vocabulary] bool: pieces that begin a word (set when cloze_span=word)
     generator: Generator | None
     discriminator: nn.Module | None
 

@@ -45,7 +45,12 @@ class Cloze(Objective):
 
     def build(self, model: Parts, token_counts=None) -> None:
         model.discriminator = None
-        model.generator = TwoTowerGenerator(model.config)
+        if model.config.cloze_span == "word" and model.word_starts is None:
+            raise UserError(
+                "config: cloze_span=word needs the vocabulary's word starts; build the model from a "
+                "tokenizer (electra.model.build_pretraining_model)."
+            )
+        model.generator = TwoTowerGenerator(model.config, word_starts=model.word_starts)
 
     def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
         """The loss is the mean -log q(x_t | x_\\t) over every non-special token. Accuracy is read at a uniform
