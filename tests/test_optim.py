@@ -158,3 +158,24 @@ def test_one_no_decay_rule_for_pretraining_and_fine_tuning():
     assert "output_bias" in plain["no_decay"] and "output_bias" in exempt_layerwise
     assert plain["no_decay"] == exempt_layerwise
     assert {g["weight_decay"] for g in parameter_groups(model, 1e-3, 0.01)} == {0.01, 0.0}
+
+
+def test_fused_cpu_adamw_takes_the_same_steps_as_foreach():
+    """The CPU run uses torch's fused AdamW kernel; it must move weights as the per-tensor formula does."""
+    torch.manual_seed(0)
+    weights = [torch.randn(64, 32), torch.randn(32)]
+    copies = [[torch.nn.Parameter(w.clone()) for w in weights] for _ in range(2)]
+    groups = [
+        [{"params": [ps[0]], "weight_decay": 0.01}, {"params": [ps[1]], "weight_decay": 0.0}] for ps in copies
+    ]
+    fused = build_adamw(groups[0], lr=1e-2, weight_decay=0.01)
+    plain = torch.optim.AdamW(groups[1], lr=1e-2, betas=(0.9, 0.999), eps=1e-6, foreach=True)
+    assert fused.defaults["fused"] is True
+    for _ in range(5):
+        grads = [torch.randn_like(w) for w in weights]
+        for ps, opt in zip(copies, (fused, plain)):
+            for p, g in zip(ps, grads):
+                p.grad = g.clone()
+            opt.step()
+    for a, b in zip(*copies):
+        assert torch.allclose(a, b, rtol=0, atol=1e-6)
