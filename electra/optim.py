@@ -151,7 +151,7 @@ def build_adamw(
     """AdamW with bias correction (the reference omits it), fused where torch has the kernel (CUDA and CPU): on a
     2-core CPU the fused step takes 8.6 ms for ELECTRA-Small's 13.5M parameters against 31-41 ms for `foreach`."""
     params = [p for g in groups for p in g["params"]]
-    fused = bool(params) and all(p.is_cuda or p.device.type == "cpu" for p in params)
+    fused = bool(params) and all(p.device.type in ("cuda", "cpu") for p in params)
     return torch.optim.AdamW(
         groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused or None
     )

@@ -269,10 +269,19 @@ class TwoTowerGenerator(Generator):
         candidates would cost a host synchronisation for ~2% fewer rows on packed text); rows off `loss_mask`
         weigh nothing. `loss_mask` defaults to every real token.
         """
+        attention_mask, contexts = self._contexts_with_mask(input_ids, attention_mask, token_type_ids)
+        return self._mle_loss_of(contexts, input_ids, attention_mask, loss_mask)
+
+    def _contexts_with_mask(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the attention mask, all ones when none is given; `contexts`): what every loss method starts from."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        contexts = self.contexts(input_ids, attention_mask, token_type_ids)
-        return self._mle_loss_of(contexts, input_ids, attention_mask, loss_mask)
+        return attention_mask, self.contexts(input_ids, attention_mask, token_type_ids)
 
     def _mle_loss_of(
         self,
@@ -314,9 +323,7 @@ class TwoTowerGenerator(Generator):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(`mle_loss`'s loss, [B·K] whether q's most likely token is x_t at the slots `at`), for callers that need
         no log-probabilities: on a CPU the head's logits then never exist whole (`generators/fused_nll.py`)."""
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        contexts = self.contexts(input_ids, attention_mask, token_type_ids)
+        attention_mask, contexts = self._contexts_with_mask(input_ids, attention_mask, token_type_ids)
         if not fused_nll.applies(contexts):
             loss, log_probs = self._mle_loss_of(contexts, input_ids, attention_mask, loss_mask)
             picked = at.rows(log_probs.detach().view(*input_ids.shape, -1))  # an argmax at the slots only
@@ -334,9 +341,7 @@ class TwoTowerGenerator(Generator):
         """(`mle_loss`'s loss, q's log-probabilities as `sample_noise` reads them). On a CPU the [B·L, V]
         log-probabilities never exist (`generators/fused_nll.py`): the fused head gives log q of every token, and
         the rows the noise is drawn from are projected again, without gradient, at those few positions only."""
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        contexts = self.contexts(input_ids, attention_mask, token_type_ids)
+        attention_mask, contexts = self._contexts_with_mask(input_ids, attention_mask, token_type_ids)
         if not fused_nll.applies(contexts):
             loss, log_probs = self._mle_loss_of(contexts, input_ids, attention_mask, loss_mask)
             return loss, LogQ.of(log_probs, input_ids)
