@@ -22,6 +22,7 @@ GENERATORS = ("mlm", "unigram", "two-tower")
 EMBEDDING_SHARING = ("none", "embeddings", "all", "gdes")
 MIXED_PRECISION = ("no", "bf16", "fp16")
 LR_SCHEDULES = ("linear", "reference")  # electra.optim.lr_schedule
+SCHEDULE_CLOCKS = ("steps", "time")  # electra.optim.schedule_on_clock
 CLOZE_SPANS = ("piece", "word")  # generators.two_tower
 # Integer fields that count something: zero of them trains nothing (or divides by zero).
 COUNTS = (
@@ -132,6 +133,9 @@ class PretrainConfig:
     keep_checkpoints: int = 2
     flops_budget: float | None = None  # stop once this many training FLOPs are spent
     time_budget_minutes: float | None = None  # stop (saving a checkpoint) after this much training time
+    # what the learning-rate decay runs on: "steps" (to max_steps), or "time" (to max_steps or the time budget,
+    # whichever comes first: a run sized in minutes gets its whole schedule on any host; electra.optim)
+    schedule_clock: str = "steps"
     # held-out evaluation (as the reference's do_eval): this fraction of the examples, at most eval_examples of
     # them, is never trained on; every eval_every steps and at the end the objective's metrics on it are logged as
     # eval/... (0 for eval_every: at the end only; 0 for eval_fraction: no held-out set)
@@ -159,6 +163,7 @@ class PretrainConfig:
         _choice("attn_implementation", self.attn_implementation, ("sdpa", "eager"))
         _choice("cpu_dropout", self.cpu_dropout, CPU_DROPOUT)
         _choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        _choice("schedule_clock", self.schedule_clock, SCHEDULE_CLOCKS)
         _choice("text_form", self.text_form, TEXT_FORMS)
         _choice("cloze_span", self.cloze_span, CLOZE_SPANS)
         if self.cloze_span != "piece" and self.objective != "cloze":
@@ -212,6 +217,11 @@ class PretrainConfig:
                 raise UserError(f"config: {name} must not be negative, got {getattr(self, name)}.")
         if self.time_budget_minutes is not None and not self.time_budget_minutes > 0:
             raise UserError(f"config: time_budget_minutes must be positive, got {self.time_budget_minutes}.")
+        if self.schedule_clock == "time" and self.time_budget_minutes is None:
+            raise UserError(
+                "config: schedule_clock=time decays the learning rate over the time budget; give one "
+                "(--time-budget MINUTES)."
+            )
         if self.compile_mode is not None and self.compile_mode not in COMPILE_MODES:
             raise UserError(
                 f"config: compile_mode must be one of {', '.join(COMPILE_MODES)}, got {self.compile_mode!r}."

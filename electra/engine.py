@@ -40,10 +40,16 @@ from electra.checkpoint import (
     save_checkpoint,
     save_tensors_atomically,
 )
-from electra.config import CPU_DROPOUT
+from electra.config import CPU_DROPOUT, SCHEDULE_CLOCKS
 from electra.dropout import use_lanes
 from electra.errors import UserError
-from electra.optim import build_adamw, layerwise_lr_groups, lr_schedule, parameter_groups
+from electra.optim import (
+    TimeBudgetClock,
+    build_adamw,
+    layerwise_lr_groups,
+    parameter_groups,
+    schedule_on_clock,
+)
 from electra.outputs import StepOutput
 from electra.run_log import default_report_to, progress_off
 from electra.trackers import RunLog
@@ -91,8 +97,10 @@ class TrainArgs:
     save_every: int = 0  # 0: no periodic checkpoints (nor the final one)
     keep_checkpoints: int = 2
     flops_budget: float | None = None  # stop at the first update that spends it
-    # seconds of training in this invocation: stop (and save) at the first log step past it
+    # seconds of training in this invocation: stop (and save) at the first log step past it. Under schedule_clock
+    # "time" it is the whole run's (resumptions included), and the decay ends there
     time_budget: float | None = None
+    schedule_clock: str = "steps"  # electra.optim.schedule_on_clock: steps | time
     eval_every: int = 0  # 0: evaluate only at the end (when the task can evaluate)
     early_stopping: EarlyStopping | None = None
     progress: bool = True
@@ -107,6 +115,12 @@ class TrainArgs:
             raise UserError("gradient_accumulation_steps and log_every must be at least 1.")
         if self.time_budget is not None and not self.time_budget > 0:
             raise UserError(f"the time budget must be positive, got {self.time_budget} s.")
+        if self.schedule_clock not in SCHEDULE_CLOCKS:
+            raise UserError(
+                f"schedule_clock must be one of {', '.join(SCHEDULE_CLOCKS)}, got {self.schedule_clock!r}."
+            )
+        if self.schedule_clock == "time" and self.time_budget is None:
+            raise UserError("schedule_clock=time decays the learning rate over the time budget; give one.")
         if self.save_every < 0 or self.eval_every < 0:
             raise UserError("save_every and eval_every must not be negative (0 turns them off).")
         if self.cpu_dropout not in CPU_DROPOUT:
@@ -207,9 +221,10 @@ class Engine:
             args.adam_epsilon,
             args.weight_decay,
         )
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lr_schedule(args.schedule, args.warmup_steps, args.max_steps)
+        multiplier, clock = schedule_on_clock(
+            args.schedule, args.warmup_steps, args.max_steps, args.schedule_clock, args.time_budget
         )
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
         step = 0
         if resume_from is not None:
             step = json.loads((resume_from / "trainer_state.json").read_text())["step"]
@@ -219,6 +234,8 @@ class Engine:
             state = load_checkpoint(resume_from, model, optimizer, scheduler, rank=acc.process_index)
             flops_spent, elapsed_before = state.get("flops_spent", 0.0), state.get("elapsed_seconds", 0.0)
             best, evaluations = state.get("best"), state.get("evaluations", [])
+            if clock is not None:
+                clock.load_state_dict(state.get("schedule_clock", {}))
             task.load_state_dict(state.get("task", {}))
             acc.print(f"resumed from {resume_from} at step {step}")
         model, optimizer = acc.prepare(model, optimizer)
@@ -234,6 +251,8 @@ class Engine:
             run_name=args.description,
         )
         progress = _progress_bar(args, step, enabled=args.progress and acc.is_main_process)
+        if clock is not None:
+            clock.start(step, elapsed_before)
         task.before_training(self._plain(model), resumed=resume_from is not None)
         stopping = args.early_stopping
         if stopping is not None and stopping.evaluate_at_start and resume_from is None:
@@ -276,6 +295,8 @@ class Engine:
                 progress.update(1)
                 budget_spent = args.flops_budget is not None and flops_spent >= args.flops_budget
                 done = step == args.max_steps or budget_spent
+                if clock is not None and not done and clock.finished(step):  # the decay has reached zero
+                    stop_reason, done = "time_budget", True
                 if step % args.log_every == 0 or done:
                     seconds = time.perf_counter() - window_start
                     means = {k: v / window_steps for k, v in window.items()}
@@ -304,8 +325,13 @@ class Engine:
                     log.log(step, {f"train/{k}": v for k, v in last.items()})
                     progress.set_postfix(_postfix(last, task.progress_keys))
                     window, window_steps, window_tokens, window_start = {}, 0, 0, time.perf_counter()
-                    if not done and self._out_of_time(run_start):
+                    if not done and self._out_of_time(run_start, elapsed_before, clock, step):
                         stop_reason, done = "time_budget", True
+                    if (
+                        clock is not None and clock.end_step() is not None
+                    ):  # the bar counts the steps that fit
+                        progress.total = clock.end_step()
+                        progress.refresh()
                 if budget_spent:
                     stop_reason = "flops_budget"
                 if (args.eval_every and step % args.eval_every == 0) or done:
@@ -325,6 +351,8 @@ class Engine:
                         "evaluations": evaluations,
                         "task": task.state_dict(),
                     }
+                    if clock is not None:
+                        trainer_state["schedule_clock"] = clock.state_dict()
                     save_checkpoint(
                         self.checkpoints_dir,
                         step,
@@ -353,13 +381,22 @@ class Engine:
         size) and what the start-up FLOP check measures (FlopCounterMode does not run inside a compiled graph)."""
         return self.accelerator.unwrap_model(model, keep_torch_compile=False)
 
-    def _out_of_time(self, run_start: float) -> bool:
-        """Whether the time budget is spent, decided the same on every process (they must stop at one step)."""
+    def _out_of_time(
+        self, run_start: float, elapsed_before: float, clock: TimeBudgetClock | None, step: int
+    ) -> bool:
+        """Whether the time budget is spent, decided the same on every process (they must stop at one step). On
+        the time clock the budget is the whole run's, and the time agreed here re-anchors the clock."""
         budget = self.args.time_budget
         if budget is None:
             return False
-        spent = torch.tensor(float(time.perf_counter() - run_start >= budget), device=self.accelerator.device)
-        return float(self.accelerator.reduce(spent, reduction="sum")) > 0
+        here = time.perf_counter() - run_start
+        if clock is None:
+            spent = torch.tensor(float(here >= budget), device=self.accelerator.device)
+            return float(self.accelerator.reduce(spent, reduction="sum")) > 0
+        seconds = torch.tensor([elapsed_before + here], dtype=torch.float64, device=self.accelerator.device)
+        agreed = float(self.accelerator.gather(seconds).max())  # the slowest process's time
+        clock.observe(step, agreed)
+        return agreed >= budget
 
     # ------------------------------------------------------------------------------------------------------
     def _evaluate(self, task: Task, model, step: int, log: RunLog, evaluations: list, best):

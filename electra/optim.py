@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from electra.config import LR_SCHEDULES
+from electra.config import LR_SCHEDULES, SCHEDULE_CLOCKS
 
 # Parameters whose name matches get no weight decay (the reference's exclude_from_weight_decay list: LayerNorm
 # weights and biases, and every bias, the two-tower generator's `output_bias` included).
@@ -157,8 +157,9 @@ def build_adamw(
     )
 
 
-def lr_schedule(shape: str, warmup_steps: int, total_steps: int) -> Callable[[int], float]:
-    """The learning-rate multiplier of update number s (0-based), for `LambdaLR`.
+def lr_schedule(shape: str, warmup_steps: int, total_steps: int) -> Callable[[float], float]:
+    """The learning-rate multiplier of update number s (0-based; a fraction where `TimeBudgetClock` reads it), for
+    `LambdaLR`.
 
     Both shapes ramp linearly over the warmup, (s+1)/warmup, so the first update already moves the weights:
 
@@ -173,7 +174,7 @@ def lr_schedule(shape: str, warmup_steps: int, total_steps: int) -> Callable[[in
     if shape == "linear":
         warmup = max(1, int(warmup_steps))
 
-        def linear(step: int) -> float:
+        def linear(step: float) -> float:
             if step < warmup:
                 return (step + 1) / warmup
             return max(0.0, (total - step) / max(1, total - warmup))
@@ -181,11 +182,105 @@ def lr_schedule(shape: str, warmup_steps: int, total_steps: int) -> Callable[[in
         return linear
     warmup = max(0, int(warmup_steps))
 
-    def reference(step: int) -> float:
+    def reference(step: float) -> float:
         ramp = 1.0 if warmup == 0 else min(1.0, (step + 1) / warmup)
         return ramp * max(0.0, 1.0 - step / total)
 
     return reference
+
+
+class TimeBudgetClock:
+    """Reads a step schedule on the wall clock, so that its decay ends where a time budget does.
+
+    `max_steps` sized on one host is wrong on every other: a slower one hits the time budget with the learning rate
+    still high, a faster one idles at zero. With this clock the decay ends at max_steps or at the budget,
+    whichever comes first, on any host. The warmup stays in updates; after it, update s reads the schedule at
+    max(s, w + (total - w) · (t(s) - t_w) / (budget - t_w)), where w is the warmup, t_w the training time at its
+    end and t(s) the time projected for s from the seconds per update measured since the run (or its resumption)
+    began, so the rate leaves its peak continuously. The engine re-anchors the projection at every log step with
+    figures equal on every process, so all processes follow one learning rate; between log steps nothing is
+    measured and no process waits.
+    """
+
+    def __init__(self, warmup_steps: int, total_steps: int, budget_seconds: float):
+        if not budget_seconds > 0:
+            raise ValueError(f"a time budget must be positive, got {budget_seconds} s")
+        self.warmup, self.total = max(0, int(warmup_steps)), max(1, int(total_steps))
+        self.budget = budget_seconds
+        self.seconds_per_step: float | None = None
+        self.warmup_seconds: float | None = None  # t_w, fixed once the warmup is over
+        self._start = self._anchor = (0, 0.0)
+
+    def start(self, step: int, seconds: float) -> None:
+        """Where this invocation begins: `seconds` of training already spent (by earlier invocations) at `step`."""
+        self._start = self._anchor = (step, seconds)
+        if self.warmup == 0 and self.warmup_seconds is None:
+            self.warmup_seconds = seconds
+
+    def observe(self, step: int, seconds: float) -> None:
+        """Training time spent at `step` (the same figure on every process): the projection's new anchor."""
+        start_step, start_seconds = self._start
+        if step > start_step:
+            self.seconds_per_step = (seconds - start_seconds) / (step - start_step)
+        self._anchor = (step, seconds)
+        if self.warmup_seconds is None and step >= self.warmup and self.seconds_per_step is not None:
+            self.warmup_seconds = seconds - (step - self.warmup) * self.seconds_per_step
+
+    def seconds_at(self, step: int) -> float | None:
+        """The training time projected for `step`; None before any update has been timed."""
+        if self.seconds_per_step is None:
+            return None
+        anchor_step, anchor_seconds = self._anchor
+        return anchor_seconds + (step - anchor_step) * self.seconds_per_step
+
+    def effective_step(self, step: int) -> float:
+        """The point of the step schedule that update `step` reads."""
+        seconds = self.seconds_at(step)
+        if step < self.warmup or seconds is None or self.warmup_seconds is None:
+            return step
+        left = self.budget - self.warmup_seconds
+        done = 1.0 if left <= 0 else (seconds - self.warmup_seconds) / left
+        return max(float(step), self.warmup + (self.total - self.warmup) * done)
+
+    def finished(self, step: int) -> bool:
+        """Whether the schedule is over at `step` (its learning rate would be zero): the run should stop there."""
+        return self.effective_step(step) >= self.total
+
+    def end_step(self) -> int | None:
+        """The update at which the schedule is projected to end (for the progress bar); None until measured."""
+        if self.seconds_per_step is None or self.seconds_per_step <= 0:
+            return None
+        anchor_step, anchor_seconds = self._anchor
+        return min(
+            self.total, anchor_step + math.ceil((self.budget - anchor_seconds) / self.seconds_per_step)
+        )
+
+    def wrap(self, schedule: Callable[[float], float]) -> Callable[[int], float]:
+        """`schedule` (a multiplier of the step, for `LambdaLR`) read on this clock."""
+        return lambda step: schedule(self.effective_step(step))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"seconds_per_step": self.seconds_per_step, "warmup_seconds": self.warmup_seconds}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A resumed run projects at the rate it had measured, until its own first log step re-measures it."""
+        self.seconds_per_step = state.get("seconds_per_step")
+        self.warmup_seconds = state.get("warmup_seconds")
+
+
+def schedule_on_clock(
+    shape: str, warmup_steps: int, total_steps: int, clock: str, budget_seconds: float | None
+) -> tuple[Callable[[int], float], TimeBudgetClock | None]:
+    """The learning-rate multiplier for `LambdaLR`, and the clock the engine must feed (None: updates only)."""
+    if clock not in SCHEDULE_CLOCKS:
+        raise ValueError(f"schedule clock {clock!r} is not one of {SCHEDULE_CLOCKS}")
+    schedule = lr_schedule(shape, warmup_steps, total_steps)
+    if clock == "steps":
+        return schedule, None
+    if budget_seconds is None:
+        raise ValueError("the time clock needs a time budget")
+    timer = TimeBudgetClock(warmup_steps, total_steps, budget_seconds)
+    return timer.wrap(schedule), timer
 
 
 def warmup_steps_of(fraction: float, total_steps: int) -> int:

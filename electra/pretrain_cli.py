@@ -100,7 +100,15 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="MINUTES",
         help="stop after this many minutes of training, saving a checkpoint and the curves (the schedule still "
-        "runs to --max-steps: the run is that schedule's first minutes; --resume continues it)",
+        "runs to --max-steps: the run is that schedule's first minutes; --resume continues it; with "
+        "--schedule-clock time the decay ends there instead)",
+    )
+    parser.add_argument(
+        "--schedule-clock",
+        choices=("steps", "time"),
+        help="what the learning-rate decay runs on: steps (to --max-steps, the default) or time (to --max-steps or "
+        "--time-budget, whichever comes first, measured as it trains: one command fits any host; the budget then "
+        "counts every resumption too)",
     )
     parser.add_argument("--save-every", type=int)
     parser.add_argument(
@@ -157,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         "seed",
         "flops_budget",
         "time_budget_minutes",
+        "schedule_clock",
         "save_every",
         "compile",
         "generator_from",

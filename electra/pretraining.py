@@ -263,6 +263,7 @@ def train_args(
         keep_checkpoints=config.keep_checkpoints,
         flops_budget=config.flops_budget,
         time_budget=None if config.time_budget_minutes is None else 60.0 * config.time_budget_minutes,
+        schedule_clock=config.schedule_clock,
         eval_every=config.eval_every,
         description="pretraining",
         cpu_dropout=config.cpu_dropout,

@@ -126,6 +126,8 @@ def test_json_values_of_the_wrong_type_name_the_file(tmp_path, value, fragment):
         ({"flops_budget": "0"}, "flops_budget must be positive"),
         ({"warmup_steps": "-1"}, "warmup_steps must not be negative"),
         ({"lr_schedule": "cosine"}, "lr_schedule='cosine' is not one of linear, reference"),
+        ({"schedule_clock": "flops"}, "schedule_clock='flops' is not one of steps, time"),
+        ({"schedule_clock": "time"}, "give one \\(--time-budget MINUTES\\)"),
     ],
 )
 def test_counts_and_choices_are_checked(override, fragment):

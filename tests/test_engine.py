@@ -4,6 +4,7 @@ early stopping and best-state restore, the FLOP budget, namespaced logs; and GLU
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -152,6 +153,64 @@ def test_a_time_budget_stops_at_the_next_log_step_saves_and_resumes_exactly(tmp_
     assert all(torch.equal(a[k], b[k]) for k in a)  # the schedule ran on as if never stopped
     with pytest.raises(UserError, match="time budget must be positive"):
         _args(tmp_path, time_budget=0.0)
+
+
+class TimedRegression(Regression):
+    """Each update takes one second of a fake clock that the engine reads instead of the real one."""
+
+    def __init__(self, clock: list[float]):
+        super().__init__()
+        self.clock = clock
+
+    def step(self, model, batch) -> StepOutput:
+        self.clock[0] += 1.0
+        return super().step(model, batch)
+
+
+def test_the_time_clock_anneals_to_zero_at_the_budget_stops_there_and_resumes_exactly(tmp_path, monkeypatch):
+    """Sized for 1,000 updates but given 20 s at 1 s an update: the decay must end, and the run stop, at update 20
+    (not a log step), a killed run must resume onto the same rates, and the budget counts both invocations."""
+    now = [0.0]
+    monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    timed = dict(max_steps=1000, log_every=3, save_every=9, time_budget=20.0, schedule_clock="time")
+    straight = TimedRegression(now)
+    torch.manual_seed(5)
+    result = Engine(_args(tmp_path / "a", **timed)).fit(straight)
+    assert (result.stop_reason, result.step) == ("time_budget", 20)
+    rates = {int(r["step"]): r["learning_rate"] for r in read_metrics(tmp_path / "a")}
+    # no update timed before step 3's log: steps decide; from then on the decay runs over the 18 s after the
+    # 2-update warmup, so update s has done (s - 2) / 18 of it
+    peak = 0.05
+    assert rates[3] == pytest.approx(peak * (1000 - 3) / 998)
+    assert rates[6] == pytest.approx(peak * (1 - 4 / 18)) and rates[12] == pytest.approx(peak * (1 - 10 / 18))
+    assert rates[20] == 0.0
+
+    real_save = engine_module.save_checkpoint
+
+    def save_then_die(directory, step, *args, **kwargs):
+        real_save(directory, step, *args, **kwargs)
+        if step == 9:
+            raise KeyboardInterrupt("killed after the step-9 checkpoint")
+
+    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    now[0] = 0.0
+    killed = TimedRegression(now)
+    torch.manual_seed(5)
+    with pytest.raises(KeyboardInterrupt):
+        Engine(_args(tmp_path / "b", **timed)).fit(killed)
+    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    now[0] = 1000.0  # hours later: only training time counts
+    resumed = TimedRegression(now)
+    engine = Engine(_args(tmp_path / "b", **timed))
+    assert engine.fit(resumed, engine.latest_checkpoint()).step == 20
+    rows = lambda d: [(r["step"], r["loss"], r["learning_rate"]) for r in read_metrics(d)]  # noqa: E731
+    assert rows(tmp_path / "a") == rows(tmp_path / "b")
+    a, b = _weights(straight.model), _weights(resumed.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(UserError, match="give one"):
+        _args(tmp_path, schedule_clock="time")
+    with pytest.raises(UserError, match="schedule_clock must be one of"):
+        _args(tmp_path, schedule_clock="flops")
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from electra.optim import (
     lr_schedule,
     no_decay,
     parameter_groups,
+    schedule_on_clock,
     warmup_steps_of,
 )
 
@@ -143,6 +144,46 @@ def test_linear_schedule_warmup_then_decay_from_the_peak():
     assert [f(s) for s in range(11)] == pytest.approx(expected)
     with pytest.raises(ValueError):
         lr_schedule("cosine", 1, 10)
+
+
+def test_the_time_clock_ends_the_decay_at_the_budget_on_a_slow_host():
+    """Sized for 1,000 updates, budget 100 s, but this host takes 0.4 s an update: the decay must end at s = 250."""
+    multiplier, clock = schedule_on_clock("linear", 10, 1000, "time", budget_seconds=100.0)
+    steps_only = lr_schedule("linear", 10, 1000)
+    clock.start(0, 0.0)
+    assert [multiplier(s) for s in range(40)] == [steps_only(s) for s in range(40)]  # nothing timed yet
+    clock.observe(20, 8.0)  # 0.4 s an update, so the warmup ended at 4 s
+    assert clock.warmup_seconds == pytest.approx(4.0) and clock.end_step() == 250
+    assert multiplier(5) == steps_only(5) and multiplier(10) == pytest.approx(
+        1.0
+    )  # warmup in updates, then peak
+    # after it, the decay runs over the 96 s left: at s = 125 (50 s) it has done 46/96 of it
+    assert multiplier(125) == pytest.approx(1 - 46 / 96)
+    assert multiplier(250) == 0.0 and clock.finished(250) and not clock.finished(249)
+    clock.observe(100, 50.0)  # slower since: 50 s over 100 updates, 0.5 s an update; re-anchored at 50 s
+    assert clock.seconds_at(150) == pytest.approx(75.0) and clock.end_step() == 200
+    assert multiplier(150) == pytest.approx(1 - 71 / 96)
+    assert clock.finished(200) and not clock.finished(199)
+
+
+def test_the_time_clock_on_a_fast_host_is_the_step_schedule_and_resumes_where_it_was():
+    multiplier, clock = schedule_on_clock("linear", 10, 1000, "time", budget_seconds=100.0)
+    steps_only = lr_schedule("linear", 10, 1000)
+    clock.start(0, 0.0)
+    clock.observe(50, 2.5)  # 0.05 s an update: 1,000 updates take 50 s, half the budget
+    assert [multiplier(s) for s in range(1001)] == [steps_only(s) for s in range(1001)]
+    assert not clock.finished(999) and clock.finished(1000) and clock.end_step() == 1000
+    # a resumed run projects from where it stopped, at the rate it had measured (0.1 s an update)
+    again, resumed = schedule_on_clock("linear", 10, 1000, "time", budget_seconds=100.0)
+    resumed.load_state_dict({"seconds_per_step": 0.1, "warmup_seconds": 1.0})
+    resumed.start(600, 80.0)  # 80 s of 100 already spent: 20 s left buy 200 updates, so the decay ends at 800
+    assert (
+        resumed.seconds_at(700) == pytest.approx(90.0) and resumed.finished(800) and not resumed.finished(799)
+    )
+    assert again(700) == pytest.approx(1 - 89 / 99)
+    assert schedule_on_clock("linear", 10, 1000, "steps", None)[1] is None
+    with pytest.raises(ValueError, match="needs a time budget"):
+        schedule_on_clock("linear", 10, 1000, "time", None)
 
 
 def test_one_no_decay_rule_for_pretraining_and_fine_tuning():
