@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
 
 from electra.masking import Picked
+
+
+class LinearHead(NamedTuple):
+    """A vocabulary head's last layer at the picked rows: logits = contexts · weightᵀ + bias."""
+
+    contexts: torch.Tensor  # [B·K, E]
+    weight: torch.Tensor  # [V, E]
+    bias: torch.Tensor  # [V]
 
 
 class Generator(nn.Module):
@@ -33,3 +43,16 @@ class Generator(nn.Module):
     def sampling_temperature(self, default: float) -> float | torch.Tensor:
         """The temperature of this forward's samples: the configured one, unless the generator schedules its own."""
         return default
+
+    def head_at(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        positions: Picked,
+    ) -> LinearHead | None:
+        """`logits_at` stopped before its last layer, where that layer is linear: the corruption then takes the
+        loss, the samples and the metrics from row chunks without building the logits (`generators/fused_nll.py`).
+        Where it is not None, `F.linear(*head_at(...))` must equal `logits_at(...)`. None for generators without
+        such a head (their callers use `logits_at`)."""
+        return None

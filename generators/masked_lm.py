@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from torch import nn
 from transformers import ElectraForMaskedLM
 from transformers.models.electra.modeling_electra import ElectraEmbeddings, ElectraModel
 
-from generators.base import Generator
+from generators.base import Generator, LinearHead
 
 
 class MaskedLMGenerator(Generator):
@@ -31,13 +32,23 @@ class MaskedLMGenerator(Generator):
     def logits_at(self, input_ids, attention_mask, token_type_ids, positions):
         return self.states_and_logits_at(input_ids, attention_mask, token_type_ids, positions)[1]
 
+    def head_at(self, input_ids, attention_mask, token_type_ids, positions) -> LinearHead | None:
+        head = self.model.generator_lm_head
+        if type(head) is not nn.Linear:
+            return None
+        selected = self._encoded_rows(input_ids, attention_mask, token_type_ids, positions)
+        return LinearHead(self.model.generator_predictions(selected), head.weight, head.bias)
+
     def states_and_logits_at(self, input_ids, attention_mask, token_type_ids, positions):
         """(encoder outputs, logits) at the picked rows: the adversarial objective's baseline reads the states."""
+        selected = self._encoded_rows(input_ids, attention_mask, token_type_ids, positions)
+        return selected, self.model.generator_lm_head(self.model.generator_predictions(selected))
+
+    def _encoded_rows(self, input_ids, attention_mask, token_type_ids, positions):
         hidden = self.model.electra(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
-        selected = positions.rows(hidden)
-        return selected, self.model.generator_lm_head(self.model.generator_predictions(selected))
+        return positions.rows(hidden)
 
     def hf_model(self) -> ElectraForMaskedLM:
         return self.model

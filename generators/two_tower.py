@@ -37,7 +37,7 @@ from electra.dropout import attention_name
 from electra.errors import UserError
 from electra.masking import Picked, sample_from_log_probs
 from generators import fused_nll
-from generators.base import Generator
+from generators.base import Generator, LinearHead
 
 CONFIG_NAME = "two_tower_config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -239,7 +239,17 @@ class TwoTowerGenerator(Generator):
         positions: Picked,
     ) -> torch.Tensor:
         """The `Generator` seam: logits [B·K, V] at the slots of `positions`."""
-        return self.project(positions.rows(self.contexts(input_ids, attention_mask, token_type_ids)))
+        return self.project(self.head_at(input_ids, attention_mask, token_type_ids, positions).contexts)
+
+    def head_at(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        positions: Picked,
+    ) -> LinearHead:
+        contexts = positions.rows(self.contexts(input_ids, attention_mask, token_type_ids))
+        return LinearHead(contexts, self.word_embeddings.weight, self.output_bias)
 
     def forward(
         self,

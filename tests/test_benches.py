@@ -56,8 +56,10 @@ def test_pretrain_throughput_times_each_dropout_in_one_run(tmp_path, monkeypatch
     assert all(row["page_faults_per_step"] >= 0 and row["kernel_seconds_per_step"] >= 0 for row in rows)
 
 
-def test_cloze_head_bench_times_both_heads():
-    report = _bench("cloze_head").main(
-        ["--vocab-size", "300", "--batch-size", "2", "--seq-len", "16", "--rounds", "2", "--steps", "1"]
-    )
+@pytest.mark.parametrize("objective", ["cloze", "electra"])
+def test_fused_head_bench_times_both_heads(objective):
+    report = _bench("fused_head").main(
+        ["--objective", objective, "--vocab-size", "300", "--batch-size", "2", "--seq-len", "16", "--rounds", "2",
+         "--steps", "1"]
+    )  # fmt: skip
     assert set(report["heads"]) == {"fused", "plain"} and report["fused_over_plain"] > 0

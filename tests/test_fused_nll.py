@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.masking import Picked, candidate_mask
+from electra.masking import Picked, candidate_mask, sample_from_probs
 from electra.objectives import build_config
 from electra.outputs import SpecialIds
 from generators import fused_nll
@@ -48,6 +48,45 @@ def test_loss_gradients_and_argmax_equal_the_plain_formula(rows):
     assert torch.equal(hits, expected_hits)
     for name, got, want in zip(("contexts", "weight", "bias"), (contexts, weight, bias), plain_grads):
         torch.testing.assert_close(got.grad, want, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("rows", [1, 8, 256])
+def test_samples_entropy_and_gradients_equal_the_plain_corruption(rows):
+    """ELECTRA's corruption from the chunks: the same tokens as `sample_from_probs` on the full softmax with the
+    same seed, each row's entropy, and the loss and gradients of the plain formula."""
+    contexts, weight, bias, targets, row_weights = _inputs()
+    expected, expected_hits = _plain(contexts, weight, bias, targets, row_weights)
+    (3.0 * expected).backward()
+    plain_grads = [t.grad.clone() for t in (contexts, weight, bias)]
+    for t in (contexts, weight, bias):
+        t.grad = None
+    with torch.no_grad():
+        log_probs = torch.log_softmax(F.linear(contexts, weight, bias), -1)
+        want_samples = sample_from_probs(log_probs.exp(), generator=torch.Generator().manual_seed(3))
+        want_entropy = -(log_probs.exp() * log_probs).sum(-1)
+    out = fused_nll.fused_nll_and_sample(
+        contexts, weight, bias, targets, row_weights, rows=rows, generator=torch.Generator().manual_seed(3)
+    )
+    (3.0 * out.loss).backward()
+    assert torch.equal(out.samples, want_samples) and len(set(want_samples.tolist())) > 10
+    torch.testing.assert_close(out.entropy, want_entropy, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.loss, expected, rtol=1e-6, atol=1e-5)
+    assert torch.equal(out.hits, expected_hits)
+    for name, got, want in zip(("contexts", "weight", "bias"), (contexts, weight, bias), plain_grads):
+        torch.testing.assert_close(got.grad, want, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_the_fused_draw_follows_the_distribution():
+    """Over many rows of one distribution the samples' frequencies match q (a chi-square bound, not a seed)."""
+    weight = torch.eye(6)
+    bias = torch.log(torch.tensor([0.4, 0.25, 0.15, 0.1, 0.07, 0.03]))
+    contexts = torch.zeros(60_000, 6)
+    out = fused_nll.fused_nll_and_sample(contexts, weight, bias, torch.zeros(60_000, dtype=torch.long),
+                                         torch.zeros(60_000), generator=torch.Generator().manual_seed(0))  # fmt: skip
+    expected = 60_000 * bias.exp()
+    counts = torch.bincount(out.samples, minlength=6).float()
+    assert ((counts - expected) ** 2 / expected).sum() < 25.7  # chi-square, 5 dof, p = 1e-4
+    torch.testing.assert_close(out.entropy, torch.full((60_000,), float(-(bias.exp() * bias).sum())))
 
 
 def test_without_gradients_it_only_scores():
@@ -149,3 +188,74 @@ def test_an_electric_step_is_the_same_with_the_fused_head(monkeypatch):
     assert fused_grads.keys() == plain_grads.keys()
     for name, grad in plain_grads.items():
         torch.testing.assert_close(fused_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("objective", ["electra", "electra-tt", "replace-mlm"])
+def test_a_replaced_token_step_is_the_same_with_the_fused_head(monkeypatch, objective):
+    """ELECTRA's corruption (and ELECTRA-TT's, and the stepping stone that shares it) takes its samples, generator
+    loss, accuracy and entropy from the fused chunks on a CPU: the same corrupted tokens, loss, metrics and
+    gradients of every parameter (the tied embeddings included) as the plain head's."""
+    from electra.model import PretrainingModel
+
+    overrides = dict(
+        objective=objective, vocab_size=90, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+        num_attention_heads=2, embedding_size=16, max_position_embeddings=32, max_seq_length=32,
+    )  # fmt: skip
+    special = SpecialIds(pad=0, cls=1, sep=2, mask=3)
+    torch.manual_seed(0)
+    model = PretrainingModel(build_config("tiny", overrides=overrides), special)
+    ids = torch.randint(5, 90, (4, 24), generator=torch.Generator().manual_seed(1))
+    ids[:, 0], ids[:, -1] = special.cls, special.sep
+    mask = torch.ones_like(ids)
+    mask[3, 15:] = 0
+    called = []
+    real = fused_nll.fused_nll_and_sample
+
+    def spy(*args, **kwargs):
+        called.append(True)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fused_nll, "fused_nll_and_sample", spy)
+
+    def run(fused: bool):
+        monkeypatch.setattr(fused_nll, "applies", lambda contexts: fused)
+        model.zero_grad()
+        torch.manual_seed(7)  # the same dropout masks, positions and draws
+        out = model(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids))
+        out.loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return out, grads
+
+    fused_out, fused_grads = run(True)
+    assert called  # the fused path ran
+    plain_out, plain_grads = run(False)
+    torch.testing.assert_close(fused_out.loss, plain_out.loss, rtol=1e-5, atol=1e-6)
+    assert fused_out.metrics.keys() == plain_out.metrics.keys()
+    for name, value in plain_out.metrics.items():
+        torch.testing.assert_close(fused_out.metrics[name], value, rtol=1e-5, atol=1e-6, msg=name)
+    assert fused_grads.keys() == plain_grads.keys()
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(fused_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("objective", ["electra", "electra-tt"])
+def test_the_head_the_corruption_fuses_is_the_generators_own(objective):
+    """`head_at` stops `logits_at` before its last layer: the two must give the same logits (eval mode: no
+    dropout), the masked LM's tied embeddings and the two-tower model's output bias included."""
+    from electra.model import PretrainingModel
+
+    overrides = dict(
+        objective=objective, vocab_size=90, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+        num_attention_heads=2, embedding_size=16, max_position_embeddings=32, max_seq_length=32,
+    )  # fmt: skip
+    special = SpecialIds(pad=0, cls=1, sep=2, mask=3)
+    torch.manual_seed(0)
+    generator = PretrainingModel(build_config("tiny", overrides=overrides), special).generator.eval()
+    ids = torch.randint(5, 90, (3, 20), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    at = Picked.from_mask(
+        candidate_mask(ids, mask, torch.tensor([0, 1, 2, 3])) & (torch.rand(ids.shape) < 0.3)
+    )
+    with torch.no_grad():
+        head = generator.head_at(ids, mask, None, at)
+        torch.testing.assert_close(F.linear(*head), generator.logits_at(ids, mask, None, at))

@@ -111,6 +111,7 @@ def test_sample_equal_to_original_is_labelled_original(micro_overrides, tokenize
         return logits
 
     monkeypatch.setattr(model.generator, "logits_at", perfect)
+    monkeypatch.setattr(model.generator, "head_at", lambda *args: None)  # logits only: no fused head
     assert model(**batch).metrics["replaced_fraction"] == 0
 
 

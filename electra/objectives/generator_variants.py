@@ -26,7 +26,7 @@ from electra.masking import pick_positions, sample_from_probs, sample_tokens
 from electra.metrics import discriminator_metrics, generator_metrics, output_entropy, weighted_mean
 from electra.objectives.base import Parts, masked_input, require_generator
 from electra.objectives.registry import register_objective
-from electra.objectives.replaced_token import Electra, add_generator_loss, corrupt
+from electra.objectives.replaced_token import Corruption, Electra, add_generator_loss, corrupt
 from electra.outputs import StepOutput
 from flops.analytic import FlopPlan
 
@@ -172,13 +172,14 @@ class TwoStageElectra(Electra):
             model.two_stage_copied.fill_(True)
         with torch.no_grad():  # the generator is frozen in the second stage
             positions = pick_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
-            corrupted, logits, _, _ = corrupt(model, input_ids, attention_mask, token_type_ids, positions)
+            corruption = corrupt(model, input_ids, attention_mask, token_type_ids, positions)
+        corrupted = corruption.corrupted
         is_replaced = corrupted != input_ids
         disc_logits = model.discriminator(corrupted, attention_mask, token_type_ids)
         disc_loss = replaced_token_loss(disc_logits, is_replaced, attention_mask)
         loss = cfg.discriminator_loss_weight * disc_loss
         metrics = {"discriminator_loss": disc_loss.detach(), "loss": loss.detach()}
-        metrics.update(generator_metrics(logits, positions.rows(input_ids), positions.weights))
+        metrics.update(corruption.accuracy(positions.rows(input_ids), positions.weights))
         metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
         return StepOutput(loss, metrics)
 
@@ -189,8 +190,9 @@ class TwoStageElectra(Electra):
         logits = model.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         metrics: dict[str, torch.Tensor] = {}
+        plain = Corruption(input_ids, logits, log_probs, entropy=None)  # stage 1 corrupts nothing
         loss = add_generator_loss(
-            model, logits.new_zeros((), dtype=torch.float32), metrics, logits, log_probs, input_ids, positions
+            model, logits.new_zeros((), dtype=torch.float32), metrics, plain, input_ids, positions
         )
         metrics["loss"] = loss.detach()
         return StepOutput(loss, metrics)

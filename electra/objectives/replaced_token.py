@@ -21,7 +21,7 @@ from discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_t
 from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config
 from electra.masking import Picked, pick_positions, sample_from_probs, sample_tokens
-from electra.metrics import discriminator_metrics, generator_metrics, output_entropy
+from electra.metrics import discriminator_metrics, generator_metrics, output_entropy, weighted_mean
 from electra.objectives.base import (
     Objective,
     Parts,
@@ -33,14 +33,24 @@ from electra.objectives.base import (
 from electra.objectives.registry import register_objective
 from electra.outputs import StepOutput
 from flops.analytic import FlopPlan
+from generators import fused_nll
+from generators.fused_nll import SampledHead
 
 
 class Corruption(NamedTuple):
     corrupted: torch.Tensor  # the input with the picked positions replaced by samples
-    logits: torch.Tensor  # the generator's, at the picked slots [B·K, V] (fillers included)
-    log_probs: torch.Tensor  # their fp32 log-softmax (with gradient, for the generator loss)
+    logits: torch.Tensor | None  # the generator's, at the picked slots [B·K, V] (fillers included)
+    log_probs: torch.Tensor | None  # their fp32 log-softmax (with gradient, for the generator loss)
     # mean entropy of the generator's distributions at the picked slots (the `generator_entropy` metric)
-    entropy: torch.Tensor
+    entropy: torch.Tensor | None
+    # on a CPU, the fused head's loss and hits instead of logits and log-probabilities (generators/fused_nll.py)
+    fused: SampledHead | None = None
+
+    def accuracy(self, targets: torch.Tensor, weights: torch.Tensor) -> dict[str, torch.Tensor]:
+        """`generator_accuracy`: how often the generator's most likely token is the original."""
+        if self.fused is not None:
+            return {"generator_accuracy": weighted_mean(self.fused.hits, weights)}
+        return generator_metrics(self.logits, targets, weights)
 
 
 def corrupt(
@@ -54,19 +64,36 @@ def corrupt(
 
     Sampling reuses the log-probabilities the generator loss needs, in fp32 and without gradient; the entropy
     metric is taken from the same probabilities here, so they are exponentiated once and freed before the
-    discriminator runs. Filler slots are sampled too (a fixed shape costs less than a host sync) and written
-    back as their original token.
+    discriminator runs. On a CPU in eager fp32 a generator with a linear head never builds its [B·K, V] logits:
+    loss, gradients, samples, entropy and hits come from chunks of rows (`fused_nll_and_sample`). Filler slots are
+    sampled too (a fixed shape costs less than a host sync) and written back as their original token.
     """
     cfg = model.config
     generator_input = input_ids
     if model.generator.needs_masked_input:
         generator_input = masked_input(model, input_ids, positions.mask)
-    logits = model.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
+    temperature = model.generator.sampling_temperature(cfg.sampling_temperature)
+    untempered = isinstance(temperature, float) and temperature == 1.0
+    head = (
+        model.generator.head_at(generator_input, attention_mask, token_type_ids, positions)
+        if untempered
+        else None
+    )
+    if head is not None and fused_nll.applies(head.contexts):
+        weights = positions.weights
+        out = fused_nll.fused_nll_and_sample(
+            *head, positions.rows(input_ids), weights / weights.sum().clamp(min=1)
+        )
+        entropy = weighted_mean(out.entropy, weights)
+        return Corruption(positions.replace(input_ids, out.samples), None, None, entropy, out)
+    if head is not None:
+        logits = F.linear(*head)
+    else:
+        logits = model.generator.logits_at(generator_input, attention_mask, token_type_ids, positions)
     log_probs = torch.log_softmax(logits.float(), dim=-1)
     with torch.no_grad():
         probs = log_probs.detach().exp()
-    temperature = model.generator.sampling_temperature(cfg.sampling_temperature)
-    if isinstance(temperature, float) and temperature == 1.0:
+    if untempered:
         samples = sample_from_probs(probs)
     else:
         samples = sample_tokens(logits, temperature)
@@ -78,23 +105,25 @@ def add_generator_loss(
     model: Parts,
     loss: torch.Tensor,
     metrics: dict[str, torch.Tensor],
-    logits: torch.Tensor,
-    log_probs: torch.Tensor,
+    corruption: Corruption,
     input_ids: torch.Tensor,
     positions: Picked,
-    entropy: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The generator's maximum-likelihood term (when it trains) and its metrics, added to an objective's loss
-    (`entropy`: the one `corrupt` measured, when the caller has it). Rows are `positions`' slots; only the
-    picked ones count."""
+    """The generator's maximum-likelihood term (when it trains) and its metrics, added to an objective's loss.
+    Rows are `positions`' slots; only the picked ones count. A corruption without `entropy` has it measured here."""
     targets = positions.rows(input_ids)
     if model.generator.trainable:
-        gen_loss = positions.mean(F.nll_loss(log_probs, targets, reduction="none"))
+        if corruption.fused is not None:
+            gen_loss = corruption.fused.loss
+        else:
+            gen_loss = positions.mean(F.nll_loss(corruption.log_probs, targets, reduction="none"))
         loss = loss + model.config.generator_loss_weight * gen_loss
         metrics["generator_loss"] = gen_loss.detach()
-    metrics.update(generator_metrics(logits, targets, positions.weights))
+    metrics.update(corruption.accuracy(targets, positions.weights))
     metrics["generator_entropy"] = (
-        output_entropy(log_probs, weights=positions.weights) if entropy is None else entropy
+        output_entropy(corruption.log_probs, weights=positions.weights)
+        if corruption.entropy is None
+        else corruption.entropy
     )
     return loss
 
@@ -133,9 +162,8 @@ class Electra(Objective):
     def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
         cfg = model.config
         positions = pick_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
-        corrupted, logits, log_probs, entropy = corrupt(
-            model, input_ids, attention_mask, token_type_ids, positions
-        )
+        corruption = corrupt(model, input_ids, attention_mask, token_type_ids, positions)
+        corrupted = corruption.corrupted
         is_replaced = corrupted != input_ids  # a sample equal to the original counts as original
 
         disc_logits = model.discriminator(corrupted, attention_mask, token_type_ids)
@@ -144,7 +172,7 @@ class Electra(Objective):
         )
         loss = cfg.discriminator_loss_weight * disc_loss
         metrics = {"discriminator_loss": disc_loss.detach()}
-        loss = add_generator_loss(model, loss, metrics, logits, log_probs, input_ids, positions, entropy)
+        loss = add_generator_loss(model, loss, metrics, corruption, input_ids, positions)
         metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
         metrics["loss"] = loss.detach()
         return StepOutput(loss, metrics)

@@ -63,13 +63,11 @@ class _MaskedLMMain(Objective):
     def step(self, model, input_ids, attention_mask, token_type_ids) -> StepOutput:
         cfg = model.config
         positions = pick_positions(input_ids, attention_mask, model.special_ids, cfg.mask_prob)
-        corrupted, gen_logits, gen_log_probs, gen_entropy = corrupt(
-            model, input_ids, attention_mask, token_type_ids, positions
+        corruption = corrupt(model, input_ids, attention_mask, token_type_ids, positions)
+        loss, metrics = self.main_loss(
+            model, input_ids, corruption.corrupted, attention_mask, token_type_ids, positions
         )
-        loss, metrics = self.main_loss(model, input_ids, corrupted, attention_mask, token_type_ids, positions)
-        loss = add_generator_loss(
-            model, loss, metrics, gen_logits, gen_log_probs, input_ids, positions, gen_entropy
-        )
+        loss = add_generator_loss(model, loss, metrics, corruption, input_ids, positions)
         metrics["loss"] = loss.detach()
         return StepOutput(loss, metrics)
 

@@ -1,14 +1,16 @@
-"""A two-tower objective's training step (the cloze scorer's, or Electric's) with the fused vocabulary head
-(`generators/fused_nll.py`) against the plain log-softmax head, in one process, taking turns, so the host's drift
-and its memory state hit both alike.
+"""A training step with the fused vocabulary head (`generators/fused_nll.py`) against the plain log-softmax head,
+in one process, taking turns, so the host's drift and its memory state hit both alike: the cloze scorer's and
+Electric's two-tower head over every position, and ELECTRA's (or ELECTRA-TT's) generator head at the masked
+positions, where the fused chunks also draw the samples.
 
 Whether a fresh 128 MB tensor is page-faulted in 4 KB at a time or gets huge pages depends on the kernel's
 transparent-huge-page settings and on how fragmented memory is at that moment, so the plain head's cost varies
 between processes on one host; the page faults per step are printed beside the times.
 
-    python bench/cloze_head.py                      # tiny, 8,192-piece vocabulary, batch 32 × 128
-    python bench/cloze_head.py --size small --vocab-size 30522 --rounds 5
-    python bench/cloze_head.py --objective electric --vocab-size 30522
+    python bench/fused_head.py                      # cloze, tiny, 8,192-piece vocabulary, batch 32 × 128
+    python bench/fused_head.py --size small --vocab-size 30522 --rounds 5
+    python bench/fused_head.py --objective electric --vocab-size 30522
+    python bench/fused_head.py --objective electra --size small --vocab-size 30522
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def main(argv: list[str] | None = None) -> dict:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--size", default="tiny")
-    parser.add_argument("--objective", default="cloze", choices=("cloze", "electric"))
+    parser.add_argument(
+        "--objective", default="cloze", choices=("cloze", "electric", "electra", "electra-tt")
+    )
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
