@@ -62,6 +62,19 @@ def _args(tmp_path, **kw) -> TrainArgs:
     return TrainArgs(**{**base, **kw})
 
 
+def _die_after_checkpoint(monkeypatch, at: int):
+    """Kill the next run right after its step-`at` checkpoint is written; returns the real saver to restore."""
+    real_save = engine_module.save_checkpoint
+
+    def save_then_die(directory, step, *args, **kwargs):
+        real_save(directory, step, *args, **kwargs)
+        if step == at:
+            raise KeyboardInterrupt(f"killed after the step-{at} checkpoint")
+
+    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    return real_save
+
+
 def _weights(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
@@ -71,14 +84,7 @@ def test_a_killed_run_resumes_exactly(tmp_path, monkeypatch):
     torch.manual_seed(5)  # the run's RNG (dropout); a resumed run gets it back from the checkpoint
     Engine(_args(tmp_path / "a", save_every=2)).fit(straight)
 
-    real_save = engine_module.save_checkpoint
-
-    def save_then_die(directory, step, *args, **kwargs):
-        real_save(directory, step, *args, **kwargs)
-        if step == 4:
-            raise KeyboardInterrupt("killed after the step-4 checkpoint")
-
-    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    real_save = _die_after_checkpoint(monkeypatch, 4)
     killed = Regression()
     torch.manual_seed(5)
     with pytest.raises(KeyboardInterrupt):
@@ -185,14 +191,7 @@ def test_the_time_clock_anneals_to_zero_at_the_budget_stops_there_and_resumes_ex
     assert rates[6] == pytest.approx(peak * (1 - 4 / 18)) and rates[12] == pytest.approx(peak * (1 - 10 / 18))
     assert rates[20] == 0.0
 
-    real_save = engine_module.save_checkpoint
-
-    def save_then_die(directory, step, *args, **kwargs):
-        real_save(directory, step, *args, **kwargs)
-        if step == 9:
-            raise KeyboardInterrupt("killed after the step-9 checkpoint")
-
-    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    real_save = _die_after_checkpoint(monkeypatch, 9)
     now[0] = 0.0
     killed = TimedRegression(now)
     torch.manual_seed(5)

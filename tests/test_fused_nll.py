@@ -157,37 +157,8 @@ def test_the_generator_trains_the_same_with_the_fused_head(monkeypatch):
 def test_an_electric_step_is_the_same_with_the_fused_head(monkeypatch):
     """Electric draws its noise from rows projected again at the replaced positions and reads log q of kept tokens
     from the fused pass: the same noise, loss, metrics and gradients as with the full log-probabilities."""
-    from electra.model import PretrainingModel
-
-    overrides = dict(
-        objective="electric", vocab_size=90, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
-        num_attention_heads=2, embedding_size=16, max_position_embeddings=32, max_seq_length=32,
-    )  # fmt: skip
-    special = SpecialIds(pad=0, cls=1, sep=2, mask=3)
-    torch.manual_seed(0)
-    model = PretrainingModel(build_config("tiny", overrides=overrides), special)
-    ids = torch.randint(5, 90, (4, 24), generator=torch.Generator().manual_seed(1))
-    ids[:, 0], ids[:, -1] = special.cls, special.sep
-    mask = torch.ones_like(ids)
-    mask[3, 15:] = 0
-
-    def run(fused: bool):
-        monkeypatch.setattr(fused_nll, "applies", lambda contexts: fused)
-        model.zero_grad()
-        torch.manual_seed(7)  # the same dropout masks, positions and draws
-        out = model(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids))
-        out.loss.backward()
-        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        return out, grads
-
-    fused_out, fused_grads = run(True)
-    plain_out, plain_grads = run(False)
-    torch.testing.assert_close(fused_out.loss, plain_out.loss, rtol=1e-5, atol=1e-6)
-    for name, value in plain_out.metrics.items():
-        torch.testing.assert_close(fused_out.metrics[name], value, rtol=1e-5, atol=1e-6, msg=name)
-    assert fused_grads.keys() == plain_grads.keys()
-    for name, grad in plain_grads.items():
-        torch.testing.assert_close(fused_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    model, ids, mask = _small_model("electric")
+    _same_step_both_ways(monkeypatch, model, ids, mask)
 
 
 @pytest.mark.parametrize("objective", ["electra", "electra-tt", "replace-mlm"])
@@ -195,19 +166,7 @@ def test_a_replaced_token_step_is_the_same_with_the_fused_head(monkeypatch, obje
     """ELECTRA's corruption (and ELECTRA-TT's, and the stepping stone that shares it) takes its samples, generator
     loss, accuracy and entropy from the fused chunks on a CPU: the same corrupted tokens, loss, metrics and
     gradients of every parameter (the tied embeddings included) as the plain head's."""
-    from electra.model import PretrainingModel
-
-    overrides = dict(
-        objective=objective, vocab_size=90, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
-        num_attention_heads=2, embedding_size=16, max_position_embeddings=32, max_seq_length=32,
-    )  # fmt: skip
-    special = SpecialIds(pad=0, cls=1, sep=2, mask=3)
-    torch.manual_seed(0)
-    model = PretrainingModel(build_config("tiny", overrides=overrides), special)
-    ids = torch.randint(5, 90, (4, 24), generator=torch.Generator().manual_seed(1))
-    ids[:, 0], ids[:, -1] = special.cls, special.sep
-    mask = torch.ones_like(ids)
-    mask[3, 15:] = 0
+    model, ids, mask = _small_model(objective)
     called = []
     real = fused_nll.fused_nll_and_sample
 
@@ -216,6 +175,45 @@ def test_a_replaced_token_step_is_the_same_with_the_fused_head(monkeypatch, obje
         return real(*args, **kwargs)
 
     monkeypatch.setattr(fused_nll, "fused_nll_and_sample", spy)
+    _same_step_both_ways(monkeypatch, model, ids, mask)
+    assert called  # the fused path ran
+
+
+@pytest.mark.parametrize("objective", ["electra", "electra-tt"])
+def test_the_head_the_corruption_fuses_is_the_generators_own(objective):
+    """`head_at` stops `logits_at` before its last layer: the two must give the same logits (eval mode: no
+    dropout), the masked LM's tied embeddings and the two-tower model's output bias included."""
+    model, ids, mask = _small_model(objective)
+    generator = model.generator.eval()
+    at = Picked.from_mask(
+        candidate_mask(ids, mask, torch.tensor([0, 1, 2, 3])) & (torch.rand(ids.shape) < 0.3)
+    )
+    with torch.no_grad():
+        head = generator.head_at(ids, mask, None, at)
+        torch.testing.assert_close(F.linear(*head), generator.logits_at(ids, mask, None, at))
+
+
+def _small_model(objective: str):
+    """A small pretraining model of `objective` and a padded batch for it."""
+    from electra.model import PretrainingModel
+
+    overrides = dict(
+        objective=objective, vocab_size=90, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+        num_attention_heads=2, embedding_size=16, max_position_embeddings=32, max_seq_length=32,
+    )  # fmt: skip
+    special = SpecialIds(pad=0, cls=1, sep=2, mask=3)
+    torch.manual_seed(0)
+    model = PretrainingModel(build_config("tiny", overrides=overrides), special)
+    ids = torch.randint(5, 90, (4, 24), generator=torch.Generator().manual_seed(1))
+    ids[:, 0], ids[:, -1] = special.cls, special.sep
+    mask = torch.ones_like(ids)
+    mask[3, 15:] = 0
+    return model, ids, mask
+
+
+def _same_step_both_ways(monkeypatch, model, ids, mask) -> None:
+    """One training step from one seed with the fused head and with the plain one: the same loss, metrics and
+    gradient of every parameter."""
 
     def run(fused: bool):
         monkeypatch.setattr(fused_nll, "applies", lambda contexts: fused)
@@ -227,7 +225,6 @@ def test_a_replaced_token_step_is_the_same_with_the_fused_head(monkeypatch, obje
         return out, grads
 
     fused_out, fused_grads = run(True)
-    assert called  # the fused path ran
     plain_out, plain_grads = run(False)
     torch.testing.assert_close(fused_out.loss, plain_out.loss, rtol=1e-5, atol=1e-6)
     assert fused_out.metrics.keys() == plain_out.metrics.keys()
@@ -236,26 +233,3 @@ def test_a_replaced_token_step_is_the_same_with_the_fused_head(monkeypatch, obje
     assert fused_grads.keys() == plain_grads.keys()
     for name, grad in plain_grads.items():
         torch.testing.assert_close(fused_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
-
-
-@pytest.mark.parametrize("objective", ["electra", "electra-tt"])
-def test_the_head_the_corruption_fuses_is_the_generators_own(objective):
-    """`head_at` stops `logits_at` before its last layer: the two must give the same logits (eval mode: no
-    dropout), the masked LM's tied embeddings and the two-tower model's output bias included."""
-    from electra.model import PretrainingModel
-
-    overrides = dict(
-        objective=objective, vocab_size=90, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
-        num_attention_heads=2, embedding_size=16, max_position_embeddings=32, max_seq_length=32,
-    )  # fmt: skip
-    special = SpecialIds(pad=0, cls=1, sep=2, mask=3)
-    torch.manual_seed(0)
-    generator = PretrainingModel(build_config("tiny", overrides=overrides), special).generator.eval()
-    ids = torch.randint(5, 90, (3, 20), generator=torch.Generator().manual_seed(1))
-    mask = torch.ones_like(ids)
-    at = Picked.from_mask(
-        candidate_mask(ids, mask, torch.tensor([0, 1, 2, 3])) & (torch.rand(ids.shape) < 0.3)
-    )
-    with torch.no_grad():
-        head = generator.head_at(ids, mask, None, at)
-        torch.testing.assert_close(F.linear(*head), generator.logits_at(ids, mask, None, at))
