@@ -54,12 +54,19 @@ class _ScaleKept(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
         ctx.save_for_backward(keep)
         ctx.scale = scale
-        return torch.where(keep, x * scale, 0.0)
+        return _times_kept(x, keep, scale)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (keep,) = ctx.saved_tensors
-        return torch.where(keep, grad * ctx.scale, 0.0), None, None
+        return _times_kept(grad, keep, ctx.scale), None, None
+
+
+def _times_kept(x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+    """x · keep · scale, as torch's dropout computes it (a dropped NaN stays NaN). The mask enters as its uint8
+    bytes: a multiply by them is a plain vectorised loop, where `torch.where(keep, x * scale, 0)` ran 2-3× slower
+    on the CPUs measured. Kept values are x · scale exactly (x · 1 is exact)."""
+    return x.mul(keep.view(torch.uint8)).mul_(scale)
 
 
 def apply_keep_mask(x: torch.Tensor, keep: torch.Tensor, p: float) -> torch.Tensor:

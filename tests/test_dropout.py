@@ -57,6 +57,12 @@ def test_kept_values_are_scaled_by_the_exact_keep_probability_and_gradients_foll
     # torch's dropout on the same mask: the same numbers up to the scale's last digits (1/0.9 vs 65536/58982)
     reference = x.detach() * keep / 0.9
     torch.testing.assert_close(out.detach(), reference, rtol=2e-5, atol=0)
+    # as in torch's dropout (x · mask · scale), a dropped NaN stays NaN and a kept one is NaN
+    poisoned = x.detach().clone()
+    dropped, kept = (~keep).nonzero()[0], keep.nonzero()[0]
+    poisoned[tuple(dropped)] = poisoned[tuple(kept)] = float("nan")
+    out = lanes.apply_keep_mask(poisoned, keep, 0.1)
+    assert out[tuple(dropped)].isnan() and out[tuple(kept)].isnan() and out.isnan().sum() == 2
 
 
 def test_the_expectation_is_unchanged():
