@@ -327,9 +327,8 @@ class Engine:
                     window, window_steps, window_tokens, window_start = {}, 0, 0, time.perf_counter()
                     if not done and self._out_of_time(run_start, elapsed_before, clock, step):
                         stop_reason, done = "time_budget", True
-                    if (
-                        clock is not None and clock.end_step() is not None
-                    ):  # the bar counts the steps that fit
+                    # on the time clock the bar counts the steps that fit in the budget
+                    if clock is not None and clock.end_step() is not None:
                         progress.total = clock.end_step()
                         progress.refresh()
                 if budget_spent:
