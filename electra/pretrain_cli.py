@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from electra.config import GENERATORS, SIZES
+from electra.config import GENERATORS, SCHEDULE_CLOCKS, SIZES
 from electra.errors import UserError
 from electra.flags import add_output_option
 from electra.plot import plot_run
@@ -105,7 +105,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--schedule-clock",
-        choices=("steps", "time"),
+        choices=SCHEDULE_CLOCKS,
         help="what the learning-rate decay runs on: steps (to --max-steps, the default) or time (to --max-steps or "
         "--time-budget, whichever comes first, measured as it trains: one command fits any host; the budget then "
         "counts every resumption too)",
