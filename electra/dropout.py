@@ -7,7 +7,8 @@ above zero every layer falls back to the unfused math path and a second Bernoull
 gives four 16-bit lanes, and an element is kept where its lane clears a threshold: the keep probability is
 1 - round(p * 65536) / 65536 (p = 0.1 keeps 0.8999939), and kept values are scaled by the inverse of that exact
 probability, so the expectation is unchanged. Attention with dropout is then computed by four plain operations
-(scores, softmax, mask, weighted sum), the mask drawn the same way.
+(scores, softmax, mask, weighted sum), the mask drawn the same way, head by head on the projections' own memory
+(`_HeadwiseAttention`).
 
 Everything else keeps torch's own path: evaluation, p = 0, other devices (CUDA's kernels fuse dropout), and code
 being compiled (inductor generates its own fused random numbers). `cpu_dropout="torch"` in the config turns the
@@ -115,15 +116,136 @@ def lane_dropout_attention(
         )
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
-    scores = torch.matmul(query, key.transpose(-1, -2)).mul_(scaling)
-    if attention_mask is not None:
-        if attention_mask.dtype == torch.bool:
-            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-        else:
-            scores = scores + attention_mask
-    weights = torch.softmax(scores, dim=-1)
-    weights = apply_keep_mask(weights, keep_mask(weights.shape, dropout, weights.device), dropout)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), None
+    keep = keep_mask((*query.shape[:3], key.shape[2]), dropout, query.device)
+    return _HeadwiseAttention.apply(
+        query, key, value, attention_mask, keep, lane_threshold(dropout)[1], scaling
+    ), None
+
+
+class _HeadwiseAttention(torch.autograd.Function):
+    """softmax(q kᵀ · scaling + mask) · keep · keep_scale · v for q, k, v of [B, H, L, D]; returns [B, L, H, D].
+
+    Why by head: transformers passes q, k and v as [B, H, L, D] views of the [B, L, H·D] projections. A batched
+    matmul cannot fold (B, H) into one batch dimension with those strides, so `torch.matmul` copies every operand,
+    and autograd copies each gradient back into the projections' layout: eight copies per layer. One head's slice,
+    [B, L, D] with a row stride of H·D, is a strided matrix batch that BLAS reads in place, and a product written
+    into one head's slice of a [B, L, H, D] buffer is already in the layout the output projection reads.
+
+    Why in slices of the batch: the scores and their gradients are [B, H, L, S] (8 MB per layer at Small) and
+    only the probabilities and the dropped probabilities are kept for the backward. Taking a few sequences at a
+    time (`SLICE_BYTES` of scores) lets softmax, the mask and the second product read what the first product just
+    wrote from cache, in two reused buffers. Measured in whole Small training steps, one process taking turns:
+    1.2% faster than the copying path with heads alone, and 1-2% more with slices of 8 sequences.
+
+    The arithmetic is that of the plain operations (`mask` is None, bool with True where attention is allowed, or
+    additive; `keep` is the bool dropout mask), except that the scores' scaling is applied inside the GEMMs'
+    epilogue and, in the backward, folded into the dropout's scale. With a power-of-two scaling (head_dim 64, as
+    at every size here) the output is bitwise the plain path's, and so were the gradients at the Small shape;
+    at other shapes BLAS may sum the strided operands in another order (fp32 rounding, tests/test_dropout.py).
+    Bool-masked scores get a zero gradient, as `masked_fill` gives them."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor | None,
+        keep: torch.Tensor,
+        keep_scale: float,
+        scaling: float,
+    ) -> torch.Tensor:
+        batch, heads, length, _ = query.shape
+        weights = query.new_empty(batch, heads, length, key.shape[2])
+        dropped = torch.empty_like(weights)
+        out = query.new_empty(batch, length, heads, value.shape[3])
+        keep_bytes = keep.view(torch.uint8)
+        scores_buffer = _slice_buffer(weights)
+        for rows in _batch_slices(weights):
+            scores = scores_buffer[: rows.stop - rows.start]
+            q, k, v = _heads(query, rows), _heads(key, rows), _heads(value, rows)
+            for h, head_scores in enumerate(scores.unbind(1)):  # the scaling rides on the GEMM (BLAS's alpha)
+                torch.baddbmm(head_scores, q[h], k[h].transpose(1, 2), beta=0, alpha=scaling, out=head_scores)
+            if mask is not None:
+                part = _rows_of(mask, rows, batch)
+                if mask.dtype == torch.bool:
+                    scores.masked_fill_(~part, torch.finfo(scores.dtype).min)
+                else:
+                    scores.add_(part)
+            torch.ops.aten._softmax.out(scores, -1, False, out=weights[rows])
+            torch.mul(weights[rows], keep_bytes[rows], out=dropped[rows]).mul_(keep_scale)
+            for h, (head_dropped, head_out) in enumerate(zip(_heads(dropped, rows), _heads(out, rows, 2))):
+                torch.bmm(head_dropped, v[h], out=head_out)
+        bool_mask = mask if mask is not None and mask.dtype == torch.bool else None
+        ctx.save_for_backward(query, key, value, weights, dropped, keep, bool_mask)
+        ctx.keep_scale, ctx.scaling = keep_scale, scaling
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        query, key, value, weights, dropped, keep, bool_mask = ctx.saved_tensors
+        batch = query.shape[0]
+        keep_bytes = keep.view(torch.uint8)
+        grad_query, grad_key, grad_value = _head_buffer(query), _head_buffer(key), _head_buffer(value)
+        dropped_buffer, scores_buffer = _slice_buffer(weights), _slice_buffer(weights)
+        # softmax's backward is linear in its incoming gradient, so the scores' scaling joins the dropout's
+        scale = ctx.keep_scale * ctx.scaling
+        for rows in _batch_slices(weights):
+            grad_dropped = dropped_buffer[: rows.stop - rows.start]
+            q, k, v, p = _heads(query, rows), _heads(key, rows), _heads(value, rows), _heads(dropped, rows)
+            g = _heads(grad_out, rows, 2)
+            for h, (head_grad_dropped, head_grad_value) in enumerate(
+                zip(grad_dropped.unbind(1), _heads(grad_value, rows, 2))
+            ):
+                torch.bmm(g[h], v[h].transpose(1, 2), out=head_grad_dropped)
+                torch.bmm(p[h].transpose(1, 2), g[h], out=head_grad_value)
+            grad_weights = grad_dropped.mul_(keep_bytes[rows]).mul_(scale)
+            grad_scores = torch.ops.aten._softmax_backward_data.out(
+                grad_weights,
+                weights[rows],
+                -1,
+                weights.dtype,
+                grad_input=scores_buffer[: rows.stop - rows.start],
+            )
+            if bool_mask is not None:
+                grad_scores.masked_fill_(~_rows_of(bool_mask, rows, batch), 0.0)
+            heads_out = zip(grad_scores.unbind(1), _heads(grad_query, rows, 2), _heads(grad_key, rows, 2))
+            for h, (head_grad_scores, head_grad_query, head_grad_key) in enumerate(heads_out):
+                torch.bmm(head_grad_scores, k[h], out=head_grad_query)
+                torch.bmm(head_grad_scores.transpose(1, 2), q[h], out=head_grad_key)
+        grads = (grad_query.transpose(1, 2), grad_key.transpose(1, 2), grad_value.transpose(1, 2))
+        return (*grads, None, None, None, None)
+
+
+SLICE_BYTES = 2 << 20  # scores per slice of the batch: well inside a server CPU's last-level cache
+
+
+def _batch_slices(weights: torch.Tensor) -> list[slice]:
+    """Slices of the batch whose [b, H, L, S] scores take about `SLICE_BYTES` (at least one sequence)."""
+    batch = weights.shape[0]
+    step = max(1, min(batch, SLICE_BYTES // (weights[0].numel() * weights.element_size())))
+    return [slice(start, min(batch, start + step)) for start in range(0, batch, step)]
+
+
+def _slice_buffer(weights: torch.Tensor) -> torch.Tensor:
+    rows = _batch_slices(weights)[0]
+    return weights.new_empty((rows.stop - rows.start, *weights.shape[1:]))
+
+
+def _heads(x: torch.Tensor, rows: slice, dim: int = 1) -> tuple[torch.Tensor, ...]:
+    """One view per head of these sequences: dim 1 of [B, H, L, D], dim 2 of the [B, L, H, D] buffers."""
+    return x[rows].unbind(dim)
+
+
+def _rows_of(mask: torch.Tensor, rows: slice, batch: int) -> torch.Tensor:
+    """The mask's part for these sequences (a mask broadcast over the batch is the same for all)."""
+    return mask[rows] if mask.dim() == 4 and mask.shape[0] == batch else mask
+
+
+def _head_buffer(like: torch.Tensor) -> torch.Tensor:
+    """An empty [B, L, H, D] buffer for a [B, H, L, D] tensor's gradient, in the projections' layout."""
+    batch, heads, length, dim = like.shape
+    return like.new_empty(batch, length, heads, dim)
 
 
 AttentionInterface.register(ATTENTION, lane_dropout_attention)

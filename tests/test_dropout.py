@@ -107,6 +107,56 @@ def test_attention_on_a_given_mask_equals_the_formula_forward_and_backward(monke
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
+def _plain_attention(q, k, v, mask, keep, p, scaling):
+    """The four plain operations the lane attention replaced (scores, softmax, lane mask, weighted sum)."""
+    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(scaling)
+    if mask is not None and mask.dtype == torch.bool:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    elif mask is not None:
+        scores = scores + mask
+    weights = lanes.apply_keep_mask(torch.softmax(scores, dim=-1), keep, p)
+    return torch.matmul(weights, v).transpose(1, 2).contiguous()
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "additive"])
+@pytest.mark.parametrize("scaling", [0.125, 0.3])
+def test_attention_by_head_and_slice_is_the_plain_operations(monkeypatch, mask_kind, scaling):
+    """On transformers' layout (q, k, v as [B, H, L, D] views of [B, L, H·D] projections), sliced 2 + 2 + 1
+    sequences: the plain operations' values, bitwise where the scaling is a power of two (applied in the GEMM it
+    then rounds nothing), and their gradients to fp32 rounding (BLAS sums strided operands in another order)."""
+    batch, heads, length, dim = 5, 3, 12, 8
+    g = torch.Generator().manual_seed(2)
+    projections = [torch.randn(batch, length, heads * dim, generator=g, requires_grad=True) for _ in range(3)]
+
+    def views():
+        return [x.view(batch, length, heads, dim).transpose(1, 2) for x in projections]
+
+    mask = None
+    if mask_kind == "bool":
+        mask = torch.ones(batch, 1, length, length, dtype=torch.bool)
+        mask[1, :, :, 9:] = False  # padding keys of two sequences
+        mask[4, :, :, 5:] = False
+    elif mask_kind == "additive":
+        mask = torch.randn(batch, 1, length, length, generator=g)
+    keep = torch.rand(batch, heads, length, length, generator=g) > 0.2
+    monkeypatch.setattr(lanes, "keep_mask", lambda shape, p, device="cpu": keep)
+    monkeypatch.setattr(lanes, "SLICE_BYTES", 2 * heads * length * length * 4)
+    assert [(r.start, r.stop) for r in lanes._batch_slices(keep.float())] == [(0, 2), (2, 4), (4, 5)]
+    grad = torch.randn(batch, length, heads, dim, generator=g)
+
+    ours, _ = lanes.lane_dropout_attention(_Encoder(), *views(), mask, dropout=0.2, scaling=scaling)
+    ours_grads = torch.autograd.grad(ours, projections, grad)
+    plain = _plain_attention(*views(), mask, keep, 0.2, scaling)
+    plain_grads = torch.autograd.grad(plain, projections, grad)
+
+    assert ours.shape == (batch, length, heads, dim) and ours.is_contiguous()
+    if scaling == 0.125:
+        assert torch.equal(ours, plain)
+    torch.testing.assert_close(ours, plain, rtol=1e-6, atol=1e-6)
+    for mine, theirs in zip(ours_grads, plain_grads):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 def test_attention_without_the_lanes_is_transformers_sdpa(dropout):
     q, k, v = _qkv()
