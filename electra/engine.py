@@ -41,6 +41,7 @@ from electra.checkpoint import (
     save_tensors_atomically,
 )
 from electra.config import CPU_DROPOUT, SCHEDULE_CLOCKS
+from electra.cpu_memory import keep_freed_memory
 from electra.dropout import use_lanes
 from electra.errors import UserError
 from electra.optim import (
@@ -212,6 +213,8 @@ class Engine:
         split_rng_per_process(acc.process_index, acc.num_processes)  # a resumed run then restores its own
         # On the device before the optimizer exists: fused AdamW needs CUDA parameters to choose itself.
         model.to(acc.device)
+        if acc.device.type == "cpu":
+            keep_freed_memory()  # the next step reuses this step's blocks instead of faulting them in again
         if args.cpu_dropout == "lanes":
             use_lanes(model)  # a no-op where the task built it so; other devices keep torch's path inside
         optimizer = build_adamw(
