@@ -65,11 +65,13 @@ def test_fused_head_bench_times_both_heads(objective):
     assert set(report["heads"]) == {"fused", "plain"} and report["fused_over_plain"] > 0
 
 
-def test_profile_step_bench_accounts_for_the_step(tmp_path):
+@pytest.mark.parametrize("clock", ["wall", "profiler"])
+def test_profile_step_bench_accounts_for_the_step(tmp_path, clock):
     report = _bench("profile_step").main(
         ["--size", "tiny", "--vocab-size", "300", "--batch-size", "2", "--seq-len", "16", "--steps", "1",
-         "--rows", "50", "--json", str(tmp_path / "p.json")]
+         "--rows", "50", "--clock", clock, "--json", str(tmp_path / "p.json")]
     )  # fmt: skip
     shares = [row["share"] for row in report["rows"]]
     assert report["seconds_per_step"] > 0 and shares == sorted(shares, reverse=True)
     assert any(row["operator"].startswith("matmul") for row in report["rows"]) and sum(shares) <= 1.0 + 1e-9
+    assert json.loads((tmp_path / "p.json").read_text())["clock"] == clock
