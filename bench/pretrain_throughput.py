@@ -8,7 +8,10 @@ and (with --compile) under `torch.compile`, the optimizer the engine uses (AdamW
 
 For every variant it prints tokens/s (min/median/max over the timed steps), the FLOPs per token actually executed
 (FlopCounterMode on the real model's forward, plus a backward of twice the forward: not the paper's accounting),
-the machine's dense matmul peak for that precision measured in the same run, the resulting MFU, and peak memory.
+the machine's dense matmul peak for that precision measured just before that variant, the resulting MFU, and peak
+memory. Why a peak per variant: on a shared host the share of the machine a process gets drifts over minutes (one
+run here measured 176 GFLOP/s at its start while the steps that followed ran 10% slower than an hour before), and
+MFU is only meaningful against the peak of the same minutes.
 
     python bench/pretrain_throughput.py --size small --batch-size 32 --steps 20
     python bench/pretrain_throughput.py --device cuda --batch-size 128 --dtypes bf16 --compile --no-baseline
@@ -27,6 +30,7 @@ import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
 from electra.config import parse_overrides
+from electra.cpu_memory import keep_freed_memory
 from electra.hf_configs import discriminator_hf_config, generator_hf_config
 from electra.model import PretrainingModel
 from electra.objectives import build_config
@@ -101,6 +105,13 @@ def peak_memory_bytes(device: torch.device) -> float:
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
 
 
+def _rate(flops_per_second: float) -> str:
+    """GFLOP/s on a CPU's scale, TFLOP/s on a GPU's."""
+    if flops_per_second < 1e12:
+        return f"{flops_per_second / 1e9:7.1f} GFLOP/s"
+    return f"{flops_per_second / 1e12:7.2f} TFLOP/s"
+
+
 def measure(
     name, model, batch, dtype, device, steps, warmup, compile_mode, flops_per_step, peak, window=1
 ) -> dict:
@@ -161,7 +172,7 @@ def measure(
     print(
         f"{name:<34} {rates[0]:>10,.0f} {median:>10,.0f} {rates[-1]:>10,.0f} tok/s   "
         f"{row['executed_flops_per_token'] / 1e6:7.1f} MFLOP/tok   MFU {100 * row['mfu']:5.1f}%   "
-        f"peak {peak / 1e12:7.2f} TFLOP/s   mem {row['peak_memory_gib']:6.2f} GiB   warmup {warmup_seconds:6.1f} s   "
+        f"peak {_rate(peak)}   mem {row['peak_memory_gib']:6.2f} GiB   warmup {warmup_seconds:6.1f} s   "
         f"faults/step {row['page_faults_per_step']:9,.0f}   sys {row['kernel_seconds_per_step']:5.2f} s/step",
         flush=True,
     )
@@ -225,7 +236,9 @@ def main() -> None:
     )
     peaks = {name: matmul_peak(device, DTYPES[name]) for name in {"fp32", *dtypes}}
     for name, peak in sorted(peaks.items()):
-        print(f"matmul peak {name}: {peak / 1e12:.2f} TFLOP/s (2 n^3 / best time)")
+        print(
+            f"matmul peak {name}: {_rate(peak).strip()} (2 n^3 / best time; measured again before each variant)"
+        )
     print(f"{'variant':<34} {'min':>10} {'median':>10} {'max':>10}")
     rows = []
     if not args.no_baseline:
@@ -244,11 +257,13 @@ def main() -> None:
                 args.warmup,
                 None,
                 flops,
-                peaks["fp32"],
+                matmul_peak(device, torch.float32),
                 args.window,
             )
         )
         del naive
+    if device.type == "cpu":
+        keep_freed_memory()  # as the training engine does; after the baseline, which keeps glibc's defaults
     dropouts = [d.strip() for d in args.cpu_dropout.split(",") if d.strip()]
     ours_rows: list[list[dict]] = []  # per objective and dropout, in the order given (a name may repeat)
     for objective, dropout in [(o, d) for o in objectives for d in dropouts]:
@@ -275,7 +290,7 @@ def main() -> None:
                     args.warmup,
                     mode,
                     flops,
-                    peaks[name],
+                    matmul_peak(device, DTYPES[name]),
                     args.window,
                 )
                 rows.append(row)
