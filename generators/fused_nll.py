@@ -14,6 +14,12 @@ pieces = 74 MB of logits per step), and its corruption also draws a token from e
 distributions' entropy: `fused_nll_and_sample` does both from the same chunks, so the log-probabilities, the
 probabilities and their cumulative sums never exist whole either.
 
+Each chunk's logits are laid out vocabulary-major, [V, rows] = W · xᵀ: with the hidden size as the short inner
+dimension and the vocabulary long, that GEMM ran at ~160 GFLOP/s on a 2-core EPYC where x · Wᵀ ran at ~100, and
+the reductions over the vocabulary become reductions down columns. Only the cumulative sum for the draw is slow
+that way round; `_inverse_cdf` searches blocks of the vocabulary instead. ELECTRA-Small's head went from 180 to
+144 ms per step (forward and backward, one process, taking turns).
+
 Used on the CPU in eager fp32 (`applies`); compiled code, autocast and other devices keep the plain formula, which
 their compilers and kernels already fuse.
 """
@@ -70,42 +76,42 @@ class _FusedNLL(torch.autograd.Function):
         grad_weight = torch.zeros_like(weight) if need_weight else None
         grad_bias = torch.zeros_like(bias) if need_bias else None
         height = max(1, min(rows, count))
-        buffer = contexts.new_empty((height, vocab))
-        spare = contexts.new_empty((height, vocab)) if sampling else None
+        buffer = contexts.new_empty(vocab * height)
+        spare = contexts.new_empty(vocab * height) if sampling else None
         for begin in range(0, count, height):
             end = min(count, begin + height)
             x, t, w = contexts[begin:end], targets[begin:end], row_weights[begin:end]
-            logits = buffer[: end - begin]
-            torch.addmm(bias, x, weight.t(), out=logits)
-            top, best = logits.max(dim=-1)
-            hits[begin:end] = best == t
-            target_logit = logits.gather(1, t[:, None]).squeeze(1)
-            shifted = logits.sub_(top[:, None])  # logit - max
+            n = end - begin
+            columns = torch.arange(n, device=contexts.device)
+            # [V, n], one column per row: W·xᵀ runs ~1.6× faster than x·Wᵀ at these shapes (K = hidden size is
+            # small and the vocabulary long), and every reduction below is over the vocabulary, dim 0.
+            logits = torch.addmm(bias[:, None], weight, x.t(), out=buffer[: vocab * n].view(vocab, n))
+            top = logits.amax(dim=0)
+            target_logit = logits[t, columns]
+            hits[begin:end] = target_logit >= top  # the target's logit is the largest (a tie counts)
+            shifted = logits.sub_(top)  # logit - max
             if sampling:
-                exps = torch.exp(shifted, out=spare[: end - begin])
-                total = exps.sum(dim=-1)
+                exps = torch.exp(shifted, out=spare[: vocab * n].view(vocab, n))
+                total = exps.sum(dim=0)
                 # H = log Z - Σ p · (logit - max), Z = Σ exp(logit - max): no log of a probability is taken
-                entropy[begin:end] = total.log() - torch.einsum("nv,nv->n", exps, shifted) / total
-                cumulative = torch.cumsum(exps, dim=-1, out=shifted)  # the shifted logits are spent
-                picked = torch.searchsorted(
-                    cumulative, draw[begin:end, None] * cumulative[:, -1:], right=True
-                )
-                samples[begin:end] = picked.squeeze(1).clamp_(max=vocab - 1)
+                # (the shifted logits are spent: their products with exps overwrite them)
+                entropy[begin:end] = total.log() - shifted.mul_(exps).sum(dim=0) / total
+                samples[begin:end] = _inverse_cdf(exps, draw[begin:end] * total)
             else:
                 exps = shifted.exp_()
-                total = exps.sum(dim=-1)
+                total = exps.sum(dim=0)
             token_log_q[begin:end] = target_logit - top - total.log()
             loss -= (w * token_log_q[begin:end]).sum()
             if not need_any:
                 continue
-            gradient = exps.mul_((w / total)[:, None])  # w · softmax
-            gradient.scatter_add_(1, t[:, None], -w[:, None])  # minus w at the target
+            gradient = exps.mul_(w / total)  # w · softmax, [V, n]
+            gradient.index_put_((t, columns), -w, accumulate=True)  # minus w at the target
             if need_contexts:
-                torch.mm(gradient, weight, out=grad_contexts[begin:end])
+                torch.mm(gradient.t(), weight, out=grad_contexts[begin:end])
             if need_weight:
-                grad_weight.addmm_(gradient.t(), x)
+                grad_weight.addmm_(gradient, x)
             if need_bias:
-                grad_bias += gradient.sum(dim=0)
+                grad_bias += gradient.sum(dim=1)
         ctx.save_for_backward(grad_contexts, grad_weight, grad_bias)
         ctx.mark_non_differentiable(hits, token_log_q, samples, entropy)
         return loss, hits, token_log_q, samples, entropy
@@ -114,6 +120,34 @@ class _FusedNLL(torch.autograd.Function):
     def backward(ctx, grad_loss, *_grad_of_the_rest):  # type: ignore[override]
         grads = [None if g is None else g * grad_loss for g in ctx.saved_tensors]
         return (*grads, None, None, None, None)
+
+
+SAMPLING_BLOCK = 256  # vocabulary entries per block of the two-level search in `_inverse_cdf`
+
+
+def _inverse_cdf(weights: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
+    """For each column of the unnormalised [V, n] `weights`: how many of its cumulative sums are <= its threshold
+    (clamped to V − 1), which is `torch.searchsorted(cumsum, threshold, right=True)` down the column.
+
+    Why two levels: a cumulative sum down dim 0 of [V, n] runs an order of magnitude slower than along rows. Sums
+    of blocks of `SAMPLING_BLOCK` entries locate each column's block; only that block's entries are then summed
+    in order. The sums run in another order than one long cumulative sum, so a threshold within rounding of a
+    boundary between two entries may land on the other one."""
+    vocab, n = weights.shape
+    full = vocab // SAMPLING_BLOCK
+    block_sums = torch.cat(
+        [
+            weights[: full * SAMPLING_BLOCK].view(full, SAMPLING_BLOCK, n).sum(dim=1),
+            weights[full * SAMPLING_BLOCK :].sum(dim=0, keepdim=True),
+        ]
+    )
+    ends = torch.cumsum(block_sums, dim=0)
+    block = (ends <= thresholds).sum(dim=0).clamp_(max=full)
+    before = torch.where(block > 0, ends.gather(0, (block - 1).clamp(min=0)[None]).squeeze(0), 0.0)
+    rows = block[None] * SAMPLING_BLOCK + torch.arange(SAMPLING_BLOCK, device=weights.device)[:, None]
+    inside = weights.gather(0, rows.clamp(max=vocab - 1)) * (rows < vocab)
+    within = (torch.cumsum(inside, dim=0).add_(before) <= thresholds).sum(dim=0)
+    return (block * SAMPLING_BLOCK + within).clamp_(max=vocab - 1)
 
 
 def fused_nll(
@@ -135,7 +169,7 @@ def fused_nll(
 
 class SampledHead(NamedTuple):
     loss: torch.Tensor  # as fused_nll's, differentiable
-    hits: torch.Tensor  # [N] whether each row's most likely token is its target
+    hits: torch.Tensor  # [N] whether each row's most likely token is its target (a tie for the top counts)
     samples: torch.Tensor  # [N] one token drawn from each row's q
     entropy: torch.Tensor  # [N] the entropy of each row's q, in nats
 

@@ -50,11 +50,12 @@ def test_loss_gradients_and_argmax_equal_the_plain_formula(rows):
         torch.testing.assert_close(got.grad, want, rtol=1e-5, atol=1e-6, msg=name)
 
 
-@pytest.mark.parametrize("rows", [1, 8, 256])
-def test_samples_entropy_and_gradients_equal_the_plain_corruption(rows):
+@pytest.mark.parametrize(("rows", "vocab"), [(1, 50), (8, 50), (256, 50), (8, 700), (37, 1024)])
+def test_samples_entropy_and_gradients_equal_the_plain_corruption(rows, vocab):
     """ELECTRA's corruption from the chunks: the same tokens as `sample_from_probs` on the full softmax with the
-    same seed, each row's entropy, and the loss and gradients of the plain formula."""
-    contexts, weight, bias, targets, row_weights = _inputs()
+    same seed, each row's entropy, and the loss and gradients of the plain formula (vocabularies of one block of
+    the draw's search, of several with a remainder, and of whole blocks)."""
+    contexts, weight, bias, targets, row_weights = _inputs(vocab=vocab)
     expected, expected_hits = _plain(contexts, weight, bias, targets, row_weights)
     (3.0 * expected).backward()
     plain_grads = [t.grad.clone() for t in (contexts, weight, bias)]
@@ -87,6 +88,34 @@ def test_the_fused_draw_follows_the_distribution():
     counts = torch.bincount(out.samples, minlength=6).float()
     assert ((counts - expected) ** 2 / expected).sum() < 25.7  # chi-square, 5 dof, p = 1e-4
     torch.testing.assert_close(out.entropy, torch.full((60_000,), float(-(bias.exp() * bias).sum())))
+
+
+@pytest.mark.parametrize("vocab", [7, 256, 1000, 1024])
+def test_the_blockwise_search_is_searchsorted_down_each_column(vocab):
+    """`_inverse_cdf` against `torch.searchsorted(cumsum, threshold, right=True)`, exactly: small integer weights
+    (zeros included) make every partial sum exact in fp32, so even thresholds on a boundary must agree."""
+    g = torch.Generator().manual_seed(1)
+    weights = torch.randint(0, 4, (vocab, 64), generator=g).float()
+    cumulative = weights.t().cumsum(-1).contiguous()
+    total = cumulative[:, -1]
+    on_boundary = cumulative.gather(1, torch.randint(0, vocab, (64, 1), generator=g)).squeeze(1)
+    for thresholds in (torch.zeros(64), on_boundary, total * torch.rand(64, generator=g), total - 0.5, total):
+        want = (
+            torch.searchsorted(cumulative, thresholds[:, None].contiguous(), right=True)
+            .squeeze(1)
+            .clamp(max=vocab - 1)
+        )
+        assert torch.equal(fused_nll._inverse_cdf(weights, thresholds), want)
+
+
+def test_a_tie_for_the_top_counts_as_a_hit():
+    """Hits compare the target's logit with the row's largest, so a target tied for the top is a hit (argmax would
+    name the first of the tied tokens)."""
+    bias = torch.tensor([0.0, 2.0, 2.0, 1.0])
+    _, hits, _ = fused_nll.fused_nll(
+        torch.zeros(3, 2), torch.zeros(4, 2), bias, torch.tensor([1, 2, 3]), torch.ones(3)
+    )
+    assert hits.tolist() == [True, True, False]
 
 
 def test_without_gradients_it_only_scores():
