@@ -29,10 +29,11 @@ def keep_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # only glibc has it
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    except OSError:
         return False
+    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):  # not glibc
+        return False
+    mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)) and bool(
         mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)

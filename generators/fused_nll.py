@@ -15,10 +15,11 @@ distributions' entropy: `fused_nll_and_sample` does both from the same chunks, s
 probabilities and their cumulative sums never exist whole either.
 
 Each chunk's logits are laid out vocabulary-major, [V, rows] = W · xᵀ: with the hidden size as the short inner
-dimension and the vocabulary long, that GEMM ran at ~160 GFLOP/s on a 2-core EPYC where x · Wᵀ ran at ~100, and
-the reductions over the vocabulary become reductions down columns. Only the cumulative sum for the draw is slow
-that way round; `_inverse_cdf` searches blocks of the vocabulary instead. ELECTRA-Small's head went from 180 to
-144 ms per step (forward and backward, one process, taking turns).
+dimension and the vocabulary long, that GEMM ran at ~160 GFLOP/s on a 2-core EPYC where x · Wᵀ ran at ~100 (at
+64-256 rows per chunk; at 608 it was the slower one), and the reductions over the vocabulary become reductions
+down columns. Only the cumulative sum for the draw is slow that way round; `_inverse_cdf` searches blocks of the
+vocabulary instead. ELECTRA-Small's head went from 180 to 144 ms per step (forward and backward, one process,
+taking turns).
 
 Used on the CPU in eager fp32 (`applies`); compiled code, autocast and other devices keep the plain formula, which
 their compilers and kernels already fuse.
@@ -32,7 +33,7 @@ from typing import NamedTuple
 
 import torch
 
-ROWS_PER_CHUNK = 256  # 256 × 8,192 fp32 logits = 8 MB: stays in a server CPU's last-level cache
+ROWS_PER_CHUNK = 256  # 256 × 8,192 fp32 logits = 8 MB, inside a server CPU's last-level cache; W · xᵀ gains up to ~256 rows
 _plain_only = False
 
 
