@@ -17,8 +17,8 @@ if sys.argv[1] == "keep":
 else:  # glibc's initial threshold, held fixed (its own would move with what is freed): every block a fresh mapping
     applied = bool(ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 128 * 1024))
 
-def one_round():  # like a step's activations: many 16 MB blocks, all freed at the end
-    blocks = [torch.ones(4 << 20) for _ in range(24)]
+def one_round():  # like a step's activations: many 16 MB blocks and a few above glibc's 32 MB ceiling, all freed
+    blocks = [torch.ones(4 << 20) for _ in range(8)] + [torch.ones(16 << 20) for _ in range(4)]
     del blocks
 
 one_round()
@@ -29,7 +29,7 @@ for _ in range(3):
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 print(applied, min(faults))
 """
-PAGES_PER_ROUND = 24 * (16 << 20) // 4096
+PAGES_PER_ROUND = (8 * (16 << 20) + 4 * (64 << 20)) // 4096
 
 
 def _faults(mode: str) -> tuple[bool, int]:
