@@ -9,9 +9,10 @@ and (with --compile) under `torch.compile`, the optimizer the engine uses (AdamW
 For every variant it prints tokens/s (min/median/max over the timed steps), the FLOPs per token actually executed
 (FlopCounterMode on the real model's forward, plus a backward of twice the forward: not the paper's accounting),
 the machine's dense matmul peak for that precision measured just before that variant, the resulting MFU, and peak
-memory. Why a peak per variant: on a shared host the share of the machine a process gets drifts over minutes (one
-run here measured 176 GFLOP/s at its start while the steps that followed ran 10% slower than an hour before), and
-MFU is only meaningful against the peak of the same minutes.
+memory. Why a peak per variant: on a shared host what a process gets of the machine drifts over minutes, and a peak
+taken beside each variant shows whether the matmul rate moved with it (on a 2-core EPYC it stayed at 176-184
+GFLOP/s while the same step ran 10% slower than an hour before: the memory system had moved, which a 2048³
+product does not feel).
 
     python bench/pretrain_throughput.py --size small --batch-size 32 --steps 20
     python bench/pretrain_throughput.py --device cuda --batch-size 128 --dtypes bf16 --compile --no-baseline
