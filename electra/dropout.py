@@ -63,11 +63,14 @@ class _ScaleKept(torch.autograd.Function):
         return _times_kept(grad, keep, ctx.scale), None, None
 
 
-def _times_kept(x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
-    """x · keep · scale, as torch's dropout computes it (a dropped NaN stays NaN). The mask enters as its uint8
-    bytes: a multiply by them is a plain vectorised loop, where `torch.where(keep, x * scale, 0)` ran 2-3× slower
-    on the CPUs measured. Kept values are x · scale exactly (x · 1 is exact)."""
-    return x.mul(keep.view(torch.uint8)).mul_(scale)
+def _times_kept(
+    x: torch.Tensor, keep: torch.Tensor, scale: float, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """x · keep · scale, as torch's dropout computes it (a dropped NaN stays NaN), into `out` if given (which may be
+    x itself). The mask enters as its uint8 bytes: a multiply by them is a plain vectorised loop, where
+    `torch.where(keep, x * scale, 0)` ran 2-3× slower on the CPUs measured. Kept values are x · scale exactly
+    (x · 1 is exact)."""
+    return torch.mul(x, keep.view(torch.uint8), out=out).mul_(scale)
 
 
 def apply_keep_mask(x: torch.Tensor, keep: torch.Tensor, p: float) -> torch.Tensor:
@@ -159,9 +162,9 @@ class _HeadwiseAttention(torch.autograd.Function):
         weights = query.new_empty(batch, heads, length, key.shape[2])
         dropped = torch.empty_like(weights)
         out = query.new_empty(batch, length, heads, value.shape[3])
-        keep_bytes = keep.view(torch.uint8)
-        scores_buffer = _slice_buffer(weights)
-        for rows in _batch_slices(weights):
+        slices = _batch_slices(weights)
+        scores_buffer = _slice_buffer(weights, slices)
+        for rows in slices:
             scores = scores_buffer[: rows.stop - rows.start]
             q, k, v = _heads(query, rows), _heads(key, rows), _heads(value, rows)
             for h, head_scores in enumerate(scores.unbind(1)):  # the scaling rides on the GEMM (BLAS's alpha)
@@ -173,7 +176,7 @@ class _HeadwiseAttention(torch.autograd.Function):
                 else:
                     scores.add_(part)
             torch.ops.aten._softmax.out(scores, -1, False, out=weights[rows])
-            torch.mul(weights[rows], keep_bytes[rows], out=dropped[rows]).mul_(keep_scale)
+            _times_kept(weights[rows], keep[rows], keep_scale, out=dropped[rows])
             for h, (head_dropped, head_out) in enumerate(zip(_heads(dropped, rows), _heads(out, rows, 2))):
                 torch.bmm(head_dropped, v[h], out=head_out)
         bool_mask = mask if mask is not None and mask.dtype == torch.bool else None
@@ -185,12 +188,12 @@ class _HeadwiseAttention(torch.autograd.Function):
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         query, key, value, weights, dropped, keep, bool_mask = ctx.saved_tensors
         batch = query.shape[0]
-        keep_bytes = keep.view(torch.uint8)
         grad_query, grad_key, grad_value = _head_buffer(query), _head_buffer(key), _head_buffer(value)
-        dropped_buffer, scores_buffer = _slice_buffer(weights), _slice_buffer(weights)
+        slices = _batch_slices(weights)
+        dropped_buffer, scores_buffer = _slice_buffer(weights, slices), _slice_buffer(weights, slices)
         # softmax's backward is linear in its incoming gradient, so the scores' scaling joins the dropout's
         scale = ctx.keep_scale * ctx.scaling
-        for rows in _batch_slices(weights):
+        for rows in slices:
             grad_dropped = dropped_buffer[: rows.stop - rows.start]
             q, k, v, p = _heads(query, rows), _heads(key, rows), _heads(value, rows), _heads(dropped, rows)
             g = _heads(grad_out, rows, 2)
@@ -199,7 +202,7 @@ class _HeadwiseAttention(torch.autograd.Function):
             ):
                 torch.bmm(g[h], v[h].transpose(1, 2), out=head_grad_dropped)
                 torch.bmm(p[h].transpose(1, 2), g[h], out=head_grad_value)
-            grad_weights = grad_dropped.mul_(keep_bytes[rows]).mul_(scale)
+            grad_weights = _times_kept(grad_dropped, keep[rows], scale, out=grad_dropped)
             grad_scores = torch.ops.aten._softmax_backward_data.out(
                 grad_weights,
                 weights[rows],
@@ -227,9 +230,9 @@ def _batch_slices(weights: torch.Tensor) -> list[slice]:
     return [slice(start, min(batch, start + step)) for start in range(0, batch, step)]
 
 
-def _slice_buffer(weights: torch.Tensor) -> torch.Tensor:
-    rows = _batch_slices(weights)[0]
-    return weights.new_empty((rows.stop - rows.start, *weights.shape[1:]))
+def _slice_buffer(weights: torch.Tensor, slices: list[slice]) -> torch.Tensor:
+    """A reused [b, H, L, S] buffer for the largest (first) slice."""
+    return weights.new_empty((slices[0].stop - slices[0].start, *weights.shape[1:]))
 
 
 def _heads(x: torch.Tensor, rows: slice, dim: int = 1) -> tuple[torch.Tensor, ...]:
