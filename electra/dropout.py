@@ -4,11 +4,12 @@ Why: on a CPU, `torch.nn.functional.dropout` draws one Bernoulli sample per elem
 path, and at ELECTRA-Small's shape that alone took 10% of a training step (PyTorch profiler, README "Speed").
 Attention dropout costs more again: SDPA's fused CPU kernel has no dropout, so with `attention_probs_dropout_prob`
 above zero every layer falls back to the unfused math path and a second Bernoulli draw. Here one 64-bit random word
-gives four 16-bit lanes, and an element is kept where its lane clears a threshold: the keep probability is
-1 - round(p * 65536) / 65536 (p = 0.1 keeps 0.8999939), and kept values are scaled by the inverse of that exact
-probability, so the expectation is unchanged. Attention with dropout is then computed by four plain operations
-(scores, softmax, mask, weighted sum), the mask drawn the same way, head by head on the projections' own memory
-(`_HeadwiseAttention`).
+(numpy's SFC64 on a CPU, seeded from torch's generator) gives four 16-bit lanes, and an element is kept where its
+lane clears a threshold: the keep probability is 1 - round(p * 65536) / 65536 (p = 0.1 keeps 0.8999939), and kept
+values are scaled by the inverse of that exact probability, so the expectation is unchanged. Attention with dropout
+is then computed by four plain operations (scores, softmax, mask, weighted sum), the mask drawn the same way, head by
+head on the projections' own memory (`_HeadwiseAttention`), and ELECTRA's three projections as one GEMM
+(`LaneSelfAttention`).
 
 Everything else keeps torch's own path: evaluation, p = 0, other devices (CUDA's kernels fuse dropout), and code
 being compiled (inductor generates its own fused random numbers). `cpu_dropout="torch"` in the config turns the
@@ -20,11 +21,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+from transformers.models.electra.modeling_electra import ElectraSelfAttention
 
 LANE_VALUES = 1 << 16
 ATTENTION = "electra_sdpa"  # the transformers attention name of SDPA with lane dropout on a CPU
@@ -43,9 +46,21 @@ def keep_mask(
 ) -> torch.Tensor:
     """A bool mask, True where an element is kept, from 16-bit lanes of full-range 64-bit random words."""
     count = math.prod(shape)
-    words = torch.empty((count + 3) // 4, dtype=torch.int64, device=device).random_(-(1 << 63), None)
+    words = random_words((count + 3) // 4, device)
     threshold, _ = lane_threshold(p)
     return words.view(torch.int16)[:count].view(shape) >= threshold
+
+
+def random_words(count: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """`count` full-range random int64 words. On a CPU they come from numpy's SFC64, seeded by one draw from
+    torch's generator. Why: SFC64 fills words twice as fast as torch's mt19937 (1.0 against 2.1 ms per 512k
+    words on a 2-core EPYC; the masks' words were 2.7% of a Small step), and seeded from torch's stream, the masks
+    still follow `torch.manual_seed` and the RNG state a checkpoint saves, so runs repeat and resume exactly."""
+    if torch.device(device).type == "cpu":
+        seed = torch.empty((), dtype=torch.int64).random_()
+        if type(seed) is torch.Tensor:  # not a fake tensor tracing the step: it has no value to read
+            return torch.from_numpy(np.random.SFC64(int(seed)).random_raw(count).view(np.int64))
+    return torch.empty(count, dtype=torch.int64, device=device).random_(-(1 << 63), None)
 
 
 class _ScaleKept(torch.autograd.Function):
@@ -125,20 +140,50 @@ def lane_dropout_attention(
     ), None
 
 
+class LaneSelfAttention(ElectraSelfAttention):
+    """ELECTRA's self-attention with its query, key and value projections computed as one GEMM wherever the lane
+    attention runs (training with attention dropout on a CPU); everywhere else, the parent's forward.
+
+    Why: the three [H, H] projections of the same input ran as three GEMMs, and in the backward as three input
+    GEMMs whose results autograd then added, three weight GEMMs and three bias sums. Packed ([B, L, 3, H, D]),
+    the head-by-head attention reads q, k and v in place and writes their gradient as one tensor. The weights
+    are concatenated per step (0.75 MB at Small); the parameters, their names and checkpoints are the parent's.
+    The packed GEMM sums each output in another order than the separate ones may: fp32 rounding, not bitwise."""
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, None]:
+        p = self.dropout.p
+        packable = (
+            past_key_values is None
+            and not self.is_causal
+            and self.config._attn_implementation == ATTENTION
+            and _use_lanes(hidden_states, p, self.training)
+        )
+        if not packable:
+            return super().forward(hidden_states, attention_mask, past_key_values, **kwargs)
+        projections = (self.query, self.key, self.value)
+        weight = torch.cat([projection.weight for projection in projections])
+        bias = torch.cat([projection.bias for projection in projections])
+        batch, length = hidden_states.shape[:2]
+        packed = nn.functional.linear(hidden_states, weight, bias)
+        packed = packed.view(batch, length, 3, self.num_attention_heads, self.attention_head_size)
+        keep = keep_mask((batch, self.num_attention_heads, length, length), p, hidden_states.device)
+        out = _PackedAttention.apply(packed, attention_mask, keep, lane_threshold(p)[1], self.scaling)
+        return out.view(batch, length, -1), None
+
+
 class _HeadwiseAttention(torch.autograd.Function):
     """softmax(q kᵀ · scaling + mask) · keep · keep_scale · v for q, k, v of [B, H, L, D]; returns [B, L, H, D].
 
     Why by head: transformers passes q, k and v as [B, H, L, D] views of the [B, L, H·D] projections. A batched
     matmul cannot fold (B, H) into one batch dimension with those strides, so `torch.matmul` copies every operand,
     and autograd copies each gradient back into the projections' layout: eight copies per layer. One head's slice,
-    [B, L, D] with a row stride of H·D, is a strided matrix batch that BLAS reads in place, and a product written
-    into one head's slice of a [B, L, H, D] buffer is already in the layout the output projection reads.
-
-    Why in slices of the batch: the scores and their gradients are [B, H, L, S] (8 MB per layer at Small) and
-    only the probabilities and the dropped probabilities are kept for the backward. Taking a few sequences at a
-    time (`SLICE_BYTES` of scores) lets softmax, the mask and the second product read what the first product just
-    wrote from cache, in two reused buffers. Measured in whole Small training steps, one process taking turns
-    (8 turns of 2 steps): 1.8% faster than the copying path.
+    [B, L, D] with a row stride of H·D, is a strided matrix batch that BLAS reads in place (`_attend`).
 
     The arithmetic is that of the plain operations (`mask` is None, bool with True where attention is allowed, or
     additive; `keep` is the bool dropout mask), except that the scores' scaling is applied inside the GEMMs'
@@ -158,66 +203,140 @@ class _HeadwiseAttention(torch.autograd.Function):
         keep_scale: float,
         scaling: float,
     ) -> torch.Tensor:
-        batch, heads, length, _ = query.shape
-        weights = query.new_empty(batch, heads, length, key.shape[2])
-        dropped = torch.empty_like(weights)
-        out = query.new_empty(batch, length, heads, value.shape[3])
-        slices = _batch_slices(weights)
-        scores_buffer = _slice_buffer(weights, slices)
-        for rows in slices:
-            scores = scores_buffer[: rows.stop - rows.start]
-            q, k, v = _heads(query, rows), _heads(key, rows), _heads(value, rows)
-            for h, head_scores in enumerate(scores.unbind(1)):  # the scaling rides on the GEMM (BLAS's alpha)
-                torch.baddbmm(head_scores, q[h], k[h].transpose(1, 2), beta=0, alpha=scaling, out=head_scores)
-            if mask is not None:
-                part = _rows_of(mask, rows, batch)
-                if mask.dtype == torch.bool:
-                    scores.masked_fill_(~part, torch.finfo(scores.dtype).min)
-                else:
-                    scores.add_(part)
-            torch.ops.aten._softmax.out(scores, -1, False, out=weights[rows])
-            _times_kept(weights[rows], keep[rows], keep_scale, out=dropped[rows])
-            for h, (head_dropped, head_out) in enumerate(zip(_heads(dropped, rows), _heads(out, rows, 2))):
-                torch.bmm(head_dropped, v[h], out=head_out)
-        bool_mask = mask if mask is not None and mask.dtype == torch.bool else None
-        ctx.save_for_backward(query, key, value, weights, dropped, keep, bool_mask)
+        heads = (query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2))
+        out, weights, dropped = _attend(*heads, mask, keep, keep_scale, scaling)
+        ctx.save_for_backward(query, key, value, weights, dropped, keep, _bool_or_none(mask))
         ctx.keep_scale, ctx.scaling = keep_scale, scaling
         return out
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         query, key, value, weights, dropped, keep, bool_mask = ctx.saved_tensors
-        batch = query.shape[0]
-        grad_query, grad_key, grad_value = _head_buffer(query), _head_buffer(key), _head_buffer(value)
-        slices = _batch_slices(weights)
-        dropped_buffer, scores_buffer = _slice_buffer(weights, slices), _slice_buffer(weights, slices)
-        # softmax's backward is linear in its incoming gradient, so the scores' scaling joins the dropout's
-        scale = ctx.keep_scale * ctx.scaling
-        for rows in slices:
-            grad_dropped = dropped_buffer[: rows.stop - rows.start]
-            q, k, v, p = _heads(query, rows), _heads(key, rows), _heads(value, rows), _heads(dropped, rows)
-            g = _heads(grad_out, rows, 2)
-            for h, (head_grad_dropped, head_grad_value) in enumerate(
-                zip(grad_dropped.unbind(1), _heads(grad_value, rows, 2))
-            ):
-                torch.bmm(g[h], v[h].transpose(1, 2), out=head_grad_dropped)
-                torch.bmm(p[h].transpose(1, 2), g[h], out=head_grad_value)
-            grad_weights = _times_kept(grad_dropped, keep[rows], scale, out=grad_dropped)
-            grad_scores = torch.ops.aten._softmax_backward_data.out(
-                grad_weights,
-                weights[rows],
-                -1,
-                weights.dtype,
-                grad_input=scores_buffer[: rows.stop - rows.start],
-            )
-            if bool_mask is not None:
-                grad_scores.masked_fill_(~_rows_of(bool_mask, rows, batch), 0.0)
-            heads_out = zip(grad_scores.unbind(1), _heads(grad_query, rows, 2), _heads(grad_key, rows, 2))
-            for h, (head_grad_scores, head_grad_query, head_grad_key) in enumerate(heads_out):
-                torch.bmm(head_grad_scores, k[h], out=head_grad_query)
-                torch.bmm(head_grad_scores.transpose(1, 2), q[h], out=head_grad_key)
-        grads = (grad_query.transpose(1, 2), grad_key.transpose(1, 2), grad_value.transpose(1, 2))
-        return (*grads, None, None, None, None)
+        heads = (query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2))
+        grads = tuple(torch.empty_like(x, memory_format=torch.contiguous_format) for x in heads)
+        _attend_backward(
+            grad_out, heads, grads, weights, dropped, keep, bool_mask, ctx.keep_scale * ctx.scaling
+        )
+        return (*(grad.transpose(1, 2) for grad in grads), None, None, None, None)
+
+
+class _PackedAttention(torch.autograd.Function):
+    """The same attention on the three projections packed in one [B, L, 3, H, D] tensor, with one gradient for
+    all three. Why: the projections are then one GEMM forward, and backward one GEMM for the input, one for the
+    weights and one bias sum, where three of each and two additions ran before (`LaneSelfAttention`)."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        packed: torch.Tensor,
+        mask: torch.Tensor | None,
+        keep: torch.Tensor,
+        keep_scale: float,
+        scaling: float,
+    ) -> torch.Tensor:
+        out, weights, dropped = _attend(*packed.unbind(2), mask, keep, keep_scale, scaling)
+        ctx.save_for_backward(packed, weights, dropped, keep, _bool_or_none(mask))
+        ctx.keep_scale, ctx.scaling = keep_scale, scaling
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        packed, weights, dropped, keep, bool_mask = ctx.saved_tensors
+        grad = torch.empty_like(packed, memory_format=torch.contiguous_format)
+        heads, grads = packed.unbind(2), grad.unbind(2)
+        _attend_backward(
+            grad_out, heads, grads, weights, dropped, keep, bool_mask, ctx.keep_scale * ctx.scaling
+        )
+        return grad, None, None, None, None
+
+
+def _attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None,
+    keep: torch.Tensor,
+    keep_scale: float,
+    scaling: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The forward on q, k, v in the projections' [B, L, H, D] layout: the output ([B, L, H, D]), the
+    probabilities and the dropped probabilities ([B, H, L, S], kept for the backward).
+
+    Why in slices of the batch: the scores and their gradients are [B, H, L, S] (8 MB per layer at Small) and
+    only the probabilities and the dropped probabilities are kept. Taking a few sequences at a time
+    (`SLICE_BYTES` of scores) lets softmax, the mask and the second product read what the first product just
+    wrote from cache, in reused buffers. Measured in whole Small training steps, one process taking turns
+    (8 turns of 2 steps): 1.8% faster than the copying path."""
+    batch, length, heads, _ = query.shape
+    weights = query.new_empty(batch, heads, length, key.shape[1])
+    dropped = torch.empty_like(weights)
+    out = query.new_empty(batch, length, heads, value.shape[3])
+    slices = _batch_slices(weights)
+    scores_buffer, product = _slice_buffer(weights, slices), _product_buffer(value, slices)
+    for rows in slices:
+        scores = scores_buffer[: rows.stop - rows.start]
+        q, k, v = _heads(query, rows), _heads(key, rows), _heads(value, rows)
+        for h, head_scores in enumerate(scores.unbind(1)):  # the scaling rides on the GEMM (BLAS's alpha)
+            torch.baddbmm(head_scores, q[h], k[h].transpose(1, 2), beta=0, alpha=scaling, out=head_scores)
+        if mask is not None:
+            part = _rows_of(mask, rows, batch)
+            if mask.dtype == torch.bool:
+                scores.masked_fill_(~part, torch.finfo(scores.dtype).min)
+            else:
+                scores.add_(part)
+        torch.ops.aten._softmax.out(scores, -1, False, out=weights[rows])
+        _times_kept(weights[rows], keep[rows], keep_scale, out=dropped[rows])
+        for h, (head_dropped, head_out) in enumerate(zip(_heads(dropped, rows, 1), _heads(out, rows))):
+            _bmm_into(head_dropped, v[h], head_out, product)
+    return out, weights, dropped
+
+
+def _attend_backward(
+    grad_out: torch.Tensor,
+    heads: tuple[torch.Tensor, ...],
+    grads: tuple[torch.Tensor, ...],
+    weights: torch.Tensor,
+    dropped: torch.Tensor,
+    keep: torch.Tensor,
+    bool_mask: torch.Tensor | None,
+    scale: float,
+) -> None:
+    """Writes the gradients of q, k and v ([B, L, H, D] views in `grads`) for the incoming [B, L, H, D] gradient.
+    `scale` is the dropout's scale times the scores' scaling: softmax's backward is linear in its incoming
+    gradient, so the scaling joins the dropout's."""
+    (query, key, value), (grad_query, grad_key, grad_value) = heads, grads
+    batch = query.shape[0]
+    slices = _batch_slices(weights)
+    dropped_buffer, scores_buffer = _slice_buffer(weights, slices), _slice_buffer(weights, slices)
+    product = _product_buffer(value, slices)
+    for rows in slices:
+        grad_dropped = dropped_buffer[: rows.stop - rows.start]
+        q, k, v, p = _heads(query, rows), _heads(key, rows), _heads(value, rows), _heads(dropped, rows, 1)
+        g = _heads(grad_out, rows)
+        for h, (head_grad_dropped, head_grad_value) in enumerate(
+            zip(grad_dropped.unbind(1), _heads(grad_value, rows))
+        ):
+            torch.bmm(g[h], v[h].transpose(1, 2), out=head_grad_dropped)
+            _bmm_into(p[h].transpose(1, 2), g[h], head_grad_value, product)
+        grad_weights = _times_kept(grad_dropped, keep[rows], scale, out=grad_dropped)
+        grad_scores = torch.ops.aten._softmax_backward_data.out(
+            grad_weights,
+            weights[rows],
+            -1,
+            weights.dtype,
+            grad_input=scores_buffer[: rows.stop - rows.start],
+        )
+        if bool_mask is not None:
+            grad_scores.masked_fill_(~_rows_of(bool_mask, rows, batch), 0.0)
+        heads_out = zip(grad_scores.unbind(1), _heads(grad_query, rows), _heads(grad_key, rows))
+        for h, (head_grad_scores, head_grad_query, head_grad_key) in enumerate(heads_out):
+            _bmm_into(head_grad_scores, k[h], head_grad_query, product)
+            _bmm_into(head_grad_scores.transpose(1, 2), q[h], head_grad_key, product)
+
+
+def _bool_or_none(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """The mask the backward needs: a bool one zeroes masked scores' gradients; an additive one changes nothing."""
+    return mask if mask is not None and mask.dtype == torch.bool else None
 
 
 SLICE_BYTES = 2 << 20  # scores per slice of the batch: well inside a server CPU's last-level cache
@@ -235,20 +354,28 @@ def _slice_buffer(weights: torch.Tensor, slices: list[slice]) -> torch.Tensor:
     return weights.new_empty((slices[0].stop - slices[0].start, *weights.shape[1:]))
 
 
-def _heads(x: torch.Tensor, rows: slice, dim: int = 1) -> tuple[torch.Tensor, ...]:
-    """One view per head of these sequences: dim 1 of [B, H, L, D], dim 2 of the [B, L, H, D] buffers."""
+def _product_buffer(value: torch.Tensor, slices: list[slice]) -> torch.Tensor:
+    """A reused contiguous [b, L, D] buffer for one head's product over the largest (first) slice."""
+    return value.new_empty(slices[0].stop - slices[0].start, value.shape[1], value.shape[3])
+
+
+def _bmm_into(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, product: torch.Tensor) -> None:
+    """out = a · b for one head's strided slice of a [B, L, H, D] buffer, computed into a contiguous buffer and
+    then copied. Why: `torch.bmm` hands a strided result to BLAS one matrix at a time, and at 128 × 128 × 64
+    that ran 20-25% slower than the contiguous batched product plus the (cached) copy."""
+    product = product[: a.shape[0]]
+    torch.bmm(a, b, out=product)
+    out.copy_(product)
+
+
+def _heads(x: torch.Tensor, rows: slice, dim: int = 2) -> tuple[torch.Tensor, ...]:
+    """One view per head of these sequences: dim 2 of [B, L, H, D], dim 1 of the [B, H, L, S] probabilities."""
     return x[rows].unbind(dim)
 
 
 def _rows_of(mask: torch.Tensor, rows: slice, batch: int) -> torch.Tensor:
     """The mask's part for these sequences (a mask broadcast over the batch is the same for all)."""
     return mask[rows] if mask.dim() == 4 and mask.shape[0] == batch else mask
-
-
-def _head_buffer(like: torch.Tensor) -> torch.Tensor:
-    """An empty [B, L, H, D] buffer for a [B, H, L, D] tensor's gradient, in the projections' layout."""
-    batch, heads, length, dim = like.shape
-    return like.new_empty(batch, length, heads, dim)
 
 
 AttentionInterface.register(ATTENTION, lane_dropout_attention)
@@ -275,9 +402,12 @@ def use_lanes(model: nn.Module) -> int:
 
 
 def use_lane_dropout(model: nn.Module) -> int:
-    """Swaps every plain `nn.Dropout` in `model` for `LaneDropout` (same p); returns how many were swapped."""
+    """Swaps every plain `nn.Dropout` in `model` for `LaneDropout` (same p) and makes every ELECTRA self-attention
+    a `LaneSelfAttention` (same parameters); returns how many dropout modules were swapped."""
     swapped = 0
     for parent in list(model.modules()):
+        if type(parent) is ElectraSelfAttention:
+            parent.__class__ = LaneSelfAttention
         for name, child in list(parent.named_children()):
             if type(child) is nn.Dropout:
                 setattr(parent, name, LaneDropout(child.p, child.inplace))

@@ -9,7 +9,9 @@ import math
 
 import pytest
 import torch
+from transformers import ElectraConfig
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.models.electra.modeling_electra import ElectraSelfAttention
 
 from electra import dropout as lanes
 from electra.model import PretrainingModel
@@ -42,6 +44,18 @@ def test_each_call_draws_a_new_mask_and_the_seed_repeats_it():
     torch.manual_seed(3)
     assert torch.equal(first, lanes.keep_mask((4096,), 0.1))
     assert not torch.equal(first, second)
+
+
+def test_mask_words_follow_torchs_generator_so_a_restored_state_repeats_them():
+    """The words come from numpy's SFC64 seeded by torch's generator: a saved and restored RNG state (what a
+    resumed run does) gives the same words, the generator moves on after each draw, and the words span int64."""
+    torch.manual_seed(11)
+    state = torch.get_rng_state()
+    first = lanes.random_words(50_000)
+    torch.set_rng_state(state)
+    assert torch.equal(first, lanes.random_words(50_000))
+    assert not torch.equal(first, lanes.random_words(50_000))
+    assert first.dtype == torch.int64 and first.min() < -(1 << 62) and first.max() > 1 << 62
 
 
 def test_kept_values_are_scaled_by_the_exact_keep_probability_and_gradients_follow_the_mask():
@@ -170,6 +184,45 @@ def test_attention_without_the_lanes_is_transformers_sdpa(dropout):
     assert torch.equal(ours, theirs)
 
 
+@pytest.mark.parametrize("mask_kind", ["none", "bool"])
+@pytest.mark.parametrize("heads", [1, 3])
+def test_packed_projections_are_the_separate_ones_forward_and_backward(monkeypatch, mask_kind, heads):
+    """`LaneSelfAttention` (q, k, v as one GEMM, one gradient for all three) against ELECTRA's own self-attention
+    on the lane attention, same weights and dropout mask: the output and every gradient (input, the three weights
+    and biases) to fp32 rounding, the same parameter names, and the parent's forward, bitwise, in evaluation."""
+    batch, length, dim = 5, 12, 16
+    config = ElectraConfig(
+        hidden_size=heads * dim, num_attention_heads=heads, attention_probs_dropout_prob=0.2
+    )
+    config._attn_implementation = lanes.ATTENTION
+    torch.manual_seed(4)
+    separate = ElectraSelfAttention(config).train()
+    packed = copy.deepcopy(separate)
+    assert lanes.use_lane_dropout(packed) == 1 and type(packed) is lanes.LaneSelfAttention
+    assert list(packed.state_dict()) == list(separate.state_dict())
+    keep = torch.rand(batch, heads, length, length, generator=torch.Generator().manual_seed(6)) > 0.2
+    monkeypatch.setattr(lanes, "keep_mask", lambda shape, p, device="cpu": keep)
+    mask = None
+    if mask_kind == "bool":
+        mask = torch.ones(batch, 1, length, length, dtype=torch.bool)
+        mask[1, :, :, 8:] = False
+    x = torch.randn(batch, length, heads * dim, requires_grad=True)
+    grad = torch.randn(batch, length, heads * dim)
+    results = []
+    for module in (separate, packed):
+        out, _ = module(x, attention_mask=mask)
+        results.append((out, torch.autograd.grad(out, (x, *module.parameters()), grad)))
+    (ours, our_grads), (theirs, their_grads) = results[1], results[0]
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
+    assert len(our_grads) == 7
+    for mine, reference in zip(our_grads, their_grads):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        assert torch.equal(
+            packed.eval()(x, attention_mask=mask)[0], separate.eval()(x, attention_mask=mask)[0]
+        )
+
+
 def _model(cpu_dropout: str, objective: str = "electric", **shape) -> PretrainingModel:
     overrides = {"objective": objective, "vocab_size": 90, "attention_probs_dropout_prob": 0.1, **shape}
     torch.manual_seed(0)
@@ -192,6 +245,12 @@ def test_the_model_switches_as_configured_and_evaluates_identically():
     kinds = {type(m) for m in with_lanes.modules() if isinstance(m, torch.nn.Dropout)}
     assert kinds == {lanes.LaneDropout}
     assert {type(m) for m in with_torch.modules() if isinstance(m, torch.nn.Dropout)} == {torch.nn.Dropout}
+    assert {type(m) for m in with_lanes.modules() if isinstance(m, ElectraSelfAttention)} == {
+        lanes.LaneSelfAttention
+    }
+    assert {type(m) for m in with_torch.modules() if isinstance(m, ElectraSelfAttention)} == {
+        ElectraSelfAttention
+    }
     with_torch.load_state_dict(with_lanes.state_dict())
     ids = torch.randint(5, 90, (4, 24), generator=torch.Generator().manual_seed(1))
     ids[:, 0], ids[:, -1] = SPECIAL.cls, SPECIAL.sep

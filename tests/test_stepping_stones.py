@@ -166,7 +166,10 @@ def test_training_steps_lower_the_loss_and_exports_load(objective, micro_overrid
     input_ids, attention_mask, token_type_ids, positions = _batch()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     losses = []
-    for _ in range(25):
+    # 15 steps: the same masking every step lets ELECTRA-15's generator learn the masked tokens by about step 20;
+    # its samples then become the originals, the discriminator's labels flip and its loss spikes (the objective's
+    # own dynamics, at a step that depends on the dropout masks' random stream)
+    for _ in range(15):
         torch.manual_seed(3)  # the same masking and samples every step: the loss must fall
         loss = model(input_ids, attention_mask, token_type_ids).loss
         losses.append(loss.item())
