@@ -42,8 +42,8 @@ from electra.checkpoint import (
 )
 from electra.config import CPU_DROPOUT, SCHEDULE_CLOCKS
 from electra.cpu_memory import keep_freed_memory
-from electra.dropout import use_lanes
 from electra.errors import UserError
+from electra.lane_attention import use_lanes
 from electra.optim import (
     TimeBudgetClock,
     build_adamw,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from transformers import ElectraConfig
 
 from electra.config import PretrainConfig
-from electra.dropout import attention_name
+from electra.lane_attention import attention_name
 
 
 def discriminator_hf_config(config: PretrainConfig, pad_token_id: int = 0) -> ElectraConfig:

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from electra.config import PretrainConfig
-from electra.dropout import use_lane_dropout
 from electra.errors import UserError
 from electra.export import write_export
+from electra.lane_attention import use_lane_modules
 from electra.objectives import get_objective
 from electra.outputs import SpecialIds, StepOutput
 from electra.tokenization import word_start_flags
@@ -40,7 +40,7 @@ class PretrainingModel(nn.Module):
         self.generator: nn.Module | None = None
         self.objective.build(self, token_counts)
         if config.cpu_dropout == "lanes":
-            use_lane_dropout(self)
+            use_lane_modules(self)
 
     @property
     def encoder(self) -> nn.Module:

@@ -33,8 +33,8 @@ from transformers.models.electra.modeling_electra import (
     ElectraGeneratorPredictions,
 )
 
-from electra.dropout import attention_name
 from electra.errors import UserError
+from electra.lane_attention import attention_name
 from electra.masking import Picked, sample_from_log_probs
 from generators import fused_nll
 from generators.base import Generator, LinearHead
@@ -89,7 +89,7 @@ def tower_masks(
 
 def as_attention_mask(allowed: torch.Tensor, implementation: str, dtype: torch.dtype) -> torch.Tensor:
     """A bool [B,1,L,L] "may attend" mask in the form the encoder's attention takes: SDPA (and its lane-dropout
-    variant, `electra.dropout`) reads it as it is, the eager path adds a large negative number where attention is
+    variant, `electra.lane_attention`) reads it as it is, the eager path adds a large negative number where attention is
     not allowed."""
     if implementation != "eager":
         return allowed

@@ -1,5 +1,5 @@
-"""Lane dropout (`electra.dropout`): the rate it claims, the expectation kept, torch's numbers on a given mask, and
-torch's own path wherever the lanes do not apply."""
+"""Lane dropout (`electra.dropout`, `electra.lane_attention`): the rate it claims, the expectation kept, torch's
+numbers on a given mask, and torch's own path wherever the lanes do not apply."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.models.electra.modeling_electra import ElectraSelfAttention
 
 from electra import dropout as lanes
+from electra import lane_attention as lane_attention
 from electra.model import PretrainingModel
 from electra.objectives import build_config
 from electra.outputs import SpecialIds
@@ -107,8 +108,8 @@ def test_attention_on_a_given_mask_equals_the_formula_forward_and_backward(monke
     allowed = torch.ones(3, 1, 10, 10, dtype=torch.bool)
     allowed[1, :, :, 7:] = False  # padding keys of row 1
     fixed = torch.rand(3, 2, 10, 10, generator=torch.Generator().manual_seed(9)) > 0.3
-    monkeypatch.setattr(lanes, "keep_mask", lambda shape, p, device="cpu": fixed)
-    out, _ = lanes.lane_dropout_attention(_Encoder(), q, k, v, allowed, dropout=0.3, scaling=0.25)
+    monkeypatch.setattr(lane_attention, "keep_mask", lambda shape, p, device="cpu": fixed)
+    out, _ = lane_attention.lane_dropout_attention(_Encoder(), q, k, v, allowed, dropout=0.3, scaling=0.25)
     grad = torch.randn_like(out)
     got = torch.autograd.grad(out, (q, k, v), grad)
 
@@ -153,12 +154,12 @@ def test_attention_by_head_and_slice_is_the_plain_operations(monkeypatch, mask_k
     elif mask_kind == "additive":
         mask = torch.randn(batch, 1, length, length, generator=g)
     keep = torch.rand(batch, heads, length, length, generator=g) > 0.2
-    monkeypatch.setattr(lanes, "keep_mask", lambda shape, p, device="cpu": keep)
-    monkeypatch.setattr(lanes, "SLICE_BYTES", 2 * heads * length * length * 4)
-    assert [(r.start, r.stop) for r in lanes._batch_slices(keep.float())] == [(0, 2), (2, 4), (4, 5)]
+    monkeypatch.setattr(lane_attention, "keep_mask", lambda shape, p, device="cpu": keep)
+    monkeypatch.setattr(lane_attention, "SLICE_BYTES", 2 * heads * length * length * 4)
+    assert [(r.start, r.stop) for r in lane_attention._batch_slices(keep.float())] == [(0, 2), (2, 4), (4, 5)]
     grad = torch.randn(batch, length, heads, dim, generator=g)
 
-    ours, _ = lanes.lane_dropout_attention(_Encoder(), *views(), mask, dropout=0.2, scaling=scaling)
+    ours, _ = lane_attention.lane_dropout_attention(_Encoder(), *views(), mask, dropout=0.2, scaling=scaling)
     ours_grads = torch.autograd.grad(ours, projections, grad)
     plain = _plain_attention(*views(), mask, keep, 0.2, scaling)
     plain_grads = torch.autograd.grad(plain, projections, grad)
@@ -178,7 +179,7 @@ def test_attention_without_the_lanes_is_transformers_sdpa(dropout):
     causal = _Encoder()
     causal.is_causal = dropout > 0  # a decoder keeps SDPA even with dropout
     torch.manual_seed(4)
-    ours, _ = lanes.lane_dropout_attention(causal, q, k, v, allowed, dropout=dropout, scaling=0.3)
+    ours, _ = lane_attention.lane_dropout_attention(causal, q, k, v, allowed, dropout=dropout, scaling=0.3)
     torch.manual_seed(4)
     theirs, _ = sdpa_attention_forward(causal, q, k, v, allowed, dropout=dropout, scaling=0.3)
     assert torch.equal(ours, theirs)
@@ -194,14 +195,14 @@ def test_packed_projections_are_the_separate_ones_forward_and_backward(monkeypat
     config = ElectraConfig(
         hidden_size=heads * dim, num_attention_heads=heads, attention_probs_dropout_prob=0.2
     )
-    config._attn_implementation = lanes.ATTENTION
+    config._attn_implementation = lane_attention.ATTENTION
     torch.manual_seed(4)
     separate = ElectraSelfAttention(config).train()
     packed = copy.deepcopy(separate)
-    assert lanes.use_lane_dropout(packed) == 1 and type(packed) is lanes.LaneSelfAttention
+    assert lane_attention.use_lane_modules(packed) == 1 and type(packed) is lane_attention.LaneSelfAttention
     assert list(packed.state_dict()) == list(separate.state_dict())
     keep = torch.rand(batch, heads, length, length, generator=torch.Generator().manual_seed(6)) > 0.2
-    monkeypatch.setattr(lanes, "keep_mask", lambda shape, p, device="cpu": keep)
+    monkeypatch.setattr(lane_attention, "keep_mask", lambda shape, p, device="cpu": keep)
     mask = None
     if mask_kind == "bool":
         mask = torch.ones(batch, 1, length, length, dtype=torch.bool)
@@ -241,12 +242,14 @@ def _attention_names(model: torch.nn.Module) -> set[str]:
 
 def test_the_model_switches_as_configured_and_evaluates_identically():
     with_lanes, with_torch = _model("lanes"), _model("torch")
-    assert _attention_names(with_lanes) == {lanes.ATTENTION} and _attention_names(with_torch) == {"sdpa"}
+    assert _attention_names(with_lanes) == {lane_attention.ATTENTION} and _attention_names(with_torch) == {
+        "sdpa"
+    }
     kinds = {type(m) for m in with_lanes.modules() if isinstance(m, torch.nn.Dropout)}
     assert kinds == {lanes.LaneDropout}
     assert {type(m) for m in with_torch.modules() if isinstance(m, torch.nn.Dropout)} == {torch.nn.Dropout}
     assert {type(m) for m in with_lanes.modules() if isinstance(m, ElectraSelfAttention)} == {
-        lanes.LaneSelfAttention
+        lane_attention.LaneSelfAttention
     }
     assert {type(m) for m in with_torch.modules() if isinstance(m, ElectraSelfAttention)} == {
         ElectraSelfAttention
@@ -331,7 +334,7 @@ def test_the_export_names_plain_sdpa_nowhere(tmp_path):
     model = _model("lanes")
     model.discriminator.model.save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
-    assert lanes.ATTENTION not in json.dumps(saved)
+    assert lane_attention.ATTENTION not in json.dumps(saved)
 
 
 def test_the_config_refuses_an_unknown_choice():
@@ -356,10 +359,10 @@ def test_a_plain_transformers_encoder_takes_the_lanes_and_saves_as_before(tmp_pa
         ElectraModel(copy.deepcopy(config)),
     )  # each loaded model has its own
     switched.load_state_dict(plain.state_dict())
-    swapped = lanes.use_lanes(switched)
+    swapped = lane_attention.use_lanes(switched)
     dropouts = [m for m in switched.modules() if isinstance(m, torch.nn.Dropout)]
     assert swapped == len(dropouts) > 0 and all(type(m) is lanes.LaneDropout for m in dropouts)
-    assert _attention_names(switched) == {lanes.ATTENTION} and _attention_names(plain) == {"sdpa"}
+    assert _attention_names(switched) == {lane_attention.ATTENTION} and _attention_names(plain) == {"sdpa"}
     ids = torch.randint(5, 90, (3, 20), generator=torch.Generator().manual_seed(1))
     mask = torch.ones_like(ids)
     mask[1, 12:] = 0

@@ -29,6 +29,7 @@ FLOORS = {
     "electra.version": 0,
     "electra.text_form": 0,
     "electra.dropout": 0,
+    "electra.lane_attention": 0,
     "electra.cpu_memory": 0,
     "electra.corpus": 1,
     "electra.tokenization": 1,
