@@ -57,7 +57,7 @@ class LaneSelfAttention(ElectraSelfAttention):
 
     Why: the three [H, H] projections of the same input ran as three GEMMs, and in the backward as three input
     GEMMs whose results autograd then added, three weight GEMMs and three bias sums. Packed ([B, L, 3, H, D]),
-    the head-by-head attention reads q, k and v in place and writes their gradient as one tensor. The weights
+    the sliced attention reads q, k and v from one tensor and writes their gradient as one tensor. The weights
     are concatenated per step (0.75 MB at Small); the parameters, their names and checkpoints are the parent's.
     The packed GEMM sums each output in another order than the separate ones may: fp32 rounding, not bitwise."""
 
@@ -69,15 +69,16 @@ class LaneSelfAttention(ElectraSelfAttention):
         **kwargs: Any,
     ) -> tuple[torch.Tensor, None]:
         p = self.dropout.p
+        projections = (self.query, self.key, self.value)
         packable = (
             past_key_values is None
+            and all(projection.bias is not None for projection in projections)
             and not self.is_causal
             and self.config._attn_implementation == ATTENTION
             and lanes_apply(hidden_states, p, self.training)
         )
         if not packable:
             return super().forward(hidden_states, attention_mask, past_key_values, **kwargs)
-        projections = (self.query, self.key, self.value)
         weight = torch.cat([projection.weight for projection in projections])
         bias = torch.cat([projection.bias for projection in projections])
         batch, length = hidden_states.shape[:2]

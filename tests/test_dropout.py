@@ -14,7 +14,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.models.electra.modeling_electra import ElectraSelfAttention
 
 from electra import dropout as lanes
-from electra import lane_attention as lane_attention
+from electra import lane_attention
 from electra.model import PretrainingModel
 from electra.objectives import build_config
 from electra.outputs import SpecialIds
@@ -242,9 +242,8 @@ def _attention_names(model: torch.nn.Module) -> set[str]:
 
 def test_the_model_switches_as_configured_and_evaluates_identically():
     with_lanes, with_torch = _model("lanes"), _model("torch")
-    assert _attention_names(with_lanes) == {lane_attention.ATTENTION} and _attention_names(with_torch) == {
-        "sdpa"
-    }
+    assert _attention_names(with_lanes) == {lane_attention.ATTENTION}
+    assert _attention_names(with_torch) == {"sdpa"}
     kinds = {type(m) for m in with_lanes.modules() if isinstance(m, torch.nn.Dropout)}
     assert kinds == {lanes.LaneDropout}
     assert {type(m) for m in with_torch.modules() if isinstance(m, torch.nn.Dropout)} == {torch.nn.Dropout}
