@@ -33,7 +33,8 @@ from typing import NamedTuple
 
 import torch
 
-ROWS_PER_CHUNK = 256  # 256 × 8,192 fp32 logits = 8 MB, inside a server CPU's last-level cache; W · xᵀ gains up to ~256 rows
+# 256 × 8,192 fp32 logits = 8 MB, inside a server CPU's last-level cache; W · xᵀ gains up to ~256 rows
+ROWS_PER_CHUNK = 256
 _plain_only = False
 
 

@@ -89,8 +89,8 @@ def tower_masks(
 
 def as_attention_mask(allowed: torch.Tensor, implementation: str, dtype: torch.dtype) -> torch.Tensor:
     """A bool [B,1,L,L] "may attend" mask in the form the encoder's attention takes: SDPA (and its lane-dropout
-    variant, `electra.lane_attention`) reads it as it is, the eager path adds a large negative number where attention is
-    not allowed."""
+    variant, `electra.lane_attention`) reads it as it is, the eager path adds a large negative number where
+    attention is not allowed."""
     if implementation != "eager":
         return allowed
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
