@@ -54,6 +54,7 @@ from electra.optim import (
 from electra.outputs import StepOutput
 from electra.run_log import default_report_to, progress_off
 from electra.trackers import RunLog
+from flops.peak import cached_matmul_peak, native_precision
 
 BEST_WEIGHTS = "best.safetensors"
 
@@ -146,6 +147,9 @@ class Task:
 
     model: nn.Module
     progress_keys: dict[str, str] = {}  # metric -> short name shown on the progress bar
+    # Matmul FLOPs one counted token really executes in training (a measured forward plus a backward of twice it),
+    # set by `before_training` at the latest; the engine then logs MFU against the device's measured matmul peak
+    executed_flops_per_token: float | None = None
 
     def parameter_groups(self, model: nn.Module, args: TrainArgs) -> list[dict[str, Any]]:
         """Optimizer groups; the default applies the one no-decay rule, layer-wise when `args.layer_decay`."""
@@ -257,6 +261,7 @@ class Engine:
         if clock is not None:
             clock.start(step, elapsed_before)
         task.before_training(self._plain(model), resumed=resume_from is not None)
+        peak = self._matmul_peak(task)
         stopping = args.early_stopping
         if stopping is not None and stopping.evaluate_at_start and resume_from is None:
             best = self._evaluate(task, model, 0, log, evaluations, best)
@@ -320,6 +325,9 @@ class Engine:
                     )
                     if step_flops is not None:
                         last["flops"] = flops_spent
+                    if peak:
+                        per_token = task.executed_flops_per_token
+                        last["mfu"] = last["tokens_per_second"] * per_token / (peak * acc.num_processes)
                     if not math.isfinite(last.get("loss", 0.0)):
                         raise UserError(
                             f"{args.description} step {step}: the loss is not finite ({last['loss']}); lower the "
@@ -376,6 +384,20 @@ class Engine:
             self._restore_best(self._plain(model))
         seconds = elapsed_before + time.perf_counter() - run_start
         return TrainResult(step, stop_reason, last, flops_spent, seconds, evaluations, best)
+
+    def _matmul_peak(self, task: Task) -> float | None:
+        """The device's dense matmul rate in the run's precision (FLOP/s), where the task measured what a token
+        executes and this process logs; None otherwise. Warns where that precision is emulated on a CPU."""
+        acc = self.accelerator
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(str(acc.mixed_precision), torch.float32)
+        if not native_precision(acc.device, dtype) and acc.is_main_process:
+            acc.print(
+                f"WARNING: this CPU has no native {acc.mixed_precision} matmuls: the run will be far slower than in "
+                "fp32 (--mixed-precision no)."
+            )
+        if not task.executed_flops_per_token or not acc.is_main_process:
+            return None
+        return cached_matmul_peak(str(acc.device), dtype)
 
     def _plain(self, model: nn.Module) -> nn.Module:
         """The module itself, without Accelerate's or torch.compile's wrapper: what checkpoints store (no
@@ -493,4 +515,6 @@ def _postfix(metrics: dict[str, float], keys: dict[str, str]) -> dict[str, str]:
     out = {"loss": f"{metrics['loss']:.3f}"} if "loss" in metrics else {}
     out.update({short: f"{metrics[key]:.3f}" for key, short in keys.items() if key in metrics})
     out["tok/s"] = f"{metrics['tokens_per_second']:.0f}"
+    if "mfu" in metrics:
+        out["mfu"] = f"{metrics['mfu']:.0%}"
     return out

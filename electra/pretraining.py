@@ -162,9 +162,11 @@ class PretrainingTask(Task):
         return {name: total / batches for name, total in sums.items()}
 
     def before_training(self, model, resumed: bool) -> None:
-        """Measure one real forward against the analytic count, so a miscounted objective shows at once."""
+        """Measure one real forward against the analytic count, so a miscounted objective shows at once; the same
+        count, three times the forward, is what a token executes in training, which the engine's MFU divides by.
+        Objectives whose step changes shape mid-run (a generator trained alone first) are not measured."""
         objective = get_objective(self.config.objective)
-        if resumed or not _is_main_process() or not objective.startup_flop_check:
+        if not _is_main_process() or not objective.startup_flop_check:
             return
         batch = self.collate([self.dataset[0], self.dataset[1]])
         device = next(model.parameters()).device
@@ -178,6 +180,8 @@ class PretrainingTask(Task):
         with torch.no_grad():
             for name, value in model.named_buffers():
                 value.copy_(buffers[name])
+        slots = self.flop_check["batch_size"] * self.flop_check["seq_len"]
+        self.executed_flops_per_token = 3.0 * self.flop_check["measured_forward"] / slots
         print(
             f"FLOP counter check: measured/analytic matmul FLOPs = {self.flop_check['ratio']:.4f}"
             + (
@@ -396,6 +400,7 @@ def card_facts(
     if model.generator is not None:
         generator = f"{config.generator}, {sum(p.numel() for p in model.generator.parameters()):,} parameters"
     held = f", {len(held_out):,} held out for eval/..." if held_out is not None else ""
+    mfu = f", MFU {result.metrics['mfu']:.1%} in the last logged window" if "mfu" in result.metrics else ""
     rows = [
         ("objective", f"`{config.objective}`: {objective.summary}"),
         ("generator", generator),
@@ -420,11 +425,12 @@ def card_facts(
         (
             "compute",
             f"{result.flops:.3g} training FLOPs (the ELECTRA paper's accounting), {result.seconds / 60:.1f} "
-            f"minutes, precision {config.mixed_precision}",
+            f"minutes, precision {config.mixed_precision}{mfu}",
         ),
         ("software", f"electra {__version__}"),
     ]
-    run_figures = ("learning_rate", "flops", "elapsed_seconds", "tokens_per_second")  # in the table already
+    # in the table already, or how fast the machine ran rather than what the model learnt
+    run_figures = ("learning_rate", "flops", "elapsed_seconds", "tokens_per_second", "mfu")
     metrics = {f"train/{k}": v for k, v in result.metrics.items() if k not in run_figures}
     if result.evaluations:
         metrics.update({f"eval/{k}": v for k, v in result.evaluations[-1].items() if k != "step"})

@@ -21,7 +21,6 @@ What a measured counter sees, and how we make it comparable:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
@@ -356,35 +355,3 @@ def startup_check(
         "batch_size": batch_size,
         "predicted_positions": report.predicted_positions,
     }
-
-
-def matmul_peak(
-    device: torch.device | str = "cpu",
-    dtype: torch.dtype = torch.float32,
-    size: int | None = None,
-    repeats: int = 10,
-) -> float:
-    """The machine's dense matmul rate for `dtype` (FLOP/s, best of `repeats` square products): the denominator
-    of model-FLOPs utilisation, measured where the model runs rather than read off a data sheet.
-
-    2048^3 on a CPU (a few hundred ms), 8192^3 on a GPU (large enough to fill an H100).
-    """
-    device = torch.device(device)
-    size = size or (8192 if device.type == "cuda" else 2048)
-    generator = torch.Generator(device="cpu").manual_seed(0)
-    a = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
-    b = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    torch.mm(a, b)
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        torch.mm(a, b)
-        sync()
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * size**3 / best

@@ -75,3 +75,20 @@ def test_profile_step_bench_accounts_for_the_step(tmp_path, clock):
     assert report["seconds_per_step"] > 0 and shares == sorted(shares, reverse=True)
     assert any(row["operator"].startswith("matmul") for row in report["rows"]) and sum(shares) <= 1.0 + 1e-9
     assert json.loads((tmp_path / "p.json").read_text())["clock"] == clock
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_pretrain_throughput_times_bf16_by_default_only_where_it_is_native(native, monkeypatch, capsys):
+    """Without native bf16 a CPU's bf16 step takes minutes: the default leaves it out and says so; asked for, it
+    runs with a note."""
+    import torch
+
+    bench = _bench("pretrain_throughput")
+    monkeypatch.setattr(bench, "native_precision", lambda device, dtype: native or dtype == torch.float32)
+    cpu = torch.device("cpu")
+    assert bench.chosen_dtypes(None, cpu) == (["fp32", "bf16"] if native else ["fp32"])
+    assert ("bf16 skipped" in capsys.readouterr().out) is not native
+    assert bench.chosen_dtypes("fp32,bf16", cpu) == ["fp32", "bf16"]
+    assert ("no native support" in capsys.readouterr().out) is not native
+    with pytest.raises(SystemExit, match="unknown fp8"):
+        bench.chosen_dtypes("fp32,fp8", cpu)

@@ -385,3 +385,45 @@ def test_the_engine_trains_with_the_chosen_cpu_dropout(tmp_path, choice):
 def test_an_unknown_cpu_dropout_is_refused_in_one_line():
     with pytest.raises(UserError, match="cpu_dropout must be one of lanes, torch"):
         TrainArgs(max_steps=1, learning_rate=0.1, cpu_dropout="fast")
+
+
+def test_mfu_is_tokens_per_second_times_the_tasks_flops_over_the_peak(tmp_path, monkeypatch):
+    """A task that states what a token executes gets `train/mfu` in every row, against the peak measured in the
+    run's precision; one that does not gets no MFU column."""
+    asked = []
+
+    def fake_peak(device, dtype):
+        asked.append((device, dtype))
+        return 2.0e6
+
+    monkeypatch.setattr(engine_module, "cached_matmul_peak", fake_peak)
+    Engine(_args(tmp_path / "plain")).fit(Regression())
+    assert asked == [] and all("mfu" not in row for row in read_metrics(tmp_path / "plain"))
+
+    task = Regression()
+    task.executed_flops_per_token = 1000.0
+    Engine(_args(tmp_path / "measured")).fit(task)
+    assert asked == [("cpu", torch.float32)]
+    rows = read_metrics(tmp_path / "measured")
+    assert len(rows) == 6
+    for row in rows:
+        assert row["mfu"] == pytest.approx(row["tokens_per_second"] * 1000.0 / 2.0e6)
+
+
+def test_bf16_on_a_cpu_without_native_bf16_warns_and_measures_the_bf16_peak(tmp_path, monkeypatch, capsys):
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    asked = []
+    monkeypatch.setattr(engine_module, "native_precision", lambda device, dtype: dtype == torch.float32)
+    monkeypatch.setattr(engine_module, "cached_matmul_peak", lambda d, dtype: asked.append(dtype) or 1.0e9)
+    task = Regression()
+    task.executed_flops_per_token = 1000.0
+    AcceleratorState._reset_state(reset_partial_state=True)  # the process-wide state fixes the precision
+    try:
+        Engine(_args(tmp_path, max_steps=2), Accelerator(cpu=True, mixed_precision="bf16")).fit(task)
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+    out = capsys.readouterr().out
+    assert "WARNING: this CPU has no native bf16 matmuls" in out and "--mixed-precision no" in out
+    assert asked == [torch.bfloat16]

@@ -223,3 +223,19 @@ def test_exports_carry_model_cards_that_state_the_run_and_load(small_corpus, tmp
     scope: dict = {}
     exec((out / "README.md").read_text().split("```python\n")[1].split("```")[0], scope)
     assert type(scope["discriminator"]).__name__ == "ElectraForPreTraining"
+
+
+def test_pretraining_logs_mfu_from_its_measured_forward(small_corpus, tmp_path, micro_overrides, monkeypatch):
+    """MFU = tokens/s x (3 x the start-up check's measured forward per token) / the matmul peak, in every logged
+    row and on the model card; the peak is pinned here so the figure can be recomputed exactly."""
+    monkeypatch.setattr(engine_module, "cached_matmul_peak", lambda device, dtype: 5.0e9)
+    out = tmp_path / "run"
+    _run(small_corpus, out, tmp_path / "cache", {**micro_overrides, "log_every": 2})
+    summary = json.loads((out / "summary.json").read_text())
+    check = summary["flop_counter_check"]
+    per_token = 3.0 * check["measured_forward"] / (check["batch_size"] * check["seq_len"])
+    rows = read_metrics(out)
+    assert len(rows) == 3
+    for row in rows:
+        assert row["mfu"] == pytest.approx(row["tokens_per_second"] * per_token / 5.0e9)
+    assert f"MFU {summary['mfu']:.1%} in the last logged window" in (out / "README.md").read_text()
