@@ -219,6 +219,11 @@ class Engine:
         model.to(acc.device)
         if acc.device.type == "cpu":
             keep_freed_memory()  # the next step reuses this step's blocks instead of faulting them in again
+        if not native_precision(acc.device, _matmul_dtype(acc)):
+            acc.print(
+                f"WARNING: this CPU has no native {acc.mixed_precision} matmuls: the run will be far slower than in "
+                "fp32 (--mixed-precision no)."
+            )
         if args.cpu_dropout == "lanes":
             use_lanes(model)  # a no-op where the task built it so; other devices keep torch's path inside
         optimizer = build_adamw(
@@ -387,17 +392,11 @@ class Engine:
 
     def _matmul_peak(self, task: Task) -> float | None:
         """The device's dense matmul rate in the run's precision (FLOP/s), where the task measured what a token
-        executes and this process logs; None otherwise. Warns where that precision is emulated on a CPU."""
+        executes and this process logs; None otherwise."""
         acc = self.accelerator
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(str(acc.mixed_precision), torch.float32)
-        if not native_precision(acc.device, dtype) and acc.is_main_process:
-            acc.print(
-                f"WARNING: this CPU has no native {acc.mixed_precision} matmuls: the run will be far slower than in "
-                "fp32 (--mixed-precision no)."
-            )
         if not task.executed_flops_per_token or not acc.is_main_process:
             return None
-        return cached_matmul_peak(str(acc.device), dtype)
+        return cached_matmul_peak(str(acc.device), _matmul_dtype(acc))
 
     def _plain(self, model: nn.Module) -> nn.Module:
         """The module itself, without Accelerate's or torch.compile's wrapper: what checkpoints store (no
@@ -503,6 +502,12 @@ def _to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, (list, tuple)):
         return type(batch)(_to_device(v, device) for v in batch)
     return batch
+
+
+def _matmul_dtype(accelerator: Any) -> torch.dtype:
+    """The precision the run's matmuls execute in under Accelerate's autocast."""
+    precisions = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    return precisions.get(str(accelerator.mixed_precision), torch.float32)
 
 
 def _progress_bar(args: TrainArgs, step: int, enabled: bool):
