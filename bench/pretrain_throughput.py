@@ -38,7 +38,7 @@ from electra.objectives import build_config
 from electra.optim import build_adamw, parameter_groups
 from electra.outputs import SpecialIds
 from flops.measured import flop_counter
-from flops.peak import matmul_peak, native_precision
+from flops.peak import matmul_peak, native_precision, peak_dtype
 from generators.fused_nll import plain_head
 
 SPECIAL = SpecialIds(pad=0, cls=101, sep=102, mask=103)
@@ -262,10 +262,12 @@ def main() -> None:
         f"vocab={args.vocab_size} threads={torch.get_num_threads()} torch={torch.__version__}"
         + (f" gpu={torch.cuda.get_device_name(device)}" if device.type == "cuda" else "")
     )
-    peaks = {name: matmul_peak(device, DTYPES[name]) for name in {"fp32", *dtypes}}
+    peaks = {name: matmul_peak(device, peak_dtype(device, DTYPES[name])) for name in {"fp32", *dtypes}}
     for name, peak in sorted(peaks.items()):
+        emulated = peak_dtype(device, DTYPES[name]) != DTYPES[name]
         print(
             f"matmul peak {name}: {_rate(peak).strip()} (2 n^3 / best time; measured again before each variant)"
+            + (f"; {name} is emulated here, so its MFU is against the fp32 peak" if emulated else "")
         )
     print(f"{'variant':<34} {'min':>10} {'median':>10} {'max':>10}")
     rows = []
@@ -318,7 +320,7 @@ def main() -> None:
                     args.warmup,
                     mode,
                     flops,
-                    matmul_peak(device, DTYPES[name]),
+                    matmul_peak(device, peak_dtype(device, DTYPES[name])),
                     args.window,
                 )
                 rows.append(row)

@@ -54,7 +54,7 @@ from electra.optim import (
 from electra.outputs import StepOutput
 from electra.run_log import default_report_to, progress_off
 from electra.trackers import RunLog
-from flops.peak import cached_matmul_peak, native_precision
+from flops.peak import cached_matmul_peak, native_precision, peak_dtype
 
 BEST_WEIGHTS = "best.safetensors"
 
@@ -391,12 +391,12 @@ class Engine:
         return TrainResult(step, stop_reason, last, flops_spent, seconds, evaluations, best)
 
     def _matmul_peak(self, task: Task) -> float | None:
-        """The device's dense matmul rate in the run's precision (FLOP/s), where the task measured what a token
-        executes and this process logs; None otherwise."""
+        """The device's dense matmul rate in the run's precision (fp32's where that precision is emulated), in
+        FLOP/s, where the task measured what a token executes and this process logs; None otherwise."""
         acc = self.accelerator
         if not task.executed_flops_per_token or not acc.is_main_process:
             return None
-        return cached_matmul_peak(str(acc.device), _matmul_dtype(acc))
+        return cached_matmul_peak(str(acc.device), peak_dtype(acc.device, _matmul_dtype(acc)))
 
     def _plain(self, model: nn.Module) -> nn.Module:
         """The module itself, without Accelerate's or torch.compile's wrapper: what checkpoints store (no

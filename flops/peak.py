@@ -34,6 +34,14 @@ def native_precision(device: torch.device | str, dtype: torch.dtype) -> bool:
     return any(probe is not None and probe() for probe in probes)
 
 
+def peak_dtype(device: torch.device | str, dtype: torch.dtype) -> torch.dtype:
+    """The precision whose peak an MFU in `dtype` is charged against: its own where it is native, else fp32. An
+    emulated precision has no units of its own: oneDNN's bf16 linear on an AVX2 CPU converts to fp32 and ran a tiny
+    step at 4.5 GFLOP/s, while ATen's bf16 `mm` (what the peak times) falls back to scalar code at 1.3, which gave
+    an MFU of 326%."""
+    return dtype if native_precision(device, dtype) else torch.float32
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

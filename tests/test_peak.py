@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import flops.peak as peak_module
-from flops.peak import matmul_peak, native_precision
+from flops.peak import matmul_peak, native_precision, peak_dtype
 
 
 def _machine(monkeypatch, rate: float) -> list[int]:
@@ -57,3 +57,10 @@ def test_native_precision_follows_the_cpu_features(monkeypatch, avx512_bf16, amx
     assert native_precision("cpu", torch.bfloat16) is bf16
     assert native_precision("cpu", torch.float16) is fp16
     assert native_precision("cpu", torch.float32) and native_precision("cuda", torch.bfloat16)
+
+
+def test_an_emulated_precision_is_charged_against_the_fp32_peak(monkeypatch):
+    monkeypatch.setattr(peak_module, "native_precision", lambda device, dtype: dtype != torch.bfloat16)
+    assert peak_dtype("cpu", torch.bfloat16) == torch.float32
+    assert peak_dtype("cpu", torch.float16) == torch.float16
+    assert peak_dtype("cpu", torch.float32) == torch.float32
