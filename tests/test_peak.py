@@ -42,10 +42,6 @@ def test_a_given_size_is_measured_as_given(monkeypatch):
     assert sizes == [64]
 
 
-def test_a_real_product_gives_a_positive_rate():
-    assert matmul_peak("cpu", torch.float32, size=128, repeats=2) > 1e6
-
-
 @pytest.mark.parametrize(
     ("avx512_bf16", "amx", "amx_fp16", "bf16", "fp16"),
     [(False, False, False, False, False), (True, False, False, True, False), (False, True, True, True, True)],
