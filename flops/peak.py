@@ -43,8 +43,11 @@ def peak_dtype(device: torch.device | str, dtype: torch.dtype) -> torch.dtype:
 
 
 def _sync(device: torch.device) -> None:
+    """Wait for the device: GPU products are asynchronous, and an unsynchronised clock times only the launch."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
 
 
 def _seconds_per_product(a: torch.Tensor, b: torch.Tensor, repeats: int) -> float:
