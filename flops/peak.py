@@ -80,15 +80,16 @@ def matmul_peak(
     of two from 256 up to 2048 (CPU) or 8192 (GPU) whose product, extrapolated from the size before it, takes at
     most `seconds_per_product`."""
     device = torch.device(device)
-    if size is None:
-        largest = GPU_SIZE if device.type == "cuda" else CPU_SIZE
-        size = START_SIZE
-        while size < largest:
-            seconds = _seconds_per_product(*_operands(size, device, dtype), repeats=1)
-            if seconds * 8 > seconds_per_product:  # twice the size is eight times the work
-                break
-            size *= 2
-    return 2.0 * size**3 / _seconds_per_product(*_operands(size, device, dtype), repeats)
+    if size is not None:
+        return 2.0 * size**3 / _seconds_per_product(*_operands(size, device, dtype), repeats)
+    largest = GPU_SIZE if device.type == "cuda" else CPU_SIZE
+    size = START_SIZE
+    operands = _operands(size, device, dtype)
+    # twice the size is eight times the work
+    while size < largest and 8 * _seconds_per_product(*operands, repeats=1) <= seconds_per_product:
+        size *= 2
+        operands = _operands(size, device, dtype)
+    return 2.0 * size**3 / _seconds_per_product(*operands, repeats)
 
 
 @functools.cache
