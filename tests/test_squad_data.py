@@ -10,7 +10,7 @@ import pytest
 from electra.cli import main
 from electra.errors import UserError
 from squad.data import read_squad
-from squad.synthetic import construct_v2, split_articles, write_json
+from squad.synthetic import construct_lookup, construct_v2, split_articles, swap_questions, write_json
 
 
 def _file(tmp_path: Path, payload: object, name: str = "data.json") -> Path:
@@ -124,3 +124,39 @@ def test_constructed_v2_data_reads_back(shared_data, tmp_path: Path) -> None:
     titles = {e.qid: e.title for e in examples}
     # A moved question sits in a different article from the one it was written for.
     assert all(titles[e.qid] != titles[e.qid.removesuffix("_moved")] for e in moved)
+
+
+def test_lookup_questions_name_their_unique_answer() -> None:
+    """Lookup questions (the long learning check's data): each names a span that occurs once in its paragraph, the
+    answer is that span at its offset, and swapping moves the question texts only."""
+    context = "The lower Rhine flows north. The river Rhine crosses Basel, then flows north again."
+    payload = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": []}]}]}
+    lookup = construct_lookup(payload, per_paragraph=50, seed=0)
+    qas = lookup["data"][0]["paragraphs"][0]["qas"]
+    spans = {qa["answers"][0]["text"] for qa in qas}
+    assert (
+        "lower Rhine" in spans and "Basel" in spans and "crosses Basel then" not in spans
+    )  # a comma breaks a span
+    assert not spans & {
+        "Rhine",
+        "flows",
+        "north",
+        "flows north",
+        "The",
+    }  # twice in the paragraph, or too short
+    for qa in qas:
+        answer = qa["answers"][0]
+        assert context[answer["answer_start"] :].startswith(answer["text"])
+        assert qa["question"] == f"Where is '{answer['text']}'?"
+        assert context.lower().count(answer["text"].lower()) == 1
+    assert payload["data"][0]["paragraphs"][0]["qas"] == []  # the input is not modified
+
+    second = {"context": "Basel lies on the Rhine.", "qas": [{"id": "b", "question": "Q2?", "answers": []}]}
+    two = {
+        "version": "1.1",
+        "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas[:2]}, second]}],
+    }
+    swapped = swap_questions(two)["data"][0]["paragraphs"]
+    assert [qa["question"] for qa in swapped[0]["qas"]] == ["Q2?", "Q2?"]
+    assert swapped[1]["qas"][0]["question"] == qas[0]["question"]
+    assert [qa["answers"] for qa in swapped[0]["qas"]] == [qa["answers"] for qa in qas[:2]]

@@ -8,15 +8,13 @@ marked unanswerable), because no SQuAD 2.0 file is available offline.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
 from electra.cli import main
 from squad.data import read_squad
-from squad.metrics import evaluate_v1
-from squad.synthetic import construct_v2, split_articles, write_json
+from squad.synthetic import construct_lookup, construct_v2, split_articles, swap_questions, write_json
 
 FAST = [
     "--max-seq-length",
@@ -249,61 +247,55 @@ def test_cli_rejects_a_v11_file_as_v20(files, tmp_path: Path, capsys) -> None:
     assert code == 2 and "is_impossible" in capsys.readouterr().err
 
 
-def _first_sentence(context: str) -> str:
-    match = re.search(r"[.!?](\s|$)", context)
-    return context[: match.start() + 1] if match else context
-
-
-def _first_words(context: str, k: int) -> str:
-    return " ".join(context.split()[:k])
-
-
 @pytest.mark.slow
 @pytest.mark.long
-def test_tiny_model_beats_a_positional_baseline(files, tmp_path: Path) -> None:
-    """A random-init 2-layer ELECTRA (hidden 64) fine-tuned for 700 steps (about 2-3 CPU minutes) on the first 40
-    dev-v1.1 articles, evaluated on the last 3 (569 questions).
+def test_tiny_model_learns_to_read_the_question(files, tmp_path: Path) -> None:
+    """A random-init 2-layer ELECTRA (hidden 64) fine-tuned for 2,000 steps (about 2 CPU minutes) on lookup questions
+    over the first 40 dev-v1.1 articles' paragraphs (`construct_lookup`: "Where is 'lower Rhine'?"), evaluated on
+    the last 3 articles twice: as asked, and with every question swapped for another paragraph's (same gold).
 
-    Baseline, chosen to be fair to a span model: the first k words of the context, with k the mean gold answer
-    length (in words) of the TRAINING split, i.e. the best guess from answer position and length alone. Beating it
-    on EM and F1 shows the model uses the question. Measured when this test was written: model EM 4.6 / F1 10.5;
-    baseline (k = 3) EM 2.5 / F1 9.8. Honest caveat: predicting the whole first sentence scores F1 14.0 here (long
-    spans collect overlap tokens, EM 0); a random-init model does not beat that within this budget, and this test
-    does not claim it does. Real quality needs a pretrained checkpoint.
+    The gap between the two is what only a model reading the question can open, so it checks the pipeline end to end:
+    question and context in one window, the span head, post-processing back to the context's text. Measured when
+    this test was written: seed 42 (the default) EM 59.0 / F1 74.6; seeds 1 and 7 F1 60.3 and
+    61.6; swapped questions F1 1.3-2.8. Why not real SQuAD: at this size and budget a random-init model learns answer
+    position and type, not the question (its F1 on real questions, 8.4, equalled its F1 on swapped ones; README,
+    "Tests"), so real SQuAD quality needs a pretrained checkpoint.
     """
     from squad.train import SquadSettings, finetune
 
     held_out = json.loads(files["eval"].read_text())
-    eval_file = write_json({"version": "1.1", "data": held_out["data"][-3:]}, tmp_path / "eval3.json")
-    train_examples = read_squad(files["train"])
-    k = round(sum(len(e.answers[0].text.split()) for e in train_examples) / len(train_examples))
-    examples = read_squad(eval_file)
-    golds = {e.qid: [a.text for a in e.answers] for e in examples}
-    baseline = evaluate_v1(golds, {e.qid: _first_words(e.context, k) for e in examples})
-    first_sentence = evaluate_v1(golds, {e.qid: _first_sentence(e.context) for e in examples})
-
-    settings = SquadSettings(
-        model=str(files["checkpoint"]),
-        output=str(tmp_path / "run"),
-        train=str(files["train"]),
-        eval=str(eval_file),
-        max_steps=700,
-        learning_rate=3e-3,
-        layer_decay=1.0,
-        batch_size=32,
-        max_seq_length=128,
-        doc_stride=64,
-        beam_size=5,
-        n_best_size=5,
-        head_inner_size=128,
-        progress=False,
+    lookup = construct_lookup({"version": "1.1", "data": held_out["data"][-3:]}, seed=1)
+    common = dict(
+        max_seq_length=128, doc_stride=64, beam_size=5, n_best_size=5, head_inner_size=128, progress=False
     )
-    results = finetune(settings)
-    model = results["eval"]
-    print(f"k={k} baseline={baseline} first_sentence={first_sentence} model={model} train={results['train']}")
-    assert results["train"]["final_loss"] < 0.5 * results["train"]["first_loss"]
-    assert model["exact_match"] > baseline["exact_match"] + 1.0
-    assert model["f1"] > baseline["f1"]
+    trained = finetune(
+        SquadSettings(
+            model=str(files["checkpoint"]),
+            output=str(tmp_path / "run"),
+            train=str(
+                write_json(construct_lookup(json.loads(files["train"].read_text())), tmp_path / "train.json")
+            ),
+            eval=str(write_json(lookup, tmp_path / "eval.json")),
+            max_steps=2000,
+            learning_rate=3e-3,
+            layer_decay=1.0,
+            batch_size=32,
+            **common,
+        )
+    )
+    swapped = finetune(
+        SquadSettings(
+            model=str(tmp_path / "run" / "model"),
+            output=str(tmp_path / "swapped"),
+            eval=str(write_json(swap_questions(lookup), tmp_path / "swapped.json")),
+            **common,
+        )
+    )["eval"]
+    asked = trained["eval"]
+    print(f"asked={asked} swapped={swapped} train={trained['train']}")
+    assert trained["train"]["final_loss"] < 0.2 * trained["train"]["first_loss"]
+    assert asked["f1"] > 40.0 and swapped["f1"] < 10.0
+    assert asked["exact_match"] > swapped["exact_match"] + 30.0
 
 
 def test_original_layer_decay_reaches_the_optimizer(files, tmp_path: Path, monkeypatch) -> None:
