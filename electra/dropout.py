@@ -39,9 +39,13 @@ def keep_mask(
 ) -> torch.Tensor:
     """A bool mask, True where an element is kept, from 16-bit lanes of full-range 64-bit random words."""
     count = math.prod(shape)
-    words = random_words((count + 3) // 4, device)
+    lanes = random_words((count + 3) // 4, device).view(torch.int16)[:count]
     threshold, _ = lane_threshold(p)
-    return words.view(torch.int16)[:count].view(shape) >= threshold
+    if type(lanes) is torch.Tensor and lanes.device.type == "cpu":
+        # numpy's comparison: 6x faster than torch's int16 `ge` on a 2-core EPYC (49 against 298 us per 1M lanes
+        # of a Small step's hidden states), the same bools
+        return torch.from_numpy(np.greater_equal(lanes.numpy(), threshold)).view(shape)
+    return lanes.view(shape) >= threshold
 
 
 def random_words(count: int, device: torch.device | str = "cpu") -> torch.Tensor:

@@ -47,6 +47,18 @@ def test_each_call_draws_a_new_mask_and_the_seed_repeats_it():
     assert not torch.equal(first, second)
 
 
+@pytest.mark.parametrize("p", [0.1, 0.0, 0.9999])
+def test_the_mask_is_its_lanes_compared_with_the_threshold(p):
+    """The CPU compares the lanes in numpy (faster than torch's int16 `ge`); the bools are torch's, lane for lane,
+    including an odd count that uses part of the last word."""
+    torch.manual_seed(5)
+    keep = lanes.keep_mask((3, 7, 5), p)
+    torch.manual_seed(5)
+    lane_values = lanes.random_words(27).view(torch.int16)[:105]
+    assert keep.dtype == torch.bool and keep.shape == (3, 7, 5)
+    assert torch.equal(keep, (lane_values >= lanes.lane_threshold(p)[0]).view(3, 7, 5))
+
+
 def test_mask_words_follow_torchs_generator_so_a_restored_state_repeats_them():
     """The words come from numpy's SFC64 seeded by torch's generator: a saved and restored RNG state (what a
     resumed run does) gives the same words, the generator moves on after each draw, and the words span int64."""
