@@ -60,7 +60,7 @@ def write_json(payload: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
-_WORD = re.compile(r"[A-Za-z]{4,}")
+_WORD = re.compile(r"\b[^\W\d_]{4,}\b")  # whole words of four or more letters, any alphabet
 
 
 def construct_lookup(payload: dict[str, Any], per_paragraph: int = 4, seed: int = 0) -> dict[str, Any]:

@@ -129,21 +129,16 @@ def test_constructed_v2_data_reads_back(shared_data, tmp_path: Path) -> None:
 def test_lookup_questions_name_their_unique_answer() -> None:
     """Lookup questions (the long learning check's data): each names a span that occurs once in its paragraph, the
     answer is that span at its offset, and swapping moves the question texts only."""
-    context = "The lower Rhine flows north. The river Rhine crosses Basel, then flows north again."
+    context = (
+        "The lower Rhine flows north. The river Rhine crosses Basel, then flows north again past Münster."
+    )
     payload = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": []}]}]}
     lookup = construct_lookup(payload, per_paragraph=50, seed=0)
     qas = lookup["data"][0]["paragraphs"][0]["qas"]
     spans = {qa["answers"][0]["text"] for qa in qas}
-    assert (
-        "lower Rhine" in spans and "Basel" in spans and "crosses Basel then" not in spans
-    )  # a comma breaks a span
-    assert not spans & {
-        "Rhine",
-        "flows",
-        "north",
-        "flows north",
-        "The",
-    }  # twice in the paragraph, or too short
+    # a comma breaks a span; words twice in the paragraph, or shorter than four letters, are never answers
+    assert "lower Rhine" in spans and "Basel" in spans and "crosses Basel then" not in spans
+    assert not spans & {"Rhine", "flows", "north", "flows north", "The", "nster"}
     for qa in qas:
         answer = qa["answers"][0]
         assert context[answer["answer_start"] :].startswith(answer["text"])
