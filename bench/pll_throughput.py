@@ -32,8 +32,13 @@ def load_tokenizer() -> ElectraTokenizerFast:
     if vocab_file.is_file():
         words = vocab_file.read_text(encoding="utf-8").splitlines()
     else:
-        words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(30517)]
+        words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [_letters(i) for i in range(30517)]
     return ElectraTokenizerFast(vocab={w: i for i, w in enumerate(words)})
+
+
+def _letters(index: int) -> str:
+    """A distinct four-letter lowercase word per index: `make_sentences` draws whole alphabetic words only."""
+    return "".join(chr(ord("a") + index // 26**power % 26) for power in (3, 2, 1, 0))
 
 
 def make_sentences(tokenizer: ElectraTokenizerFast, count: int, length: int, seed: int) -> list[str]:

@@ -65,20 +65,23 @@ class LaneSelfAttention(ElectraSelfAttention):
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: Any = None,
+        *args: Any,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, None]:
+        # The cache argument is passed on untouched: transformers 5.24 renamed it from `past_key_values` to `cache`
+        # (and passes it by keyword), so naming it here would break one version or the other.
+        cache = args[0] if args else kwargs.get("cache", kwargs.get("past_key_values"))
         p = self.dropout.p
         projections = (self.query, self.key, self.value)
         packable = (
-            past_key_values is None
+            cache is None
             and all(projection.bias is not None for projection in projections)
             and not self.is_causal
             and self.config._attn_implementation == ATTENTION
             and lanes_apply(hidden_states, p, self.training)
         )
         if not packable:
-            return super().forward(hidden_states, attention_mask, past_key_values, **kwargs)
+            return super().forward(hidden_states, attention_mask, *args, **kwargs)
         weight = torch.cat([projection.weight for projection in projections])
         bias = torch.cat([projection.bias for projection in projections])
         batch, length = hidden_states.shape[:2]

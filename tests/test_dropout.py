@@ -236,6 +236,29 @@ def test_packed_projections_are_the_separate_ones_forward_and_backward(monkeypat
         )
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_packed_attention_takes_the_cache_by_either_name(training):
+    """transformers 5.24 passes the self-attention's cache as `cache=` (and `encoder_hidden_states=`), earlier
+    versions as `past_key_values=`: a fresh install with 5.24 had failed every training step ("got multiple values
+    for argument 'cache'"). Whichever name, or position, the output is the same, training and in evaluation."""
+    config = ElectraConfig(hidden_size=32, num_attention_heads=2, attention_probs_dropout_prob=0.2)
+    config._attn_implementation = lane_attention.ATTENTION
+    torch.manual_seed(4)
+    module = ElectraSelfAttention(config).train(training)
+    lane_attention.use_lane_modules(module)
+    x = torch.randn(3, 7, 32)
+    outputs = []
+    for call in (
+        lambda: module(x, None),
+        lambda: module(x, None, None),
+        lambda: module(x, attention_mask=None, past_key_values=None),
+        lambda: module(x, attention_mask=None, cache=None, encoder_hidden_states=None),
+    ):
+        torch.manual_seed(8)
+        outputs.append(call()[0])
+    assert all(torch.equal(outputs[0], out) for out in outputs[1:])
+
+
 def _model(cpu_dropout: str, objective: str = "electric", **shape) -> PretrainingModel:
     overrides = {"objective": objective, "vocab_size": 90, "attention_probs_dropout_prob": 0.1, **shape}
     torch.manual_seed(0)
