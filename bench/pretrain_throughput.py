@@ -262,9 +262,11 @@ def main() -> None:
         f"vocab={args.vocab_size} threads={torch.get_num_threads()} torch={torch.__version__}"
         + (f" gpu={torch.cuda.get_device_name(device)}" if device.type == "cuda" else "")
     )
-    peaks = {name: matmul_peak(device, peak_dtype(device, DTYPES[name])) for name in {"fp32", *dtypes}}
+    # whose peak each precision's MFU divides by: its own, or fp32's where it is emulated
+    charged = {name: peak_dtype(device, DTYPES[name]) for name in {"fp32", *dtypes}}
+    peaks = {name: matmul_peak(device, dtype) for name, dtype in charged.items()}
     for name, peak in sorted(peaks.items()):
-        emulated = peak_dtype(device, DTYPES[name]) != DTYPES[name]
+        emulated = charged[name] != DTYPES[name]
         print(
             f"matmul peak {name}: {_rate(peak).strip()} (2 n^3 / best time; measured again before each variant)"
             + (f"; {name} is emulated here, so its MFU is against the fp32 peak" if emulated else "")
@@ -320,7 +322,7 @@ def main() -> None:
                     args.warmup,
                     mode,
                     flops,
-                    matmul_peak(device, peak_dtype(device, DTYPES[name])),
+                    matmul_peak(device, charged[name]),
                     args.window,
                 )
                 rows.append(row)

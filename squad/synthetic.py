@@ -78,6 +78,7 @@ def construct_lookup(payload: dict[str, Any], per_paragraph: int = 4, seed: int 
     for a_index, article in enumerate(data):
         for p_index, paragraph in enumerate(article["paragraphs"]):
             context = paragraph["context"]
+            lowered = context.lower()
             words = list(_WORD.finditer(context))
             candidates = []
             for i in range(len(words)):
@@ -87,7 +88,7 @@ def construct_lookup(payload: dict[str, Any], per_paragraph: int = 4, seed: int 
                         continue
                     start, end = span[0].start(), span[-1].end()
                     text = context[start:end]
-                    if context.lower().count(text.lower()) == 1:
+                    if lowered.count(text.lower()) == 1:
                         candidates.append((start, text))
             chosen = rng.sample(candidates, min(per_paragraph, len(candidates)))
             paragraph["qas"] = [
