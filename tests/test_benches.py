@@ -56,6 +56,27 @@ def test_pretrain_throughput_times_each_dropout_in_one_run(tmp_path, monkeypatch
     assert all(row["page_faults_per_step"] >= 0 and row["kernel_seconds_per_step"] >= 0 for row in rows)
 
 
+def test_pretrain_throughput_charges_the_higher_of_the_peaks_around_a_variant(monkeypatch):
+    """A neighbour's burst can only lower a peak reading: a variant is charged the higher of the readings taken
+    before and after it, so one low reading cannot inflate its MFU."""
+    import torch
+
+    bench = _bench("pretrain_throughput")
+    readings = iter([100e9, 250e9])
+    config = bench.build_config(
+        "tiny", overrides={"vocab_size": 1200, "max_seq_length": 16, "attn_implementation": "eager"}
+    )
+    model = bench.NaiveElectra(bench.discriminator_hf_config(config), bench.generator_hf_config(config))
+    batch = bench.make_batch(2, 16, 1200, torch.device("cpu"))
+    row = bench.measure(
+        "x", model, batch, torch.float32, torch.device("cpu"), 1, 0, None, 1e9, lambda: next(readings)
+    )
+    assert row["peak_readings"] == {"before": 100e9, "after": 250e9}
+    assert row["peak_flops_per_second"] == 250e9
+    step_rate = row["tokens_per_second"]["median"] * row["executed_flops_per_token"]
+    assert row["mfu"] == pytest.approx(step_rate / 250e9)
+
+
 @pytest.mark.parametrize("objective", ["cloze", "electra"])
 def test_fused_head_bench_times_both_heads(objective):
     report = _bench("fused_head").main(
