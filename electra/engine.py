@@ -54,9 +54,12 @@ from electra.optim import (
 from electra.outputs import StepOutput
 from electra.run_log import default_report_to, progress_off
 from electra.trackers import RunLog
-from flops.peak import cached_matmul_peak, native_precision, peak_dtype
+from flops.peak import cached_matmul_peak, matmul_peak, native_precision, peak_dtype
 
 BEST_WEIGHTS = "best.safetensors"
+# How often a run reads the matmul peak again: a neighbour's burst can only lower a reading, so the run keeps the
+# highest one, and a start-up reading taken in a burst would otherwise inflate every MFU of the run.
+PEAK_REREAD_SECONDS = 600.0
 
 
 @dataclass
@@ -267,6 +270,7 @@ class Engine:
             clock.start(step, elapsed_before)
         task.before_training(self._plain(model), resumed=resume_from is not None)
         peak = self._matmul_peak(task)
+        peak_read_at = time.perf_counter()
         stopping = args.early_stopping
         if stopping is not None and stopping.evaluate_at_start and resume_from is None:
             best = self._evaluate(task, model, 0, log, evaluations, best)
@@ -330,6 +334,9 @@ class Engine:
                     )
                     if step_flops is not None:
                         last["flops"] = flops_spent
+                    if peak and time.perf_counter() - peak_read_at >= PEAK_REREAD_SECONDS:
+                        peak = max(peak, self._matmul_peak(task, fresh=True) or 0.0)
+                        peak_read_at = time.perf_counter()
                     if peak:
                         per_token = task.executed_flops_per_token
                         last["mfu"] = last["tokens_per_second"] * per_token / (peak * acc.num_processes)
@@ -390,13 +397,15 @@ class Engine:
         seconds = elapsed_before + time.perf_counter() - run_start
         return TrainResult(step, stop_reason, last, flops_spent, seconds, evaluations, best)
 
-    def _matmul_peak(self, task: Task) -> float | None:
+    def _matmul_peak(self, task: Task, fresh: bool = False) -> float | None:
         """The device's dense matmul rate in the run's precision (fp32's where that precision is emulated), in
-        FLOP/s, where the task measured what a token executes and this process logs; None otherwise."""
+        FLOP/s, where the task measured what a token executes and this process logs; None otherwise. The first
+        reading is shared by the runs of a process; `fresh` takes a new one."""
         acc = self.accelerator
         if not task.executed_flops_per_token or not acc.is_main_process:
             return None
-        return cached_matmul_peak(str(acc.device), peak_dtype(acc.device, _matmul_dtype(acc)))
+        read = matmul_peak if fresh else cached_matmul_peak
+        return read(str(acc.device), peak_dtype(acc.device, _matmul_dtype(acc)))
 
     def _plain(self, model: nn.Module) -> nn.Module:
         """The module itself, without Accelerate's or torch.compile's wrapper: what checkpoints store (no

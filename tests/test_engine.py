@@ -410,6 +410,23 @@ def test_mfu_is_tokens_per_second_times_the_tasks_flops_over_the_peak(tmp_path, 
         assert row["mfu"] == pytest.approx(row["tokens_per_second"] * 1000.0 / 2.0e6)
 
 
+def test_mfu_is_charged_against_the_highest_peak_read_so_far(tmp_path, monkeypatch):
+    """The peak is read again every PEAK_REREAD_SECONDS (here at every log) and the highest reading is kept: a
+    reading lowered by a neighbour's burst neither inflates the MFU nor replaces a better one."""
+    readings = iter([4.0e6, 2.0e6, 8.0e6, 1.0e6, 1.0e6, 1.0e6])
+    monkeypatch.setattr(engine_module, "cached_matmul_peak", lambda device, dtype: 1.0e6)
+    monkeypatch.setattr(engine_module, "matmul_peak", lambda device, dtype: next(readings))
+    monkeypatch.setattr(engine_module, "PEAK_REREAD_SECONDS", 0.0)
+    task = Regression()
+    task.executed_flops_per_token = 1000.0
+    Engine(_args(tmp_path)).fit(task)
+    rows = read_metrics(tmp_path)
+    charged = [4.0e6, 4.0e6, 8.0e6, 8.0e6, 8.0e6, 8.0e6]
+    assert len(rows) == len(charged)
+    for row, peak in zip(rows, charged):
+        assert row["mfu"] == pytest.approx(row["tokens_per_second"] * 1000.0 / peak)
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_bf16_is_charged_against_its_own_peak_only_where_it_is_native(native, tmp_path, monkeypatch, capsys):
     """Where bf16 is native its MFU divides by the bf16 peak; where a CPU emulates it the run warns at the start
