@@ -33,12 +33,18 @@ class CSVTracker(GeneralTracker):
         self.path = Path(directory) / CSV_NAME
         self.resume_step = resume_step
         self.fields: list[str] = []
+        self.started = False
 
     @property
     def tracker(self) -> Path:
         return self.path
 
     def start(self) -> None:
+        """Reads the existing file's columns and drops rows after the resumed step. Accelerate calls this from
+        `init_trackers` since 1.8; `log` calls it too, so older releases cannot append to an untrimmed file."""
+        if self.started:
+            return
+        self.started = True
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
             with self.path.open(newline="") as handle:
@@ -50,6 +56,7 @@ class CSVTracker(GeneralTracker):
         pass  # the run's config.json holds it
 
     def log(self, values: dict, step: int | None = None, **kwargs) -> None:
+        self.start()
         row = {"step": step, **values}
         new = [name for name in row if name not in self.fields]
         if new:

@@ -233,6 +233,24 @@ def test_a_compiled_run_trains_like_the_eager_one_and_saves_plain_weights(tmp_pa
     assert set(saved) == set(eager.model.state_dict())
 
 
+def test_the_csv_log_resumes_even_when_accelerate_never_starts_it(tmp_path):
+    """Accelerate before 1.8 does not call a tracker's `start`: the first `log` of a resumed run must still drop the
+    rows after the resumed step and keep the file's columns (it had raised on the first evaluation column)."""
+    from electra.trackers import CSVTracker
+
+    first = CSVTracker(tmp_path)
+    for step in (1, 2, 3):
+        first.log({"train/loss": float(step)}, step=step)
+    first.log({"eval/accuracy": 0.5}, step=3)
+    # killed after step 3, resumed from the checkpoint at step 2
+    resumed = CSVTracker(tmp_path, resume_step=2)
+    resumed.log({"train/loss": 30.0}, step=3)
+    rows = read_csv(tmp_path / "metrics.csv")
+    assert [(row["step"], row.get("train/loss")) for row in rows] == [(1, 1.0), (2, 2.0), (3, 30.0)]
+    header = (tmp_path / "metrics.csv").read_text().splitlines()[0]
+    assert header == "step,train/loss,eval/accuracy"
+
+
 def test_logs_go_through_accelerate_trackers(tmp_path):
     """The engine writes through accelerator.log: a tracker the user put on the accelerator receives exactly the rows
     of metrics.csv, and the engine's own trackers are detached when the run ends (the accelerator is reused)."""
