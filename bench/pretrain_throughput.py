@@ -14,7 +14,7 @@ minutes, and a peak taken beside each variant shows whether the matmul rate move
 stayed at 176-184 GFLOP/s while the same step ran 10% slower than an hour before: the memory system had moved,
 which a 2048³ product does not feel). Why the higher of two readings: a peak is what the hardware can do, and a
 neighbour's burst can only lower a reading; one reading taken in such a burst (139 against 174-185 GFLOP/s in the
-runs beside it) had put a step at 73% MFU that ran at 63-68% of the machine's real rate.
+runs beside it) had put a step at 73% MFU that ran at 55-59% of what those runs read.
 
     python bench/pretrain_throughput.py --size small --batch-size 32 --steps 20
     python bench/pretrain_throughput.py --device cuda --batch-size 128 --dtypes bf16 --compile --no-baseline
@@ -181,7 +181,8 @@ def measure(
     print(
         f"{name:<34} {rates[0]:>10,.0f} {median:>10,.0f} {rates[-1]:>10,.0f} tok/s   "
         f"{row['executed_flops_per_token'] / 1e6:7.1f} MFLOP/tok   MFU {100 * row['mfu']:5.1f}%   "
-        f"peak {_rate(peak)} (before {_rate(peak_before).split()[0]}, after {_rate(peak_after).split()[0]})   mem {row['peak_memory_gib']:6.2f} GiB   warmup {warmup_seconds:6.1f} s   "
+        f"peak {_rate(peak)} (before {_rate(peak_before).split()[0]}, after {_rate(peak_after).split()[0]})   "
+        f"mem {row['peak_memory_gib']:6.2f} GiB   warmup {warmup_seconds:6.1f} s   "
         f"faults/step {row['page_faults_per_step']:9,.0f}   sys {row['kernel_seconds_per_step']:5.2f} s/step",
         flush=True,
     )
