@@ -59,14 +59,14 @@ class Picked(NamedTuple):
         picked = values.gather(1, index)
         return picked.reshape(-1) if values.dim() == 2 else picked.reshape(-1, values.shape[-1])
 
-    @property
     def weights(self) -> torch.Tensor:
-        """[B·K] float: 1 for a picked slot, 0 for a filler."""
+        """[B·K] float: 1 for a picked slot, 0 for a filler. A method, not a property: torch.compile in torch
+        2.6-2.8 cannot trace a property of a NamedTuple (a graph break in every step that used it; 2.13 can)."""
         return self.valid.reshape(-1).float()
 
     def mean(self, values: torch.Tensor) -> torch.Tensor:
         """Mean of per-slot `values` [B·K] over the picked slots (0 when nothing is picked)."""
-        return weighted_mean(values, self.weights)
+        return weighted_mean(values, self.weights())
 
     def replace(self, input_ids: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """`input_ids` with the picked positions set to `values` [B·K] (fillers write back their own token)."""

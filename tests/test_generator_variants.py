@@ -70,7 +70,7 @@ def test_adversarial_step_gives_the_generator_the_hand_computed_reinforce_gradie
     samples = positions.rows(seen["corrupted"])  # the K slots per row; fillers carry weight 0
     replaced = (samples != positions.rows(original)).float()
     d_logits = positions.rows(seen["disc"].detach())
-    weights = positions.weights
+    weights = positions.weights()
     reward = -(replaced * F.logsigmoid(d_logits) + (1 - replaced) * F.logsigmoid(-d_logits))  # D's loss at t
     w = model.reward_baseline
     baseline = -F.logsigmoid(seen["states"].detach() @ w.weight.detach().T + w.bias.detach()).squeeze(-1)

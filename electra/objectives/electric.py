@@ -66,7 +66,7 @@ class Electric(Objective):
             # Accuracy at the k replaced positions per row, a uniform sample of the candidates: an argmax over
             # the vocabulary at every position would be ~5% of a CPU step for a metric.
             slots = noise.slots
-            accuracy = generator_metrics(noise.slot_log_probs, slots.rows(input_ids), slots.weights)
+            accuracy = generator_metrics(noise.slot_log_probs, slots.rows(input_ids), slots.weights())
             metrics = {
                 "generator_loss": gen_loss.detach(),
                 "discriminator_loss": nce.detach(),

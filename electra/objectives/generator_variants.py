@@ -102,7 +102,7 @@ class AdversarialElectra(Electra):
         )
         baseline_logits = model.reward_baseline(states.detach()).squeeze(-1)
         baseline = -F.logsigmoid(baseline_logits.float()).detach()
-        weights = positions.weights
+        weights = positions.weights()
         gen_loss = reinforce_loss(log_probs, samples, reward, baseline, weights)
         fit_loss = baseline_loss(baseline_logits, reward, weights)
         loss = cfg.discriminator_loss_weight * disc_loss + cfg.generator_loss_weight * gen_loss + fit_loss
@@ -179,7 +179,7 @@ class TwoStageElectra(Electra):
         disc_loss = replaced_token_loss(disc_logits, is_replaced, attention_mask)
         loss = cfg.discriminator_loss_weight * disc_loss
         metrics = {"discriminator_loss": disc_loss.detach(), "loss": loss.detach()}
-        metrics.update(corruption.accuracy(positions.rows(input_ids), positions.weights))
+        metrics.update(corruption.accuracy(positions.rows(input_ids), positions.weights()))
         metrics.update(discriminator_metrics(disc_logits, is_replaced, attention_mask))
         return StepOutput(loss, metrics)
 

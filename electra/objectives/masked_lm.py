@@ -40,7 +40,7 @@ class MaskedLM(Objective):
         logits = model.generator.logits_at(masked, attention_mask, token_type_ids, positions)
         loss = positions.mean(F.cross_entropy(logits.float(), targets, reduction="none"))
         metrics = {"mlm_loss": loss.detach(), "loss": loss.detach()}
-        accuracy = generator_metrics(logits, targets, positions.weights)["generator_accuracy"]
+        accuracy = generator_metrics(logits, targets, positions.weights())["generator_accuracy"]
         metrics["mlm_accuracy"] = accuracy
         return StepOutput(loss, metrics)
 

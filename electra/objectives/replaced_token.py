@@ -80,7 +80,7 @@ def corrupt(
         else None
     )
     if head is not None and fused_nll.applies(head.contexts):
-        weights = positions.weights
+        weights = positions.weights()
         out = fused_nll.fused_nll_and_sample(
             *head, positions.rows(input_ids), weights / weights.sum().clamp(min=1)
         )
@@ -97,7 +97,7 @@ def corrupt(
         samples = sample_from_probs(probs)
     else:
         samples = sample_tokens(logits, temperature)
-    entropy = output_entropy(log_probs, probs, positions.weights)
+    entropy = output_entropy(log_probs, probs, positions.weights())
     return Corruption(positions.replace(input_ids, samples), logits, log_probs, entropy)
 
 
@@ -119,9 +119,9 @@ def add_generator_loss(
             gen_loss = positions.mean(F.nll_loss(corruption.log_probs, targets, reduction="none"))
         loss = loss + model.config.generator_loss_weight * gen_loss
         metrics["generator_loss"] = gen_loss.detach()
-    metrics.update(corruption.accuracy(targets, positions.weights))
+    metrics.update(corruption.accuracy(targets, positions.weights()))
     metrics["generator_entropy"] = (
-        output_entropy(corruption.log_probs, weights=positions.weights)
+        output_entropy(corruption.log_probs, weights=positions.weights())
         if corruption.entropy is None
         else corruption.entropy
     )
