@@ -192,6 +192,14 @@ def plls(runs: dict[str, Path]) -> dict[str, list[float]]:
     return out
 
 
+def torch_release() -> str:
+    """major.minor of the running torch: within one release the kernels sum in the same order on every host of a
+    kind; across releases they need not."""
+    import torch
+
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
 def record(workdir: Path) -> dict:
     import torch
 
@@ -201,6 +209,7 @@ def record(workdir: Path) -> dict:
     runs = {objective: pretrain(objective, workdir, cache, corpus, vocab) for objective in OBJECTIVES}
     return {
         "corpus_sha256": digest,
+        "torch": torch_release(),
         "steps": {objective: step_metrics(run) for objective, run in runs.items()},
         "glue_stsb": glue_metrics(runs["electra"] / "discriminator", workdir),
         "pll": plls(runs),

@@ -344,24 +344,33 @@ def test_under_dropout_the_outputs_have_torchs_mean():
 
 
 def test_a_masked_lm_learns_as_well_with_lanes():
-    """30 steps on rows a masked LM can learn, from the same weights: the loss falls by more than two thirds with either
-    dropout, and neither ends far from the other."""
+    """30 steps on rows a masked LM can learn, from the same weights, over four seeds: on average the loss falls by
+    more than two thirds with either dropout, and neither mean ends far from the other.
+
+    Why a mean: one seed's final loss is one draw of the masks and the dropout, and it spreads widely (on torch
+    2.13, the last five steps' mean over the first five's ranged 0.18-0.35 with lanes and 0.18-0.28 with torch's
+    dropout over ten seeds); a single seed compared at 1.25× had passed at 1.24× and failed on torch 2.6, whose
+    Bernoulli draws differ, at 1.29×. Over seeds 0-3 the means measured 0.253 against 0.220 (torch 2.13) and
+    0.242 (torch 2.6)."""
     batch = _batch()
-    final = {}
+    fall = {}
     for kind in ("lanes", "torch"):
-        model = _model(kind, "mlm", **SMALL).train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=6e-3)
-        torch.manual_seed(6)
-        trace = []
-        for _ in range(30):
-            optimizer.zero_grad()
-            loss = model(*batch).loss
-            loss.backward()
-            optimizer.step()
-            trace.append(loss.item())
-        final[kind] = sum(trace[-5:]) / 5
-        assert final[kind] < 0.3 * sum(trace[:5]) / 5
-    assert final["lanes"] < 1.25 * final["torch"] and final["torch"] < 1.25 * final["lanes"]
+        ratios = []
+        for seed in range(4):
+            model = _model(kind, "mlm", **SMALL).train()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=6e-3)
+            torch.manual_seed(seed)
+            trace = []
+            for _ in range(30):
+                optimizer.zero_grad()
+                loss = model(*batch).loss
+                loss.backward()
+                optimizer.step()
+                trace.append(loss.item())
+            ratios.append(sum(trace[-5:]) / sum(trace[:5]))
+        fall[kind] = sum(ratios) / len(ratios)
+        assert fall[kind] < 0.3, kind
+    assert fall["lanes"] < 1.25 * fall["torch"] and fall["torch"] < 1.25 * fall["lanes"]
 
 
 def test_the_export_names_plain_sdpa_nowhere(tmp_path):
