@@ -105,7 +105,7 @@ def test_retrieve_select_iss_writes_an_equal_size_corpus(data, retrieved, start_
         assert len([p for p in text.split("\n\n") if p.strip()]) == 20
     summary = json.loads((tmp_path / "iss" / "summary.json").read_text())
     assert summary["candidates"] > 20 and summary["reference_seconds"] > 0
-    records = [json.loads(line) for line in open(tmp_path / "iss" / "retrieved.jsonl")]
+    records = [json.loads(line) for line in (tmp_path / "iss" / "retrieved.jsonl").read_text().splitlines()]
     assert len(records) == 20 and all("influence" in r for r in records)
     assert (tmp_path / "iss" / "reference" / "results.json").is_file()  # the reference model's own run
 

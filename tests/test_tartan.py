@@ -214,7 +214,7 @@ def test_meta_tartan_cli_logs_weights_every_step_and_resumes(
     extra += ["--steps", "4", "--eval-every", "2", "--save-every", "2"]
     assert main(_tartan(data, start_dir, tmp_path / "straight", *extra)) == 0
     stage1 = tmp_path / "straight" / "stage1"
-    rows = list(csv.DictReader(open(stage1 / "task_weights.csv")))
+    rows = list(csv.DictReader((stage1 / "task_weights.csv").read_text().splitlines()))
     assert [int(r["step"]) for r in rows] == [1, 2, 3, 4]
     assert all(
         sum(float(r[k]) for k in ("task", "lm_internal", "lm_external")) == pytest.approx(1, abs=1e-5)

@@ -41,7 +41,8 @@ def _corpus() -> list[str]:
 
 @pytest.fixture()
 def index(tmp_path):
-    return build_index(_corpus(), tmp_path / "index", max_words=20, min_words=5, progress=False)
+    with build_index(_corpus(), tmp_path / "index", max_words=20, min_words=5, progress=False) as built:
+        yield built
 
 
 def test_split_passages_packs_lines_and_cuts_long_ones():
@@ -66,17 +67,19 @@ def test_planted_document_ranks_first(index):
 
 def test_index_reloads_with_identical_results(index, tmp_path):
     before = index.search([QUERY, "wheat harvest rains"], k=4)
-    reloaded = BM25Index(tmp_path / "index")
-    assert reloaded.num_docs == index.num_docs
-    assert reloaded.search([QUERY, "wheat harvest rains"], k=4) == before
-    assert [reloaded.get(i) for i in range(reloaded.num_docs)] == [
-        index.get(i) for i in range(index.num_docs)
-    ]
+    with BM25Index(tmp_path / "index") as reloaded:
+        assert reloaded.num_docs == index.num_docs
+        assert reloaded.search([QUERY, "wheat harvest rains"], k=4) == before
+        assert [reloaded.get(i) for i in range(reloaded.num_docs)] == [
+            index.get(i) for i in range(index.num_docs)
+        ]
 
 
 def test_duplicate_passages_are_stored_once(tmp_path):
-    idx = build_index([PLANTED, PLANTED.upper(), FILLER[0]], tmp_path / "i", max_words=40, progress=False)
-    assert idx.num_docs == 2
+    with build_index(
+        [PLANTED, PLANTED.upper(), FILLER[0]], tmp_path / "i", max_words=40, progress=False
+    ) as idx:
+        assert idx.num_docs == 2
 
 
 def test_union_is_deduplicated_with_provenance():
