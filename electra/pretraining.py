@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import shutil
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,7 +242,29 @@ def compile_plan(config: PretrainConfig, on_gpu: bool, processes: int = 1) -> tu
     users who opt in."""
     compile = config.compile if config.compile is not None else (on_gpu and processes == 1)
     mode = config.compile_mode or ("reduce-overhead" if on_gpu else "default")
+    if compile and _torch_release() < COMPILE_NEEDS_TORCH:
+        # pyproject asks for 2.7, but an install with --no-deps keeps whatever torch it finds
+        if config.compile:
+            raise UserError(
+                f"--compile needs torch >= 2.7 (this is {torch.__version__}, whose compiler fails inside "
+                "transformers' encoder); upgrade torch or drop --compile."
+            )
+        warnings.warn(
+            f"torch {torch.__version__} cannot compile this step (2.7+ can): training eagerly", stacklevel=2
+        )
+        compile = False
     return compile, mode
+
+
+COMPILE_NEEDS_TORCH = (
+    2,
+    7,
+)  # under 2.7 dynamo fails inside transformers' encoder wrapper (README, "Libraries")
+
+
+def _torch_release() -> tuple[int, int]:
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
 
 
 def train_args(

@@ -162,6 +162,21 @@ def test_compile_plan_follows_the_measurements_unless_told(overrides, on_gpu, pr
     assert compile_plan(build_config("small", overrides=overrides), on_gpu, processes) == expected
 
 
+def test_compile_plan_stays_eager_on_a_torch_that_cannot_compile_the_step(monkeypatch):
+    """Under torch 2.7 the compiler fails inside transformers' encoder: one GPU's default (compile) falls back to
+    eager with a warning, and an explicit --compile gets a one-line error instead of a compiler traceback."""
+    from electra import pretraining
+
+    monkeypatch.setattr(pretraining.torch, "__version__", "2.6.0+cu124")
+    with pytest.warns(UserWarning, match="training eagerly"):
+        assert pretraining.compile_plan(build_config("small"), True, 1) == (False, "reduce-overhead")
+    with pytest.raises(UserError, match="--compile needs torch >= 2.7"):
+        pretraining.compile_plan(build_config("small", overrides={"compile": True}), True, 1)
+    assert pretraining.compile_plan(build_config("small", overrides={"compile": False}), True, 1)[0] is False
+    monkeypatch.setattr(pretraining.torch, "__version__", "2.10.1")
+    assert pretraining.compile_plan(build_config("small"), True, 1) == (True, "reduce-overhead")
+
+
 def test_an_unknown_compile_mode_is_refused():
     with pytest.raises(UserError, match="compile_mode must be one of default, reduce-overhead"):
         build_config("small", overrides={"compile_mode": "fast"})
