@@ -235,6 +235,15 @@ def split_held_out(dataset, config: PretrainConfig):
     return dataset.select(range(n - held)), dataset.select(range(n - held, n))
 
 
+# Under 2.7, dynamo fails inside transformers' encoder wrapper (README, "Libraries, and why").
+COMPILE_NEEDS_TORCH = (2, 7)
+
+
+def _torch_release() -> tuple[int, int]:
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
 def compile_plan(config: PretrainConfig, on_gpu: bool, processes: int = 1) -> tuple[bool, str]:
     """Whether and how to torch.compile: the config's choice, else what was measured to pay. On one H100 the
     compiled ELECTRA-Small step with CUDA graphs ran 2.3x the eager one after ~90 s of compilation, so it wins any
@@ -254,17 +263,6 @@ def compile_plan(config: PretrainConfig, on_gpu: bool, processes: int = 1) -> tu
         )
         compile = False
     return compile, mode
-
-
-COMPILE_NEEDS_TORCH = (
-    2,
-    7,
-)  # under 2.7 dynamo fails inside transformers' encoder wrapper (README, "Libraries")
-
-
-def _torch_release() -> tuple[int, int]:
-    major, minor = torch.__version__.split("+")[0].split(".")[:2]
-    return int(major), int(minor)
 
 
 def train_args(
