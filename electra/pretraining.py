@@ -239,7 +239,8 @@ def split_held_out(dataset, config: PretrainConfig):
 COMPILE_NEEDS_TORCH = (2, 7)
 
 
-def _torch_release() -> tuple[int, int]:
+def torch_release() -> tuple[int, int]:
+    """(major, minor) of the running torch, compared as numbers: 2.10 is newer than 2.7."""
     major, minor = torch.__version__.split("+")[0].split(".")[:2]
     return int(major), int(minor)
 
@@ -251,7 +252,7 @@ def compile_plan(config: PretrainConfig, on_gpu: bool, processes: int = 1) -> tu
     users who opt in."""
     compile = config.compile if config.compile is not None else (on_gpu and processes == 1)
     mode = config.compile_mode or ("reduce-overhead" if on_gpu else "default")
-    if compile and _torch_release() < COMPILE_NEEDS_TORCH:
+    if compile and torch_release() < COMPILE_NEEDS_TORCH:
         # pyproject asks for 2.7, but an install with --no-deps keeps whatever torch it finds
         if config.compile:
             raise UserError(

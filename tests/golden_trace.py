@@ -195,9 +195,9 @@ def plls(runs: dict[str, Path]) -> dict[str, list[float]]:
 def torch_release() -> str:
     """major.minor of the running torch: within one release the kernels sum in the same order on every host of a
     kind; across releases they need not."""
-    import torch
+    from electra.pretraining import torch_release as release
 
-    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    return ".".join(str(part) for part in release())
 
 
 def record(workdir: Path) -> dict:
