@@ -5,11 +5,15 @@
 #       throughput and MFU of the ELECTRA-Small step, batch 128 x 128, timed in windows of 10 steps: the naive
 #       transformers step and ours in fp32; ours in bf16 eager, compiled, and compiled with CUDA graphs
 #       (reduce-overhead); Electric in bf16 eager and with CUDA graphs.
+#   bench/gpu_checks.sh profile OUT
+#       where the GPU's time goes in the bf16 ELECTRA-Small step, batch 128 x 128, eager and with CUDA graphs:
+#       kernels by device time (the GEMMs as one line), the GPU's busy time against the step's wall time, and the
+#       kernels per step (bench/profile_step.py; JSON beside the text).
 #   bench/gpu_checks.sh pretrain OUT CORPUS VOCAB MAX_STEPS WARMUP [more pretrain flags]
 #       `accelerate launch pretrain.py --size small` in bf16 on a local corpus, with its curves; the run directory
 #       is /tmp/gpu-run and OUT receives metrics.csv, summary.json, curves.png and the log.
 set -euo pipefail
-mode=${1:?bench|pretrain}; out=${2:?OUT}
+mode=${1:?bench|profile|pretrain}; out=${2:?OUT}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee -a "$out/gpu.txt"
 python3 -c "import torch, transformers, accelerate; print('torch', torch.__version__, 'transformers', transformers.__version__, 'accelerate', accelerate.__version__)" | tee -a "$out/gpu.txt"
@@ -21,6 +25,13 @@ if [ "$mode" = bench ]; then
     --compile-modes default,reduce-overhead --json "$out/throughput-bf16.json" 2>&1 | tee -a "$out/throughput.txt"
   python3 bench/pretrain_throughput.py "${common[@]}" --dtypes bf16 --no-baseline --objective electric \
     --compile-modes reduce-overhead --json "$out/throughput-electric.json" 2>&1 | tee -a "$out/throughput.txt"
+  exit 0
+fi
+if [ "$mode" = profile ]; then
+  common=(--device cuda --size small --batch-size 128 --dtype bf16 --steps 10 --rows 30)
+  python3 bench/profile_step.py "${common[@]}" --json "$out/profile-eager.json" 2>&1 | tee "$out/profile.txt"
+  python3 bench/profile_step.py "${common[@]}" --compile-mode reduce-overhead --json "$out/profile-cudagraphs.json" \
+    2>&1 | tee -a "$out/profile.txt"
   exit 0
 fi
 corpus=${3:?CORPUS}; vocab=${4:?VOCAB}; steps=${5:?MAX_STEPS}; warmup=${6:?WARMUP}

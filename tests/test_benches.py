@@ -98,6 +98,36 @@ def test_profile_step_bench_accounts_for_the_step(tmp_path, clock):
     assert json.loads((tmp_path / "p.json").read_text())["clock"] == clock
 
 
+def test_profile_step_groups_gemm_kernels_and_keeps_other_kernels_by_name():
+    bench = _bench("profile_step")
+    gemms = [
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off",
+        "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x3_tn",
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8>(...)",
+    ]
+    assert {bench.group_of_kernel(name) for name in gemms} == {bench.GPU_GEMM}
+    fused = "triton_per_fused__to_copy_add_native_layer_norm_native_layer_norm_backward_3"
+    flash = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false>>(...)"
+    assert bench.group_of_kernel(fused) == fused and bench.group_of_kernel(flash) == flash
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--compile-mode", "default", "--clock", "wall"], "takes --clock profiler"),
+        (["--device", "cuda"], "no CUDA device"),
+    ],
+)
+def test_profile_step_refuses_what_it_cannot_measure(argv, message, capsys):
+    import torch
+
+    if "cuda" in argv and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    with pytest.raises(SystemExit):
+        _bench("profile_step").main(argv)
+    assert message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_pretrain_throughput_times_bf16_by_default_only_where_it_is_native(native, monkeypatch, capsys):
     """Without native bf16 a CPU's bf16 step takes minutes: the default leaves it out and says so; asked for, it
