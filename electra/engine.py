@@ -58,7 +58,11 @@ from flops.peak import cached_matmul_peak, matmul_peak, native_precision, peak_d
 
 BEST_WEIGHTS = "best.safetensors"
 # How often a run reads the matmul peak again: a neighbour's burst can only lower a reading, so the run keeps the
-# highest one, and a start-up reading taken in a burst would otherwise inflate every MFU of the run.
+# highest one, and a start-up reading taken in a burst would otherwise inflate every MFU of the run. The second
+# reading comes after FIRST_PEAK_REREAD_SECONDS, later ones every PEAK_REREAD_SECONDS, and the last log of a run
+# takes one more where the latest is older than FIRST_PEAK_REREAD_SECONDS (so the model card's MFU of a run of a
+# few minutes rests on more than its start-up reading; runs shorter than that, a test's, pay for none).
+FIRST_PEAK_REREAD_SECONDS = 60.0
 PEAK_REREAD_SECONDS = 600.0
 
 
@@ -240,6 +244,12 @@ class Engine:
             args.schedule, args.warmup_steps, args.max_steps, args.schedule_clock, args.time_budget
         )
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
+        if args.schedule == "linear" and args.warmup_steps >= args.max_steps and resume_from is None:
+            acc.print(
+                f"WARNING: warmup_steps={args.warmup_steps} is not below max_steps={args.max_steps}: the learning "
+                f"rate only warms up (to {args.learning_rate * args.max_steps / args.warmup_steps:.3g}) and never "
+                "decays; pass a smaller warmup (--set warmup_steps=N) for the whole schedule."
+            )
         step = 0
         if resume_from is not None:
             step = json.loads((resume_from / "trainer_state.json").read_text())["step"]
@@ -270,7 +280,7 @@ class Engine:
             clock.start(step, elapsed_before)
         task.before_training(self._plain(model), resumed=resume_from is not None)
         peak = self._matmul_peak(task)
-        peak_read_at = time.perf_counter()
+        peak_read_at, peak_readings = time.perf_counter(), 1
         stopping = args.early_stopping
         if stopping is not None and stopping.evaluate_at_start and resume_from is None:
             best = self._evaluate(task, model, 0, log, evaluations, best)
@@ -334,9 +344,11 @@ class Engine:
                     )
                     if step_flops is not None:
                         last["flops"] = flops_spent
-                    if peak and time.perf_counter() - peak_read_at >= PEAK_REREAD_SECONDS:
+                    if peak and time.perf_counter() - peak_read_at >= _peak_reread_interval(
+                        peak_readings, done
+                    ):
                         peak = max(peak, self._matmul_peak(task, fresh=True) or 0.0)
-                        peak_read_at = time.perf_counter()
+                        peak_read_at, peak_readings = time.perf_counter(), peak_readings + 1
                     if peak:
                         per_token = task.executed_flops_per_token
                         last["mfu"] = last["tokens_per_second"] * per_token / (peak * acc.num_processes)
@@ -511,6 +523,12 @@ def _to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, (list, tuple)):
         return type(batch)(_to_device(v, device) for v in batch)
     return batch
+
+
+def _peak_reread_interval(readings: int, last_log: bool) -> float:
+    """Seconds after the latest matmul-peak reading at which a log reads it again (see PEAK_REREAD_SECONDS)."""
+    interval = FIRST_PEAK_REREAD_SECONDS if readings == 1 else PEAK_REREAD_SECONDS
+    return min(interval, FIRST_PEAK_REREAD_SECONDS) if last_log else interval
 
 
 def _matmul_dtype(accelerator: Any) -> torch.dtype:

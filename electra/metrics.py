@@ -35,7 +35,9 @@ def output_entropy(
     5.3.4), a maximum-likelihood one keeps it near the data's. It runs every step over [positions, vocabulary], so
     it takes the probabilities sampling already computed and reduces without a full-size temporary."""
     with torch.no_grad():
-        log_probs = log_probs.detach().float()
+        # A token the generator never proposes (log q = -inf: the unigram generator's special tokens and unseen
+        # pieces) adds nothing; unclamped it would add 0 · (-inf) = NaN.
+        log_probs = log_probs.detach().float().clamp_min(torch.finfo(torch.float32).min)
         probs = log_probs.exp() if probs is None else probs
         return weighted_mean(-torch.einsum("nv,nv->n", probs, log_probs), weights)
 

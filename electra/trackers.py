@@ -70,7 +70,8 @@ class CSVTracker(GeneralTracker):
         with self.path.open("w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=self.fields)
             writer.writeheader()
-            writer.writerows(rows)
+            # read back as floats: a step goes out as the integer every appended row writes
+            writer.writerows({**row, "step": int(row["step"])} if "step" in row else row for row in rows)
 
     def finish(self) -> None:
         pass

@@ -179,7 +179,8 @@ def run_score(args: argparse.Namespace) -> int:
     from pll.nbest import looks_like_nbest
 
     name, text = _read_input(args.input)
-    if looks_like_nbest(text):
+    # A .json file is an n-best list: if it does not parse, say so rather than score its JSON syntax as sentences.
+    if looks_like_nbest(text) or name.lower().endswith(".json"):
         return _score_nbest(args, name, text)
     sentences = [s for s in (line.strip() for line in text.splitlines()) if s]
     if args.output:

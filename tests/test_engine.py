@@ -247,8 +247,9 @@ def test_the_csv_log_resumes_even_when_accelerate_never_starts_it(tmp_path):
     resumed.log({"train/loss": 30.0}, step=3)
     rows = read_csv(tmp_path / "metrics.csv")
     assert [(row["step"], row.get("train/loss")) for row in rows] == [(1, 1.0), (2, 2.0), (3, 30.0)]
-    header = (tmp_path / "metrics.csv").read_text().splitlines()[0]
-    assert header == "step,train/loss,eval/accuracy"
+    lines = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert lines[0] == "step,train/loss,eval/accuracy"
+    assert [line.split(",")[0] for line in lines[1:]] == ["1", "2", "3"]  # rewritten rows too: 1, not 1.0
 
 
 def test_logs_go_through_accelerate_trackers(tmp_path):
@@ -400,6 +401,18 @@ def test_the_engine_trains_with_the_chosen_cpu_dropout(tmp_path, choice):
     assert task.model[1].p == 0.1
 
 
+@pytest.mark.parametrize(("warmup", "warned"), [(6, True), (9, True), (5, False)])
+def test_a_warmup_as_long_as_the_run_is_warned_of(warmup, warned, tmp_path, capsys):
+    """`--max-steps 40` on a preset with 50 warm-up steps ends at a high rate that never decays: say so at the
+    start, with the rate it will reach."""
+    Engine(_args(tmp_path, warmup_steps=warmup)).fit(Regression())
+    out = capsys.readouterr().out
+    assert ("never decays" in out) is warned
+    if warned:
+        assert f"warmup_steps={warmup} is not below max_steps=6" in out
+        assert f"(to {0.05 * 6 / warmup:.3g})" in out
+
+
 def test_an_unknown_cpu_dropout_is_refused_in_one_line():
     with pytest.raises(UserError, match="cpu_dropout must be one of lanes, torch"):
         TrainArgs(max_steps=1, learning_rate=0.1, cpu_dropout="fast")
@@ -434,12 +447,31 @@ def test_mfu_is_charged_against_the_highest_peak_read_so_far(tmp_path, monkeypat
     readings = iter([4.0e6, 2.0e6, 8.0e6, 1.0e6, 1.0e6, 1.0e6])
     monkeypatch.setattr(engine_module, "cached_matmul_peak", lambda device, dtype: 1.0e6)
     monkeypatch.setattr(engine_module, "matmul_peak", lambda device, dtype: next(readings))
+    monkeypatch.setattr(engine_module, "FIRST_PEAK_REREAD_SECONDS", 0.0)
     monkeypatch.setattr(engine_module, "PEAK_REREAD_SECONDS", 0.0)
     task = Regression()
     task.executed_flops_per_token = 1000.0
     Engine(_args(tmp_path)).fit(task)
     rows = read_metrics(tmp_path)
     charged = [4.0e6, 4.0e6, 8.0e6, 8.0e6, 8.0e6, 8.0e6]
+    assert len(rows) == len(charged)
+    for row, peak in zip(rows, charged):
+        assert row["mfu"] == pytest.approx(row["tokens_per_second"] * 1000.0 / peak)
+
+
+def test_a_short_run_reads_the_peak_again_soon_and_at_its_last_log(tmp_path, monkeypatch):
+    """A run of a few minutes would otherwise keep its start-up reading (the model card had shown 91.9% MFU from
+    one taken beside other work): the second reading comes early, and the last log takes one more."""
+    readings = iter([4.0e6, 8.0e6])
+    monkeypatch.setattr(engine_module, "cached_matmul_peak", lambda device, dtype: 1.0e6)
+    monkeypatch.setattr(engine_module, "matmul_peak", lambda device, dtype: next(readings))
+    monkeypatch.setattr(engine_module, "FIRST_PEAK_REREAD_SECONDS", 0.0)
+    monkeypatch.setattr(engine_module, "PEAK_REREAD_SECONDS", 1.0e9)
+    task = Regression()
+    task.executed_flops_per_token = 1000.0
+    Engine(_args(tmp_path)).fit(task)
+    rows = read_metrics(tmp_path)
+    charged = [4.0e6, 4.0e6, 4.0e6, 4.0e6, 4.0e6, 8.0e6]
     assert len(rows) == len(charged)
     for row, peak in zip(rows, charged):
         assert row["mfu"] == pytest.approx(row["tokens_per_second"] * 1000.0 / peak)

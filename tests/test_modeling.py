@@ -117,12 +117,17 @@ def test_sample_equal_to_original_is_labelled_original(micro_overrides, tokenize
 
 def test_unigram_generator_and_mlm_objective(micro_overrides, tokenizer, tmp_path):
     counts = np.ones(len(tokenizer), dtype=np.int64)
+    counts[len(tokenizer) // 2 :] = 0  # pieces the corpus never used: the generator gives them log q = -inf
     uni = build_pretraining_model(
         _config(micro_overrides, generator="unigram"), tokenizer, token_counts=counts
     )
     out = uni(**_batch(tokenizer))
     assert "generator_loss" not in out.metrics and out.metrics["replaced_fraction"] > 0
     assert sum(p.numel() for p in uni.generator.parameters()) == 0
+    # Uniform over the pieces it proposes (counted ones, less the four special ones): entropy log(n), not NaN.
+    proposed = int((uni.generator.log_probs > float("-inf")).sum())
+    assert proposed == len(tokenizer) // 2 - 4
+    assert out.metrics["generator_entropy"].item() == pytest.approx(np.log(proposed), rel=1e-5)
 
     mlm = build_pretraining_model(_config(micro_overrides, objective="mlm"), tokenizer)
     assert mlm.discriminator is None

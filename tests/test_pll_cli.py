@@ -215,6 +215,12 @@ def test_bad_input_is_a_one_line_error(mlm_dir, tmp_path, capsys):
     text.write_text("the cat\n")
     assert main(["score", "--model", str(mlm_dir), "--input", str(text), "--method", "electric"]) == 2
     assert "--method electric: it needs an Electric discriminator" in capsys.readouterr().err
+    truncated = tmp_path / "cut.json"  # an n-best list cut short: refused, not scored as a sentence of JSON
+    truncated.write_text('{"u1": {"hyp_1": {"score": -1.0, "text": "a b"}, "ref": "a b"')
+    assert main(["score", "--model", str(mlm_dir), "--input", str(truncated)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert f"{truncated}: not valid JSON" in captured.err
 
 
 def test_nbest_without_pocketsphinx_says_how_to_install(tmp_path, monkeypatch, capsys):

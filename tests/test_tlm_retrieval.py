@@ -45,6 +45,19 @@ def index(tmp_path):
         yield built
 
 
+@pytest.mark.parametrize("no_progress", [True, False])
+def test_no_progress_silences_every_bar_of_indexing(no_progress, tmp_path, monkeypatch, capfd):
+    """--no-progress (TQDM_DISABLE, set by the CLI) reaches bm25s's own bars, which set `disable` themselves."""
+    if no_progress:
+        monkeypatch.setenv("TQDM_DISABLE", "1")
+    else:
+        monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    with build_index(_corpus(), tmp_path / "index", max_words=20, min_words=5, progress=True):
+        pass
+    err = capfd.readouterr().err
+    assert ("BM25S" in err) is not no_progress and ("indexing corpus" in err) is not no_progress
+
+
 def test_split_passages_packs_lines_and_cuts_long_ones():
     doc = "one two three\nfour five six\n\n" + " ".join(f"w{i}" for i in range(25)) + "\nshort"
     assert split_passages(doc, max_words=10, min_words=1) == [

@@ -158,6 +158,7 @@ def build_index(
 
     index_dir = Path(index_dir)
     index_dir.mkdir(parents=True, exist_ok=True)
+    progress = progress and not progress_off()  # --no-progress silences bm25s's own bars too
     # The same lowercasing, token pattern and stopwords as `bm25s.tokenize` applies to queries.
     tokenizer = Tokenizer(stopwords="en")
     token_ids: list[np.ndarray] = []
@@ -175,9 +176,7 @@ def build_index(
                 token_ids.append(np.asarray(ids, dtype=np.int32))
             pending.clear()
 
-        for document in tqdm(
-            documents, desc="indexing corpus", unit="doc", disable=not progress or progress_off()
-        ):
+        for document in tqdm(documents, desc="indexing corpus", unit="doc", disable=not progress):
             num_documents += 1
             for passage in split_passages(document, max_words, min_words):
                 key = _text_key(passage)
