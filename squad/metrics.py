@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import re
 import string
 from collections.abc import Mapping
@@ -164,21 +165,41 @@ def best_threshold(
 ) -> tuple[float, float]:
     """The (score %, threshold) that maximises the total when "no answer" is predicted above the threshold.
 
-    The sweep starts below every na score (all abstain: one point per unanswerable question) and admits questions
-    in increasing na score: an answerable one gains its score, an unanswerable one loses its point if the model
-    gave a non-empty text. Ties keep the lowest threshold, as the official script does.
+    The sweep is the official script's: it starts with every question abstaining (one point per unanswerable
+    question) and admits questions in increasing na score: an answerable one gains its score, an unanswerable one
+    loses its point if the model gave a non-empty text. Ties keep the lowest threshold, as the official script does.
+
+    Two departures make the threshold reproduce the score when applied (`na score > threshold` abstains, as
+    `evaluate_v2` and `Predictions.final` apply it), for na scores of any sign: this head's are logit differences,
+    often all negative, not the official script's probabilities.
+    - When abstaining everywhere wins, the official script returns 0.0, which abstains everywhere only when every
+      score is positive; here it is 0.0 in that case (the official figure) and otherwise a value below the lowest
+      score.
+    - Questions with equal na scores are admitted together (one threshold admits all of them or none), so the
+      best is only taken where a threshold can stop; with no ties this is the official sweep's best.
     """
     current = best = float(sum(1 for q in scores if not has_ans[q]))
-    best_thresh = 0.0
-    for qid in sorted(scores, key=lambda q: na_probs[q]):
+    best_thresh = _below_all(min((na_probs[q] for q in scores), default=0.0))
+    order = sorted(scores, key=lambda q: na_probs[q])
+    for i, qid in enumerate(order):
         if has_ans[qid]:
             current += scores[qid]
         elif predictions.get(qid):
             current -= 1.0
-        if current > best:
+        last_of_tie = i + 1 == len(order) or na_probs[order[i + 1]] != na_probs[qid]
+        if last_of_tie and current > best:
             best = current
             best_thresh = na_probs[qid]
     return 100.0 * best / len(scores), best_thresh
+
+
+def _below_all(lowest: float) -> float:
+    """A threshold every na score exceeds: 0.0 when the scores are all positive (the official script's value),
+    else a round number below the lowest (or the next float down, where floats are too sparse for that)."""
+    if lowest > 0.0:
+        return 0.0
+    below = math.floor(lowest) - 1.0
+    return below if below < lowest else math.nextafter(lowest, -math.inf)
 
 
 def _warn_missing(golds: Mapping[str, list[str]], predictions: Mapping[str, str]) -> None:

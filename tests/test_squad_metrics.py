@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from squad.metrics import best_threshold, evaluate_v1, evaluate_v2, f1_v1, f1_v2, normalize_answer
+from squad.metrics import (
+    _apply_threshold,
+    best_threshold,
+    evaluate_v1,
+    evaluate_v2,
+    f1_v1,
+    f1_v2,
+    normalize_answer,
+)
 
 
 @pytest.mark.parametrize(
@@ -110,6 +118,88 @@ def test_best_threshold_never_answering_is_the_floor() -> None:
         {"x": "no", "y": "no"}, {"x": 0.0, "y": 0.0}, {"x": 0.2, "y": 0.7}, {"x": True, "y": False}
     )
     assert score == pytest.approx(50.0) and thresh == 0.0
+
+
+def _official_find_best_thresh(preds, scores, na_probs, qid_to_has_ans):
+    """`find_best_thresh` of the official evaluate-v2.0.py, verbatim but for names and layout."""
+    num_no_ans = sum(1 for k in qid_to_has_ans if not qid_to_has_ans[k])
+    cur_score = best_score = num_no_ans
+    best_thresh = 0.0
+    for qid in sorted(na_probs, key=lambda k: na_probs[k]):
+        if qid not in scores:
+            continue
+        if qid_to_has_ans[qid]:
+            diff = scores[qid]
+        else:
+            diff = -1 if preds[qid] else 0
+        cur_score += diff
+        if cur_score > best_score:
+            best_score = cur_score
+            best_thresh = na_probs[qid]
+    return 100.0 * best_score / len(scores), best_thresh
+
+
+def test_best_threshold_reproduces_its_score_for_logit_scores_of_any_sign() -> None:
+    """Before: the sweep started from the official script's threshold 0.0 (its scores are probabilities); with this
+    head's logit-difference scores, all negative, "abstain everywhere" won but 0.0 abstains nowhere, so the EM/F1
+    reported at the tuned threshold (11.16/12.81 in an audit) fell below the best printed beside them (24.98)."""
+    golds = {"a": ["Paris"], "b": [], "c": ["blue whale"], "d": []}
+    wrong = {"a": "Rome", "b": "London", "c": "seal", "d": "Oslo"}  # every text wrong
+    # All scores negative. Abstaining everywhere scores b + d = 2 of 4 = 50; admitting any question only loses
+    # (a, c: +0; b, d: -1), so the best is 50 at a threshold below every score (-7.5 -> -9.0).
+    negative = {"a": -2.0, "b": -7.5, "c": -3.25, "d": -4.0}
+    result = evaluate_v2(golds, wrong, negative)
+    assert result["best_exact"] == pytest.approx(50.0) and result["best_f1"] == pytest.approx(50.0)
+    assert result["best_f1_thresh"] == -9.0
+    applied = evaluate_v2(golds, wrong, negative, na_prob_thresh=result["best_f1_thresh"])
+    assert applied["f1"] == pytest.approx(result["best_f1"]) and applied["exact"] == pytest.approx(50.0)
+    # Mixed signs, PREDS_V2 (a right, b wrong text on an unanswerable, c F1 2/3, d abstains), in na order
+    # d -1.5, a -0.5, c 0.25, b 2.0: from 2 (b, d abstain), d +0 -> 2, a +1 -> 3, c +2/3 -> 3.667 (F1, at 0.25),
+    # b -1 -> 2.667. Best F1 = 91.67 at 0.25; best EM = 75 at -0.5.
+    mixed = {"a": -0.5, "b": 2.0, "c": 0.25, "d": -1.5}
+    result = evaluate_v2(GOLDS_V2, PREDS_V2, mixed)
+    assert result["best_f1"] == pytest.approx(100 * (3 + 2 / 3) / 4) and result["best_f1_thresh"] == 0.25
+    assert result["best_exact"] == pytest.approx(75.0) and result["best_exact_thresh"] == -0.5
+    for kind in ("exact", "f1"):
+        applied = evaluate_v2(GOLDS_V2, PREDS_V2, mixed, na_prob_thresh=result[f"best_{kind}_thresh"])
+        assert applied[kind] == pytest.approx(result[f"best_{kind}"]), kind
+    # Mixed signs where abstaining everywhere wins: the threshold must sit below -1.5. At 0.0, a and d would
+    # answer (d wrongly, on an unanswerable question) and the score would be 1 of 4, not 2 of 4.
+    result = evaluate_v2(golds, wrong, {"a": -0.5, "b": 2.0, "c": 0.25, "d": -1.5})
+    assert result["best_f1"] == pytest.approx(50.0) and result["best_f1_thresh"] < -1.5
+    assert evaluate_v2(golds, wrong, mixed, na_prob_thresh=result["best_f1_thresh"])["f1"] == pytest.approx(
+        50.0
+    )
+
+
+def test_best_threshold_agrees_with_the_official_script_without_ties() -> None:
+    """The official sweep's best figures, and its threshold wherever that threshold is reachable (not all-abstain
+    with non-positive scores); and with tied scores the threshold still reproduces the figure it returns."""
+    import random
+
+    rng = random.Random(0)
+    for trial in range(200):
+        qids = [f"q{i}" for i in range(rng.randrange(1, 12))]
+        has_ans = {q: rng.random() < 0.5 for q in qids}
+        preds = {q: rng.choice(["", "x"]) for q in qids}
+        raw = {q: rng.choice([0.0, 0.5, 1.0]) if has_ans[q] else float(not preds[q]) for q in qids}
+        sign = rng.choice([-1.0, 1.0, 0.0])
+        na = {q: round(rng.uniform(0.01, 5) * (sign or rng.choice([-1.0, 1.0])), 6) for q in qids}
+        if len(set(na.values())) < len(na):
+            continue
+        ours = best_threshold(preds, raw, na, has_ans)
+        official = _official_find_best_thresh(preds, raw, na, has_ans)
+        assert ours[0] == pytest.approx(official[0]), trial
+        if ours[1] != official[1]:  # only the all-abstain case, where 0.0 does not abstain everywhere
+            assert official[1] == 0.0 and min(na.values()) <= 0.0 and ours[1] < min(na.values()), trial
+        applied = _apply_threshold(raw, na, has_ans, ours[1])
+        assert 100.0 * sum(applied.values()) / len(qids) == pytest.approx(ours[0]), trial
+    # Ties: q1 and q2 share 0.3; admitting q1 alone (+1) is no threshold's choice, since 0.3 admits q2 (-1) too.
+    preds, raw = {"q1": "x", "q2": "x"}, {"q1": 1.0, "q2": 0.0}
+    has_ans, na = {"q1": True, "q2": False}, {"q1": 0.3, "q2": 0.3}
+    score, thresh = best_threshold(preds, raw, na, has_ans)
+    assert score == pytest.approx(50.0) and thresh == 0.0
+    assert 100.0 * sum(_apply_threshold(raw, na, has_ans, thresh).values()) / 2 == pytest.approx(score)
 
 
 def test_v2_an_answerable_question_whose_answers_normalise_to_nothing_stays_answerable() -> None:
