@@ -8,11 +8,13 @@ answer at once. A `UserError` anywhere becomes one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
+import warnings
 
 from electra import __version__, compare_cli, plot, pretrain_cli
-from electra.errors import UserError
+from electra.errors import ElectraWarning, UserError
 from electra.run_log import parse_report_to
 from electra.siblings import bind_siblings
 from flops import cli as flops_cli
@@ -38,8 +40,57 @@ SUBCOMMANDS = (
 )
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse, answering as the rest of the CLI does: a bad flag is one line from the command it was given to
+    (`electra pretrain: error: ...`, no usage block), an unknown flag gets the nearest real one as a hint, a flag
+    must be spelled in full (a prefix such as `--max-step` is refused, not read as `--max-steps`), and the
+    underscore spelling of any flag (`transformers` Trainer's `--report_to`, `--output_dir`,
+    `--per_device_train_batch_size`) reads as the hyphenated one. Subcommands' parsers are made of this class too."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.set_defaults(_command_parser=self)  # the deepest parser the arguments reached wins
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(self._hyphenated(args), namespace)
+
+    def _hyphenated(self, args: list[str]) -> list[str]:
+        """`--output_dir x` and `--report_to=csv` as `--output-dir x`, `--report-to=csv`, where that flag exists."""
+        out = []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                return out + args[i:]
+            name, equals, value = arg.partition("=")
+            if name.startswith("--") and "_" in name and name not in self._option_string_actions:
+                hyphenated = "--" + name[2:].replace("_", "-")
+                if hyphenated in self._option_string_actions:
+                    arg = hyphenated + equals + value
+            out.append(arg)
+        return out
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        owner = vars(parsed).pop("_command_parser", self)
+        if extras:
+            owner.error(owner.unrecognized(extras))
+        return parsed
+
+    def unrecognized(self, extras: list[str]) -> str:
+        """The message for flags this command does not take, with the nearest one it does take."""
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        flag = next((e.partition("=")[0] for e in extras if e.startswith("--")), None)
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75) if flag else []
+        return message + (f" (did you mean {close[0]}?)" if close else "")
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="electra", description="Pretrain, count, fine-tune and score ELECTRA / Electric models."
     )
     parser.add_argument("--version", action="version", version=f"electra {__version__}")
@@ -91,6 +142,19 @@ def _progress_bars_off() -> list:
     return restore
 
 
+def _one_line_warnings(format_warning):
+    """Python's warning format, but the library's `ElectraWarning`s read as one `warning: ...` line (the CLI's
+    style) rather than two naming the library's file and source line. Only the format changes, so the warnings
+    stay catchable (`warnings.catch_warnings`, `pytest.warns`) and filterable as before."""
+
+    def format(message, category, filename, lineno, line=None) -> str:
+        if issubclass(category, ElectraWarning):
+            return f"warning: {message}\n"
+        return format_warning(message, category, filename, lineno, line)
+
+    return format
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         bind_siblings(strict=True)
@@ -104,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     saved = {name: os.environ.get(name) for name in ("TQDM_DISABLE", "ELECTRA_REPORT_TO")}
     bars_to_restore: list = []
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = _one_line_warnings(format_warning)
     try:
         if getattr(args, "no_progress", False):
             bars_to_restore = _progress_bars_off()
@@ -118,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"electra {args.command}: interrupted", file=sys.stderr)
         return 130
     finally:  # the command's settings end with it (main() may be called again in the same process)
+        warnings.formatwarning = format_warning
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)

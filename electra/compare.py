@@ -317,15 +317,40 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
         "size": settings.size,
         "budget": settings.budget,
         "checkpoints": settings.checkpoints,
-        "tasks": settings.tasks,
-        "seeds": settings.seeds,
         "overrides": settings.overrides,
-        "finetune_settings": asdict(finetune) if finetune is not None else None,
-        "probes": list(settings.probes),
-        "probe_max_train": settings.probe_max_train,
+        **_evaluation(settings, finetune),
         "random_encoder": _probes_on_disk(settings, settings.out / "probes" / "random-encoder"),
         "objectives": objectives,
     }
+
+
+def _evaluation(settings: CompareSettings, finetune) -> dict:
+    """How the checkpoints are evaluated, as results.json records it."""
+    return {
+        "tasks": settings.tasks,
+        "seeds": settings.seeds,
+        "finetune_settings": asdict(finetune) if finetune is not None else None,
+        "probes": list(settings.probes),
+        "probe_max_train": settings.probe_max_train,
+    }
+
+
+def _check_report(settings: CompareSettings, finetune) -> None:
+    """A rerun into the same --out resumes the comparison its results.json reports. One with other evaluation
+    settings would replace that report (and redo its cells), so it needs --overwrite, as glue, tlm, score and
+    rescore do to replace their results; the check comes before any work."""
+    path = settings.out / "results.json"
+    if settings.overwrite or not path.is_file():
+        return
+    saved = json.loads(path.read_text())
+    current = json.loads(json.dumps(json_safe(_evaluation(settings, finetune)), default=str))
+    changed = [key for key, value in current.items() if saved.get(key) != value]
+    if changed:
+        raise UserError(
+            f"{path} reports a comparison made with other {', '.join(changed)}; rerun with those settings to "
+            "resume it, pass --overwrite to evaluate with these (results.json, results.md and curve.png are "
+            "replaced), or choose another --out."
+        )
 
 
 def _probes_on_disk(settings: CompareSettings, folder: Path) -> dict[str, dict]:
@@ -564,12 +589,13 @@ def run_compare(settings: CompareSettings) -> dict:
     if not Path(settings.corpus).exists():
         raise UserError(f"{settings.corpus}: corpus not found; give --corpus a text file or directory.")
     check_files([get_task(task) for task in settings.tasks], settings.glue_data, predict_test=False)
+    base = build_config(settings.size, None, dict(settings.overrides))
+    finetune = glue_settings(settings, base)
+    _check_report(settings, finetune)
     settings.out.mkdir(parents=True, exist_ok=True)
     _check_manifest(settings)
-    base = build_config(settings.size, None, dict(settings.overrides))
     tokenizer_dir = prepare_tokenizer(settings, base)
     cells = {arm.label: pretrain_objective(settings, arm, tokenizer_dir) for arm in settings.arms}
-    finetune = glue_settings(settings, base)
     results = collect_results(settings, cells, finetune)
     write_report(results, settings.out)
     for probe in settings.probes:

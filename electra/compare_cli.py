@@ -107,6 +107,11 @@ def register(subparsers) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a pretraining config field"
     )
     parser.add_argument("--plan", action="store_true", help="print the steps and runs it would do, and exit")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="evaluate with other GLUE/probe settings than the report in --out was made with, replacing it",
+    )
     parser.set_defaults(func=run)
 
 
@@ -163,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         probes=probes,
         probe_data=probe_data,
         probe_max_train=args.probe_max_train,
+        overwrite=args.overwrite,
     )
     if args.plan:
         print(describe_plan(settings))

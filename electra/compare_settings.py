@@ -81,6 +81,7 @@ class CompareSettings:
     probes: list[str] = field(default_factory=list)  # `probes.run.PROBES` names, run on every checkpoint
     probe_data: Path | None = None  # the folder holding glue/ and corpus/
     probe_max_train: int | None = None  # training sentences per probe seed; None: each probe's own default
+    overwrite: bool = False  # replace a report made with other evaluation settings (the same ones resume it)
 
     @property
     def arms(self) -> list[Arm]:

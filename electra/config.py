@@ -7,7 +7,7 @@ run reproducible from its saved `config.json`. Unknown keys are errors: a typo m
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -489,8 +489,61 @@ def load_saved_config(path: str | Path) -> PretrainConfig:
     return PretrainConfig(**{k: _coerce(k, v, str(path)) for k, v in data.items()}).validate()
 
 
-def differing_fields(a: PretrainConfig, b: PretrainConfig, ignore: set[str]) -> list[str]:
-    return [f.name for f in fields(a) if f.name not in ignore and getattr(a, f.name) != getattr(b, f.name)]
+# What a refused `--resume` of a consumer (glue, squad, tlm) says to do instead: the flags all of them take.
+RESUME_FIX = "resume with the saved settings, use another --output, or drop --resume and pass --overwrite to start over."
+
+
+def refuse_changed_settings(
+    record: str | Path,
+    saved: Mapping[str, Any],
+    current: Mapping[str, Any],
+    fix: str,
+    ignore: Collection[str] = (),
+) -> None:
+    """Stop a `--resume` whose settings differ from the ones its output was started with, in one line naming each
+    differing setting with its saved and new value, before any work.
+
+    Every command that resumes (pretrain, glue, squad, tlm) shares this refusal: continuing checkpoints, or
+    reusing finished results, under other settings would label numbers with settings that did not produce them.
+    Values are compared as JSON (what `record` holds), so tuples, lists and paths given as str compare alike. A
+    setting only one side has (a record written before the setting existed) is not compared. `fix` says what to
+    do instead (the command's own flags)."""
+    old, new = (json.loads(json.dumps(dict(values), default=str)) for values in (saved, current))
+    changed = [
+        f"{name} (saved {json.dumps(old[name])}, now {json.dumps(new[name])})"
+        for name in new
+        if name in old and name not in ignore and old[name] != new[name]
+    ]
+    if changed:
+        raise UserError(f"--resume: {record} differs from this run in {', '.join(changed)}; {fix}")
+
+
+def read_run_record(path: str | Path) -> dict[str, Any] | None:
+    """A run's saved settings (a JSON object), or None when there is none; a damaged record is one line naming
+    the file, since a resume must not go on without it."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(
+            f"{path}: not valid JSON ({exc}); restore it, or start over without --resume."
+        ) from None
+    if not isinstance(data, dict):
+        raise UserError(
+            f"{path}: must hold a JSON object of settings; restore it, or start over without --resume."
+        )
+    return data
+
+
+def write_run_record(path: str | Path, settings: Mapping[str, Any]) -> None:
+    """Save the settings a later `--resume` must match, atomically (a kill mid-write leaves the old record)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.partial")
+    staging.write_text(json.dumps(dict(settings), indent=2, default=str) + "\n")
+    staging.replace(path)
 
 
 def with_frozen_generator(overrides: dict[str, Any]) -> dict[str, Any]:

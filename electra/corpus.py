@@ -21,7 +21,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from electra.errors import UserError
+from electra.errors import ElectraWarning, UserError
 
 TEXT_SUFFIXES = {"", ".txt", ".text", ".md", ".raw", ".tokens"}
 JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
@@ -179,7 +179,7 @@ def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
                 f"{name}: starts with a UTF-16 byte-order mark but is not valid UTF-16 (offset {exc.start}); "
                 "convert it with `iconv -f utf-16 -t utf-8`."
             ) from None
-        warnings.warn(f"{name} is UTF-16 (byte-order mark); reading it as such", stacklevel=2)
+        warnings.warn(f"{name} is UTF-16 (byte-order mark); reading it as such", ElectraWarning, stacklevel=2)
         return text
     try:
         return data.decode("utf-8")
@@ -192,7 +192,11 @@ def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
                 f"{name}: undecodable bytes at offset {exc.start} (not UTF-8 text); convert it with "
                 f"`iconv -f latin1 -t utf-8` or remove it from the corpus."
             ) from None
-        warnings.warn(f"{name} is not UTF-8; reading it as Latin-1", stacklevel=2)
+        warnings.warn(
+            f"{name} is not UTF-8; reading it as Latin-1 (--strict-utf8 refuses it instead)",
+            ElectraWarning,
+            stacklevel=2,
+        )
         return data.decode("latin-1")
 
 

@@ -5,3 +5,9 @@ from __future__ import annotations
 
 class UserError(Exception):
     """A problem the user can fix (a path, a file's content, a flag). The message names the file and the fix."""
+
+
+class ElectraWarning(UserWarning):
+    """Something about the user's input the run works around (a corpus read as Latin-1, say). A `UserWarning`, so
+    Python callers filter and catch it as usual; the CLI prints it as one `warning: ...` line, like its other
+    warnings, instead of Python's two lines with the library's file and source line."""

@@ -7,12 +7,28 @@ from typing import Any
 
 from electra.config import CPU_DROPOUT
 from electra.errors import UserError
+from electra.overwrite import refuse_file_as_directory
 
 
-def add_output_option(parser: argparse.ArgumentParser, dest: str, help: str, **kwargs: Any) -> None:
+def add_output_option(
+    parser: argparse.ArgumentParser, dest: str, help: str, directory: bool = True, **kwargs: Any
+) -> None:
     """`--output`, with the spellings users bring from other tools (`--output-dir`, Trainer's; `--out`) as
-    aliases; `kwargs` are argparse's (default, required)."""
+    aliases; `kwargs` are argparse's (default, required).
+
+    A `directory` output that names an existing file is refused while the flags are read, before any work: the
+    one check every command that writes a folder shares (`electra.overwrite.refuse_file_as_directory`)."""
+    if directory:
+        kwargs.setdefault("type", _output_directory)
     parser.add_argument("--output", "--output-dir", "--out", dest=dest, help=help, **kwargs)
+
+
+def _output_directory(value: str) -> str:
+    try:
+        refuse_file_as_directory(value, option=None)  # argparse names the option itself
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def require_counts(

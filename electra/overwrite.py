@@ -24,14 +24,43 @@ def refuse_to_replace(paths: Iterable[str | Path], overwrite: bool, resume_hint:
         )
 
 
-def refuse_foreign_directory(directory: str | Path, overwrite: bool) -> None:
-    """A run directory must be new or empty: a directory holding other files is refused unless `overwrite`."""
+def refuse_file_as_directory(directory: str | Path, option: str | None = "--output") -> None:
+    """Stop with one line when `directory` (or a folder above it) is an existing file: every command that writes a
+    folder checks here first, so a mistyped path is named instead of surfacing as a NotADirectoryError half-way.
+
+    `option` starts the message (None: the caller names the option, as argparse does)."""
     directory = Path(directory)
-    if overwrite or not directory.is_dir():
+    for path in (directory, *directory.parents):
+        if path.exists() and not path.is_dir():
+            where = "" if path == directory else f": {path}"
+            start = f"{option} " if option else ""
+            raise UserError(f"{start}{directory}{where} is a file; choose a directory.")
+
+
+def _listing(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def refuse_foreign_directory(directory: str | Path, overwrite: bool, produced: Iterable[str] = ()) -> None:
+    """A directory that is not a run of this command is left as the user made it.
+
+    While it holds anything it is refused; `overwrite` writes the run beside what is there. A name the run writes
+    (`produced`) that is already there is refused even with `overwrite`: nothing shows that this command wrote it,
+    and `--overwrite` replaces only a command's own earlier output.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
         return
     entries = sorted(p.name for p in directory.iterdir())
-    if entries:
+    produced = set(produced)
+    clashing = [name for name in entries if name in produced]
+    if clashing:
         raise UserError(
-            f"{directory} is not empty ({', '.join(entries[:3])}{', ...' if len(entries) > 3 else ''}) and is not "
-            "a run of this command; choose another --output, or pass --overwrite to write into it."
+            f"{directory} is not a run of this command but holds {_listing(clashing)}, which a run writes; "
+            "--overwrite replaces only a run's own files, so move them or choose another --output."
+        )
+    if entries and not overwrite:
+        raise UserError(
+            f"{directory} is not empty ({_listing(entries)}) and is not a run of this command; choose another "
+            "--output, or pass --overwrite to write the run beside those files (none of them is changed)."
         )

@@ -126,7 +126,8 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="start over in an --output that holds a run (its files are replaced), or write into a non-empty one",
+        help="start over in an --output that holds an earlier run (that run's files are deleted, nothing else), or "
+        "write beside the files of a non-empty folder (never over them)",
     )
     parser.add_argument(
         "--cache-dir", help="where tokenizers and packed examples are cached (default ~/.cache/electra)"

@@ -14,7 +14,7 @@ import math
 import shutil
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from accelerate import Accelerator, PartialState
 from accelerate.utils import set_seed
 
 from electra.checkpoint import latest_checkpoint, latest_intact_checkpoint
-from electra.config import PretrainConfig, differing_fields, load_saved_config
+from electra.config import PretrainConfig, load_saved_config, refuse_changed_settings
 from electra.continued import init_vocabulary, load_initial_weights
 from electra.data import (
     PretrainingCollator,
@@ -34,13 +34,13 @@ from electra.data import (
     tokenizer_fingerprint,
 )
 from electra.engine import Engine, Task, TrainArgs
-from electra.errors import UserError
+from electra.errors import ElectraWarning, UserError
 from electra.export import masked_lm_dir, read_export, save_tokenizer
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.model_card import CardFacts, write_export_cards
 from electra.objectives import check_config, flop_report, get_objective
 from electra.outputs import StepOutput
-from electra.overwrite import refuse_foreign_directory
+from electra.overwrite import refuse_file_as_directory, refuse_foreign_directory
 from electra.tokenization import (
     load_or_train_tokenizer,
     load_saved_tokenizer,
@@ -260,7 +260,9 @@ def compile_plan(config: PretrainConfig, on_gpu: bool, processes: int = 1) -> tu
                 "transformers' encoder); upgrade torch or drop --compile."
             )
         warnings.warn(
-            f"torch {torch.__version__} cannot compile this step (2.7+ can): training eagerly", stacklevel=2
+            f"torch {torch.__version__} cannot compile this step (2.7+ can): training eagerly",
+            ElectraWarning,
+            stacklevel=2,
         )
         compile = False
     return compile, mode
@@ -522,7 +524,7 @@ class _MicroBatches:
         return self.order.batches(self.start)
 
 
-# What a pretraining run writes into its directory (`--overwrite` removes these and nothing else).
+# What a pretraining run writes into its directory (`--overwrite` removes these, in a run's own directory only).
 RUN_FILES = (
     "checkpoints",
     "logs",
@@ -536,7 +538,21 @@ RUN_FILES = (
     "discriminator",
     "generator",
     "mlm",
+    "README.md",  # the export's model card
+    "wandb",  # --report-to wandb's local files
 )
+
+
+def _holds_own_run(output_dir: Path) -> bool:
+    """True when `output_dir` was started by `electra pretrain`: its run record is there and is one of ours.
+
+    Only then are RUN_FILES names in it this command's own, and `--overwrite` may delete them; a user's
+    `config.json` or `logs/` in a folder of their own never is."""
+    try:
+        record = json.loads((output_dir / RUN_RECORD).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and {"corpus_sample", "tokenizer_sha256", "world_size"} <= record.keys()
 
 
 def _check_output_dir(
@@ -547,21 +563,21 @@ def _check_output_dir(
     overwrite: bool = False,
     sized: bool = False,
 ) -> Path | None:
+    refuse_file_as_directory(output_dir)
     existing = latest_checkpoint(checkpoints_dir)
     if not resume:
+        if not _holds_own_run(output_dir):  # new, empty, or the user's: written beside, never over
+            refuse_foreign_directory(output_dir, overwrite, produced=RUN_FILES)
+            return None
+        ours = [name for name in RUN_FILES if (output_dir / name).exists()]
         holds_run = existing is not None or (output_dir / "summary.json").exists()
         if holds_run and not overwrite:
             raise UserError(
-                f"{output_dir} already holds a run; pass --resume to continue it, --overwrite to start it over, "
-                "or choose another --output."
+                f"{output_dir} already holds a run; pass --resume to continue it, --overwrite to delete that run's "
+                f"files ({', '.join(ours)}; nothing else) and start over, or choose another --output."
             )
-        ours_only = (output_dir / RUN_RECORD).is_file() and all(
-            p.name in RUN_FILES for p in output_dir.iterdir()
-        )
-        if not ours_only:
-            refuse_foreign_directory(output_dir, overwrite)
         # A run killed before its first checkpoint, or --overwrite: this command's files go, nothing else.
-        for name in RUN_FILES:
+        for name in ours:
             target = output_dir / name
             if target.is_dir():
                 shutil.rmtree(target, ignore_errors=True)
@@ -575,12 +591,13 @@ def _check_output_dir(
     saved.vocab_size = config.vocab_size
     if sized:  # derived from the budget when the run started: take them as they were
         config.max_steps, config.warmup_steps = saved.max_steps, saved.warmup_steps
-    changed = differing_fields(saved, config, ignore=RESUMABLE_CHANGES | {"vocab_size"})
-    if changed:
-        raise UserError(
-            f"--resume: {output_dir / 'config.json'} differs from this run in {', '.join(changed)}; "
-            "rerun with the original settings or start a new --output."
-        )
+    refuse_changed_settings(
+        output_dir / "config.json",
+        asdict(saved),
+        asdict(config),
+        "rerun with the saved settings or start a new --output.",
+        ignore=RESUMABLE_CHANGES | {"vocab_size"},
+    )
     return existing
 
 

@@ -13,6 +13,7 @@ the wider header.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import os
 from pathlib import Path
 
@@ -35,7 +36,16 @@ def parse_report_to(value: str | None) -> tuple[str, ...]:
         raise UserError(
             f"--report-to {value!r}: {unknown[0]!r} is not one of {', '.join(REPORTERS)} or none."
         )
+    require_installed(names)
     return names
+
+
+def require_installed(report_to: tuple[str, ...]) -> None:
+    """Refuse a logger that is not installed (wandb is optional). The CLI reads --report-to through here before
+    the command starts, so the refusal comes before a tokenizer is trained or a file is written; the trackers
+    check again for Python callers who pass `report_to` themselves."""
+    if "wandb" in report_to and importlib.util.find_spec("wandb") is None:
+        raise UserError("--report-to wandb: Weights & Biases is not installed (pip install wandb).")
 
 
 def progress_off() -> bool:

@@ -17,8 +17,7 @@ from pathlib import Path
 from accelerate import Accelerator
 from accelerate.tracking import GeneralTracker, TensorBoardTracker, WandBTracker
 
-from electra.errors import UserError
-from electra.run_log import CSV_NAME, DEFAULT_REPORT_TO, read_csv
+from electra.run_log import CSV_NAME, DEFAULT_REPORT_TO, read_csv, require_installed
 
 
 class CSVTracker(GeneralTracker):
@@ -102,8 +101,7 @@ class RunLog:
         ):  # optional at run time: the CSV always exists
             self.trackers.append(TensorBoardTracker("logs", directory, purge_step=resume_step or None))
         if "wandb" in report_to:
-            if importlib.util.find_spec("wandb") is None:
-                raise UserError("--report-to wandb: Weights & Biases is not installed (pip install wandb).")
+            require_installed(report_to)
             self.trackers.append(WandBTracker("electra", name=run_name, dir=str(directory), resume="allow"))
         # init_trackers starts what `log_with` lists and appends it to accelerator.trackers; the accelerator's own
         # list is put back so that a later run on the same accelerator (GLUE's seeds) does not start these again.

@@ -49,7 +49,7 @@ def register(subparsers) -> None:
         action="store_true",
         help="also probe a randomly initialised copy of the first --model (the reference for the gap)",
     )
-    add_output_option(parser, "output", "write the results to this JSON file", default=None)
+    add_output_option(parser, "output", "write the results to this JSON file", directory=False, default=None)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.set_defaults(func=run)
 

@@ -26,6 +26,7 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from electra.config import RESUME_FIX, read_run_record, refuse_changed_settings, write_run_record
 from electra.data import pad_batch
 from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
 from electra.errors import UserError
@@ -91,6 +92,55 @@ class SquadSettings:
         return HeadConfig(self.head, answerable, self.answerable_weight, self.beam_size, self.head_inner_size)
 
 
+RUN_RECORD = "run.json"  # OUTPUT/run.json: the model and training settings a `--resume` must match
+# What a resume may change: how training is watched and saved, and how the trained model is evaluated (the
+# evaluation is recomputed, and labelled, with the settings given now).
+RESUMABLE_SETTINGS = frozenset(
+    {
+        "output",
+        "resume",
+        "save_every",
+        "log_every",
+        "progress",
+        "cache_dir",
+        "eval",
+        "eval_batch_size",
+        "beam_size",
+        "n_best_size",
+        "max_answer_length",
+        "na_threshold",
+    }
+)
+
+
+def resume_record(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings (`asdict(SquadSettings)`, or those a results.json saved) that a resumed training must share
+    with the run it continues; the model, tokenizer and training file as absolute paths, so a relative spelling
+    from another folder still matches. It is taken before the model loads, so `max_seq_length` is the one asked
+    for (a results.json from before run.json existed saved it fitted to the model)."""
+    record = {name: value for name, value in settings.items() if name not in RESUMABLE_SETTINGS}
+    if record.get("model"):
+        record["model"] = str(finetune_dir(record["model"]).resolve())
+    for name in ("tokenizer", "train"):
+        if record.get(name):
+            record[name] = str(Path(record[name]).resolve())
+    return record
+
+
+def check_resume(output: Path, record: dict[str, Any]) -> None:
+    """Refuse (one line, before training) a `--resume` under another model or other training settings: the
+    checkpoint would be continued, and results.json labelled, with settings that did not produce it. An output
+    from before OUTPUT/run.json existed is compared with its results.json, when it has one."""
+    where = output / RUN_RECORD
+    saved = read_run_record(where)
+    if saved is None:
+        results = read_run_record(output / "results.json")
+        if not results or not isinstance(results.get("settings"), dict) or "train" not in results:
+            return  # nothing recorded to compare with
+        saved, where = resume_record(results["settings"]), output / "results.json"
+    refuse_changed_settings(where, saved, record, RESUME_FIX)
+
+
 def collate(rows: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torch.Tensor]:
     """Pad a batch to its longest window (dynamic padding: short contexts cost less)."""
     batch = pad_batch(rows, pad_token_id)
@@ -110,6 +160,12 @@ def finetune(settings: SquadSettings) -> dict[str, Any]:
     output.mkdir(parents=True, exist_ok=True)
     cache_dir = settings.cache_dir or str(output / "cache")
     model_dir = finetune_dir(settings.model)  # a pretraining run's export: its fine-tuning part
+    if settings.train is not None:  # before anything loads: the settings as given (max_seq_length unfitted)
+        record = resume_record(asdict(settings))
+        if settings.resume:
+            check_resume(output, record)
+        if accelerator.is_main_process and not (settings.resume and (output / RUN_RECORD).is_file()):
+            write_run_record(output / RUN_RECORD, record)
     tokenizer = load_tokenizer(settings.tokenizer or model_dir)
     if settings.train is not None:
         model = SquadModel.from_encoder(model_dir, settings.head_config())
@@ -203,7 +259,8 @@ def write_squad_card(
 
 class SquadTask(Task):
     """SQuAD windows in an order seeded by `settings.seed` (so a resumed run sees the same batches), the span loss,
-    and the first and last losses (the summary `results.json` reports)."""
+    and the first and last losses (the summary `results.json` reports; both travel in checkpoints, so a run
+    resumed at its last step still reports them)."""
 
     def __init__(
         self, model: SquadModel, features: Any, pad_token_id: int, settings: SquadSettings, accelerator
@@ -229,10 +286,15 @@ class SquadTask(Task):
         return batch["input_ids"].numel()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"first_loss": None if self.first_loss is None else float(self.first_loss)}
+        return {
+            "first_loss": None if self.first_loss is None else float(self.first_loss),
+            "recent": [float(loss) for loss in self.recent],
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.first_loss = state.get("first_loss")
+        self.recent.clear()
+        self.recent.extend(state.get("recent", []))
 
 
 def train_model(
@@ -270,13 +332,18 @@ def train_model(
     engine = Engine(args, accelerator)
     result = engine.fit(task, engine.latest_checkpoint() if settings.resume else None)
     recent = [float(loss) for loss in task.recent]
-    return {
+    summary: dict[str, Any] = {
         "steps": result.step,
-        "first_loss": float(task.first_loss) if task.first_loss is not None else math.nan,
-        "final_loss": float(np.mean(recent)) if recent else math.nan,
+        # None (JSON null), never NaN (not JSON): a resume from a checkpoint written before the losses travelled
+        # with it, at its last step, trains nothing and so has no loss of its own to report.
+        "first_loss": float(task.first_loss) if task.first_loss is not None else None,
+        "final_loss": float(np.mean(recent)) if recent else None,
         "seconds": time.time() - started,
         "windows": len(features),
     }
+    if summary["first_loss"] is None or summary["final_loss"] is None:
+        summary["loss_note"] = "no step ran in this invocation and the checkpoint it resumed holds no loss"
+    return summary
 
 
 def predict(

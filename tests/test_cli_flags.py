@@ -94,3 +94,87 @@ def test_per_device_batch_size_is_trainers_meaning(small_corpus, tmp_path, capsy
         == 0
     )
     assert "batch 8 = 1 processes x 4 x 2 accumulation" in capsys.readouterr().out
+
+
+def test_trainer_underscore_spellings_are_aliases():
+    """Before: README promised Trainer's names, but `--report_to`, `--output_dir` and
+    `--per_device_train_batch_size` were "unrecognized arguments"."""
+    parser = build_parser()
+    args = parser.parse_args(
+        [
+            "pretrain",
+            "--output_dir",
+            "o",
+            "--per_device_train_batch_size",
+            "4",
+            "--report_to=csv",
+            "--max_steps=3",
+        ]
+    )
+    assert (args.output, args.per_device_batch_size, args.report_to, args.max_steps) == ("o", 4, "csv", 3)
+    args = parser.parse_args(
+        ["glue", "--model", "m", "--task", "sst2", "--output_dir", "g", "--report_to", "none"]
+    )
+    assert (args.output, args.report_to) == ("g", "none")
+    assert parser.parse_args(["pretrain", "--set", "max_steps=3"]).set == [
+        "max_steps=3"
+    ]  # values are untouched
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["pretrain", "--max-stpes", "5"],
+            "electra pretrain: error: unrecognized arguments: --max-stpes 5 (did you mean --max-steps?)",
+        ),
+        (  # a prefix is not a flag: argparse used to read it as --max-steps without a word
+            ["pretrain", "--max-step", "5"],
+            "electra pretrain: error: unrecognized arguments: --max-step 5 (did you mean --max-steps?)",
+        ),
+        (
+            ["pretrain", "--size", "tinyy"],
+            "electra pretrain: error: argument --size: invalid choice: 'tinyy' (choose from 'tiny', 'mini', "
+            "'small', 'base', 'large')",
+        ),
+        (
+            ["tlm", "retrieve", "--corpus", "c", "--task-train", "t", "--out", "o", "--tpo-k", "3"],
+            "electra tlm retrieve: error: unrecognized arguments: --tpo-k 3 (did you mean --top-k?)",
+        ),
+        (["glue", "--task", "sst2"], "electra glue: error: the following arguments are required: --model"),
+    ],
+)
+def test_a_bad_flag_is_one_line_from_its_command(capsys, argv, line):
+    """Before: an unknown flag was reported by `electra` with the top-level usage, and every argparse error came
+    after a multi-line usage block."""
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [line]
+
+
+def test_report_to_wandb_without_wandb_is_refused_before_any_work(
+    small_corpus, tmp_path, capsys, monkeypatch
+):
+    """Before: the refusal came after the tokenizer was trained, leaving config.json, run.json and tokenizer/."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else find_spec(name, *a)
+    )
+    out = tmp_path / "out"
+    argv = [
+        "pretrain",
+        "--corpus",
+        str(small_corpus),
+        "--output",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "c"),
+    ]
+    assert main([*argv, "--report-to", "csv,wandb", *(f"--set={k}={v}" for k, v in MICRO.items())]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "electra pretrain: error: --report-to wandb: Weights & Biases is not installed (pip install wandb)."
+    ]
+    assert not out.exists() and not (tmp_path / "c").exists()

@@ -447,3 +447,32 @@ def test_arms_with_probes_only_end_to_end(small_corpus, tmp_path, micro_override
     assert (out / "checkpoints" / "gdes" / "1of1" / "discriminator" / "model.safetensors").is_file()
     table = (out / "results.md").read_text()
     assert "| random encoder |" in table and "| gdes | 1.00 |" in table
+
+
+def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tmp_path, capsys, monkeypatch):
+    """Before: a rerun into the same --out with other GLUE or probe settings silently replaced results.md and
+    results.json, while glue, tlm, score and rescore refuse to replace results without --overwrite."""
+    import electra.compare
+
+    def started(*args, **kwargs):
+        raise RuntimeError("work started")
+
+    monkeypatch.setattr(electra.compare, "prepare_tokenizer", started)
+    out = tmp_path / "out"
+    out.mkdir()
+    report = {"tasks": ["rte"], "seeds": [1], "probes": [], "probe_max_train": None, "finetune_settings": {}}
+    (out / "results.json").write_text(json.dumps(report))
+    (tmp_path / "probe-data").mkdir()
+    argv = ["compare", "--corpus", str(small_corpus), "--out", str(out), "--glue-tasks", "none"]
+    argv += ["--probes", "sst2", "--probe-data", str(tmp_path / "probe-data"), "--seeds", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        f"electra compare: error: {out / 'results.json'} reports a comparison made with other "
+    )
+    assert "tasks, seeds, finetune_settings, probes" in err and "pass --overwrite" in err
+    assert json.loads((out / "results.json").read_text()) == report and sorted(out.iterdir()) == [
+        out / "results.json"
+    ]
+    with pytest.raises(RuntimeError, match="work started"):
+        main([*argv, "--overwrite"])

@@ -88,3 +88,38 @@ def test_sentence_splitter():
         "It was 3 p.m.",
         "Then rain.",
     ]
+
+
+def test_the_cli_prints_the_latin1_warning_as_one_line(tmp_path):
+    """Before: Python's two-line UserWarning, naming electra/corpus.py and a line of its source. The CLI prints it
+    as its other warnings (`warning: ...`); in Python it stays a catchable UserWarning (above)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import MICRO
+
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(("caf\xe9 au lait, na\xefve words in a document.\n\n" * 40).encode("latin-1"))
+    flags = [f"--set={k}={v}" for k, v in {**MICRO, "max_steps": 1, "save_every": 1}.items()]
+    argv = [
+        "pretrain",
+        "--corpus",
+        str(latin),
+        "--output",
+        str(tmp_path / "run"),
+        "--no-plot",
+        "--no-progress",
+    ]
+    argv += ["--cache-dir", str(tmp_path / "cache"), *flags]
+    done = subprocess.run(
+        [sys.executable, "-m", "electra.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "Latin-1" in line or "warnings.warn" in line]
+    assert lines == [
+        f"warning: {latin} is not UTF-8; reading it as Latin-1 (--strict-utf8 refuses it instead)"
+    ]

@@ -309,3 +309,91 @@ def test_an_electra_fine_tune_is_one_directory_and_the_first_layout_still_loads(
         again = GlueModel(load_encoder(directory), 3, "mnli", get_task("mnli").labels)
         assert again.load_head_if_same_task(directory)
         assert torch.equal(again.classifier.weight, model.classifier.weight)
+
+
+def test_resume_refuses_another_model_or_settings_and_reuses_finished_seeds(tmp_path, capsys, monkeypatch):
+    """Before: `glue --resume` with another --model, --max-steps or --learning-rate reused the finished seeds and
+    rewrote results.json/results.md under the new model and settings, with the old runs' numbers (rc 0)."""
+    import shutil
+
+    from transformers import ElectraTokenizerFast
+
+    import glue.finetune as finetune_module
+    from electra.model import build_pretraining_model
+    from electra.objectives import build_config
+    from tests.golden_trace import WORDS, write_stsb
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
+    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    small = dict(
+        hidden_size=32, num_hidden_layers=1, intermediate_size=64, num_attention_heads=2, embedding_size=16
+    )
+    torch.manual_seed(0)
+    build_pretraining_model(build_config("tiny", overrides=small), tokenizer).export(
+        tmp_path / "run", tokenizer
+    )
+    shutil.copytree(tmp_path / "run", tmp_path / "other")
+    data = write_stsb(tmp_path / "glue")
+    out = tmp_path / "out"
+    common = [
+        "--task",
+        "stsb",
+        "--data-dir",
+        str(data),
+        "--seeds",
+        "2",
+        "--batch-size",
+        "8",
+        "--output",
+        str(out),
+    ]
+    first = ["--max-steps", "2", "--learning-rate", "1e-3", "--save-every", "1"]
+    assert main(["glue", "--model", str(tmp_path / "run"), *common, *first]) == 0
+    capsys.readouterr()
+    saved = {name: (out / name).read_bytes() for name in ("results.json", "results.md")}
+
+    def refused(model: str, *flags: str) -> str:
+        assert main(["glue", "--model", str(tmp_path / model), *common, *flags, "--resume"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "--resume:" in err and "--overwrite" in err, err
+        assert {name: (out / name).read_bytes() for name in saved} == saved  # nothing rewritten
+        return err
+
+    err = refused("other", *first)
+    assert (
+        f'model (saved "{tmp_path / "run" / "discriminator"}", now "{tmp_path / "other" / "discriminator"}")'
+        in err
+    )
+    err = refused("run", "--max-steps", "3", "--learning-rate", "5e-4", "--save-every", "1")
+    assert "learning_rate (saved 0.001, now 0.0005)" in err and "max_steps (saved 2, now 3)" in err
+    # An output from before run.json existed is compared with its results.json.
+    record = (out / "run.json").read_bytes()
+    (out / "run.json").unlink()
+    assert "results.json differs from this run in max_steps" in refused(
+        "run", "--max-steps", "3", "--learning-rate", "1e-3"
+    )
+    (out / "run.json").write_bytes(record)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished seed was trained again")
+
+    # The same settings (checkpointing may change) resume, reusing both finished seeds.
+    monkeypatch.setattr(finetune_module, "run_seed", no_training)
+    assert (
+        main(
+            [
+                "glue",
+                "--model",
+                str(tmp_path / "run"),
+                *common,
+                "--max-steps",
+                "2",
+                "--learning-rate",
+                "1e-3",
+                "--resume",
+            ]
+        )
+        == 0
+    )
+    again = json.loads((out / "results.json").read_text())
+    assert again["results"] == json.loads(saved["results.json"])["results"]

@@ -74,3 +74,96 @@ def test_resume_is_not_an_overwrite(tmp_path, capsys, command):
         main([command, "--model", str(tmp_path / "missing"), *extra, "--output", str(out), "--resume"]) == 2
     )
     assert "already exists" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        ("pretrain", ["--corpus", "{corpus}"]),
+        ("glue", ["--model", "m", "--task", "sst2"]),
+        ("squad", ["--model", "m", "--eval", "e.json"]),
+        ("rescore", ["--model", "m", "--dev", "dev.json"]),
+        ("tlm train", ["--task-train", "t", "--task-dev", "d", "--task-test", "e"]),
+        ("compare", ["--corpus", "{corpus}"]),
+    ],
+)
+@pytest.mark.parametrize("below", [False, True], ids=["file", "under-a-file"])
+def test_an_output_that_is_a_file_is_refused_in_one_line(
+    small_corpus, tmp_path, capsys, command, args, below
+):
+    """Before: pretrain and glue ended in NotADirectoryError, squad in FileExistsError, after work had started.
+    Every command that writes a folder now answers while reading its flags, and writes nothing."""
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    output = afile / "sub" if below else afile
+    with pytest.raises(SystemExit) as exit:
+        main([*command.split(), *(a.format(corpus=small_corpus) for a in args), "--output", str(output)])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"electra {command}: error: argument --output"), err
+    assert err[0].endswith(f"{output}{f': {afile}' if below else ''} is a file; choose a directory."), err
+    assert afile.read_text() == "mine" and sorted(tmp_path.iterdir()) == sorted([afile, small_corpus])
+
+
+def test_pretrain_overwrite_never_touches_files_it_did_not_write(small_corpus, tmp_path, capsys):
+    """Before: --overwrite in a folder of the user's deleted every name a run writes (their config.json, their
+    logs/ with its notes), although the refusal said it would "write into it". A folder that is not a run of
+    pretrain is refused even with --overwrite when it holds a name the run writes, and nothing in it changes."""
+    out = tmp_path / "proj"
+    (out / "logs").mkdir(parents=True)
+    (out / "config.json").write_text('{"mine": 1}')
+    (out / "logs" / "experiment-notes.txt").write_text("important")
+    (out / "notes.txt").write_text("hi")
+    base = ["pretrain", "--corpus", str(small_corpus), "--output", str(out), "--no-plot", *MICRO_FLAGS]
+    for extra in ([], ["--overwrite"]):
+        assert main([*base, "--cache-dir", str(tmp_path / "cache"), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "is not a run of this command but holds config.json, logs, which a run writes" in err, err
+        assert "move them or choose another --output" in err
+    assert (out / "config.json").read_text() == '{"mine": 1}'
+    assert (out / "logs" / "experiment-notes.txt").read_text() == "important"
+    assert sorted(p.name for p in out.rglob("*")) == [
+        "config.json",
+        "experiment-notes.txt",
+        "logs",
+        "notes.txt",
+    ]
+
+    # A user's README.md is a name the run writes too (the model card): refused, not replaced.
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "README.md").write_text("my project")
+    argv = [
+        *base[:4],
+        str(tmp_path / "own"),
+        *base[5:],
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--overwrite",
+    ]
+    assert main(argv) == 2
+    assert "holds README.md" in capsys.readouterr().err
+    assert (tmp_path / "own" / "README.md").read_text() == "my project"
+
+
+def test_pretrain_overwrite_of_its_own_run_says_what_it_deletes(small_corpus, tmp_path, capsys):
+    """In a run of pretrain (its run record is there), --overwrite deletes that run's files and only those; the
+    refusal lists them. A run.json the user wrote is not a run record."""
+    out = tmp_path / "run"
+    base = ["pretrain", "--corpus", str(small_corpus), "--output", str(out), "--no-plot", "--cache-dir"]
+    base += [str(tmp_path / "cache"), *MICRO_FLAGS]
+    assert main(base) == 0
+    (out / "notes.txt").write_text("mine")
+    err = _refused(capsys, base, "already holds a run")
+    assert (
+        "--overwrite to delete that run's files (checkpoints, logs, metrics.csv" in err
+        and "nothing else" in err
+    )
+    assert main([*base, "--overwrite"]) == 0
+    assert (out / "notes.txt").read_text() == "mine"
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "run.json").write_text('{"mine": true}')
+    assert main([*base[:4], str(other), *base[5:], "--overwrite"]) == 2
+    assert "holds run.json, which a run writes" in capsys.readouterr().err
+    assert (other / "run.json").read_text() == '{"mine": true}'

@@ -86,7 +86,8 @@ def test_a_kill_during_a_save_keeps_the_previous_checkpoint(
 
 def test_resume_refuses_a_different_config(small_corpus, tmp_path, micro_overrides):
     _run(small_corpus, tmp_path / "run", tmp_path / "cache", {**micro_overrides, "max_steps": 3})
-    with pytest.raises(UserError, match="hidden_size"):
+    saved = micro_overrides["hidden_size"]
+    with pytest.raises(UserError, match=rf"in hidden_size \(saved {saved}, now 64\); rerun with the saved"):
         _run(
             small_corpus,
             tmp_path / "run",

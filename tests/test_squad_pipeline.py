@@ -354,3 +354,93 @@ def test_the_default_length_is_fitted_to_a_small_model(files, tmp_path: Path, ca
     )
     saved = json.loads((tmp_path / "s" / "model" / "tokenizer_config.json").read_text())
     assert saved["model_max_length"] == 256
+
+
+def _self_contained(root: Path) -> dict[str, Path]:
+    """A tiny random ELECTRA and its word-level tokenizer, a copy of it elsewhere, and a small SQuAD 1.1 file of
+    word paragraphs (no shared data needed)."""
+    import random
+    import shutil
+
+    import torch
+    from transformers import ElectraConfig, ElectraModel, ElectraTokenizerFast
+
+    from tests.golden_trace import WORDS
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "what", "?", *WORDS]
+    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    torch.manual_seed(0)
+    config = ElectraConfig(
+        vocab_size=len(vocab),
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    ElectraModel(config).save_pretrained(str(root / "tiny"))
+    tokenizer.save_pretrained(str(root / "tiny"))
+    shutil.copytree(root / "tiny", root / "other")
+    rng = random.Random(0)
+    paragraphs = []
+    for p in range(6):
+        words = [rng.choice(WORDS) for _ in range(30)]
+        context = " ".join(words)
+        qas = []
+        for q in range(4):
+            at = rng.randrange(28)
+            answer = " ".join(words[at : at + 2])
+            start = len(" ".join(words[:at])) + (1 if at else 0)
+            question = "what " + " ".join(rng.sample(WORDS, 3)) + " ?"
+            qas.append(
+                {
+                    "id": f"p{p}q{q}",
+                    "question": question,
+                    "answers": [{"text": answer, "answer_start": start}],
+                }
+            )
+        paragraphs.append({"context": context, "qas": qas})
+    data = root / "small.json"
+    data.write_text(json.dumps({"version": "1.1", "data": [{"title": "words", "paragraphs": paragraphs}]}))
+    return {"tiny": root / "tiny", "other": root / "other", "data": data}
+
+
+def test_resume_refuses_another_model_or_settings_and_writes_no_nan(tmp_path: Path, capsys) -> None:
+    """Before: `squad --resume` under another --model or --learning-rate continued the checkpoint and wrote the new
+    names into results.json; and a resume at the final step (no step left) wrote `"final_loss": NaN`, which is not
+    JSON."""
+    made = _self_contained(tmp_path)
+    out = tmp_path / "out"
+    flags = [
+        "--train",
+        str(made["data"]),
+        "--eval",
+        str(made["data"]),
+        "--max-steps",
+        "4",
+        "--save-every",
+        "2",
+    ]
+    flags += ["--max-seq-length", "64", "--max-query-length", "16", "--doc-stride", "32", "--batch-size", "8"]
+
+    def squad(model: str, *extra: str) -> int:
+        return main(["squad", "--model", str(made[model]), "--output", str(out), *flags, *extra])
+
+    assert squad("tiny") == 0
+    first = (out / "results.json").read_text()
+    capsys.readouterr()
+    assert squad("other", "--learning-rate", "3e-4", "--resume") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--resume:" in err and "--overwrite" in err
+    assert f'model (saved "{made["tiny"]}", now "{made["other"]}")' in err
+    assert "learning_rate (saved 0.0001, now 0.0003)" in err
+    assert (out / "results.json").read_text() == first  # nothing rewritten
+    # The same settings resume at the final step: no step runs, and the saved losses are reported, not NaN.
+    assert squad("tiny", "--resume") == 0
+    text = (out / "results.json").read_text()
+    assert "NaN" not in text
+    again, before = json.loads(text), json.loads(first)
+    assert again["train"]["steps"] == 4
+    assert again["train"]["final_loss"] == before["train"]["final_loss"]
+    assert again["train"]["first_loss"] == before["train"]["first_loss"]

@@ -342,3 +342,33 @@ def test_a_killed_run_resumes_to_the_same_results(data, retrieved, tmp_path, mon
     resumed = train_tlm(settings("killed", resume=True))
     for key in ("stage1_steps", "stage1_flops", "total_flops", "best_epoch", "stage1_dev", "dev", "test"):
         assert resumed[key] == straight[key], key
+
+
+def test_resume_refuses_another_objective_or_settings_in_one_line(data, retrieved, tmp_path):
+    """Before: `tlm train --resume` with another --objective ended in a traceback (`size mismatch` loading stage 1's
+    checkpoint into a model of another shape); other settings were continued and relabelled silently."""
+    from electra.errors import UserError
+
+    def settings(**kw) -> TLMSettings:
+        base = dict(objective="electra", rho1=1, rho2=1.0, steps=2, finetune_epochs=0, save_every=2)
+        return _settings(data, tmp_path / "run", **(base | kw))
+
+    first = train_tlm(settings())
+    results = (tmp_path / "run" / "results.json").read_text()
+    with pytest.raises(UserError) as refused:
+        train_tlm(settings(objective="electric", resume=True))
+    message = str(refused.value)
+    assert len(message.splitlines()) == 1 and message.startswith("--resume:") and "--overwrite" in message
+    assert 'objective (saved "electra", now "electric")' in message
+    with pytest.raises(UserError, match=r"rho2 \(saved 1.0, now 2.0\), steps \(saved 2, now 3\)"):
+        train_tlm(settings(rho2=2.0, steps=3, resume=True))
+    # A run from before OUT/run.json existed is still compared through its config.json (the model's shape).
+    (tmp_path / "run" / "run.json").unlink()
+    with pytest.raises(
+        UserError, match=r"config.json differs from this run in .*hidden_size \(saved 64, now 32\)"
+    ):
+        train_tlm(settings(overrides={**_settings(data, tmp_path).overrides, "hidden_size": 32}, resume=True))
+    assert (tmp_path / "run" / "results.json").read_text() == results  # nothing rewritten
+    # The same settings (progress and checkpointing may change) resume.
+    again = train_tlm(settings(resume=True, progress=True, save_every=1))
+    assert again["stage1_steps"] == first["stage1_steps"] == 2 and again["test"] == first["test"]

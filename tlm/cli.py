@@ -96,9 +96,7 @@ def register(subparsers) -> None:
     train.add_argument("--task-train", required=True)
     train.add_argument("--task-dev", required=True)
     train.add_argument("--task-test", required=True)
-    train.add_argument(
-        "--output", "--out", "--output-dir", dest="out", default="runs/tlm", help="output folder"
-    )
+    add_output_option(train, "out", "output folder", default="runs/tlm")
     train.add_argument(
         "--objective",
         default="electra",

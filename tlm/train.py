@@ -22,7 +22,7 @@ import logging
 import math
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,14 @@ from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
 from transformers import ElectraForSequenceClassification
 
+from electra.config import (
+    RESUME_FIX,
+    PretrainConfig,
+    load_saved_config,
+    read_run_record,
+    refuse_changed_settings,
+    write_run_record,
+)
 from electra.continued import checkpoint_shape, load_initial_weights
 from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset
 from electra.engine import EarlyStopping, Engine, Task, TrainArgs
@@ -45,7 +53,7 @@ from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, objective_names
 from electra.optim import warmup_steps_of
 from electra.outputs import StepOutput
-from electra.pretraining import run_vocabulary, train_args
+from electra.pretraining import RESUMABLE_CHANGES, run_vocabulary, train_args
 from electra.run_log import read_metrics
 from electra.tokenization import load_or_train_tokenizer
 from tlm.interleave import interleave
@@ -68,6 +76,10 @@ logger = logging.getLogger(__name__)
 TASK_ONLY = "none"  # the task-only baseline: no LM objective
 LOSS_PARTS = ("loss", "task", "lm_internal", "lm_external")
 STAGE1_DONE = "result.json"
+RUN_RECORD = "run.json"  # OUT/run.json: the settings a `resume` must match (OUT/config.json: the model's)
+# Settings that only change where and how a run is watched or saved, not what it learns: a resume may change them.
+RESUMABLE_SETTINGS = frozenset({"out", "progress", "save_every", "resume", "cache_dir", "eval_batch_size"})
+_PATH_SETTINGS = ("task_train", "task_dev", "task_test", "retrieved", "config_file", "vocab", "init_from")
 STAGE1_NAMES = {"tlm": "TLM stage 1", "uniform": "MT-TARTAN", "meta": "META-TARTAN"}
 _EMBEDDING_LOOKUPS = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 
@@ -578,9 +590,14 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     if settings.learning_rate is not None:
         config.learning_rate = settings.learning_rate
     out = Path(settings.out)
+    record = resume_record(settings)
+    if settings.resume:
+        check_resume(out, record, config)
     out.mkdir(parents=True, exist_ok=True)
 
     accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=not torch.cuda.is_available())
+    if accelerator.is_main_process and not (settings.resume and (out / RUN_RECORD).is_file()):
+        write_run_record(out / RUN_RECORD, record)
     set_seed(settings.seed)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
@@ -788,6 +805,30 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     accelerator.end_training()
     logger.info("test: %s", test)
     return TrainedJoint(results, model, tokenizer, config)
+
+
+def resume_record(settings: TLMSettings) -> dict[str, Any]:
+    """The settings a resumed run must share with the run it continues (files as absolute paths, so a relative
+    spelling from another folder still matches)."""
+    record = {name: value for name, value in asdict(settings).items() if name not in RESUMABLE_SETTINGS}
+    for name in _PATH_SETTINGS:
+        if record.get(name):
+            record[name] = str(Path(record[name]).resolve())
+    return record
+
+
+def check_resume(out: Path, record: dict[str, Any], config: PretrainConfig) -> None:
+    """Refuse (one line, before anything loads) a `resume` under other settings or another model shape: its
+    checkpoints would load into a model of another shape (a traceback), or be continued, and results.json
+    labelled, under settings that did not produce them. OUT/config.json, the model's, is compared too (it is all
+    a run from before OUT/run.json existed has)."""
+    saved = read_run_record(out / RUN_RECORD)
+    if saved is not None:
+        refuse_changed_settings(out / RUN_RECORD, saved, record, RESUME_FIX)
+    if (out / "config.json").is_file():
+        model = asdict(load_saved_config(out / "config.json"))
+        ignore = RESUMABLE_CHANGES | {"vocab_size"}  # the vocabulary's size is the saved tokenizer's
+        refuse_changed_settings(out / "config.json", model, asdict(config), RESUME_FIX, ignore)
 
 
 def _finished_stage(stage_dir: Path) -> dict[str, Any] | None:
