@@ -441,37 +441,31 @@ def test_mfu_is_tokens_per_second_times_the_tasks_flops_over_the_peak(tmp_path, 
         assert row["mfu"] == pytest.approx(row["tokens_per_second"] * 1000.0 / 2.0e6)
 
 
-def test_mfu_is_charged_against_the_highest_peak_read_so_far(tmp_path, monkeypatch):
-    """The peak is read again every PEAK_REREAD_SECONDS (here at every log) and the highest reading is kept: a
-    reading lowered by a neighbour's burst neither inflates the MFU nor replaces a better one."""
-    readings = iter([4.0e6, 2.0e6, 8.0e6, 1.0e6, 1.0e6, 1.0e6])
+@pytest.mark.parametrize(
+    ("later_interval", "readings", "charged"),
+    [
+        # every log reads it again: the highest reading so far is kept, a lower one neither inflates the MFU nor
+        # replaces a better one
+        (0.0, [4.0e6, 2.0e6, 8.0e6, 1.0e6, 1.0e6, 1.0e6], [4.0e6, 4.0e6, 8.0e6, 8.0e6, 8.0e6, 8.0e6]),
+        # a run of a few minutes: the second reading comes early and the last log takes one more (a start-up
+        # reading taken beside other work had put a card at 91.9% MFU)
+        (1.0e9, [4.0e6, 8.0e6], [4.0e6, 4.0e6, 4.0e6, 4.0e6, 4.0e6, 8.0e6]),
+    ],
+)
+def test_mfu_is_charged_against_the_highest_peak_read_so_far(
+    later_interval, readings, charged, tmp_path, monkeypatch
+):
+    """The start-up reading (1e6 here) is read again after FIRST_PEAK_REREAD_SECONDS (here at once), then every
+    PEAK_REREAD_SECONDS, and at the last log."""
+    readings = iter(readings)
     monkeypatch.setattr(engine_module, "cached_matmul_peak", lambda device, dtype: 1.0e6)
     monkeypatch.setattr(engine_module, "matmul_peak", lambda device, dtype: next(readings))
     monkeypatch.setattr(engine_module, "FIRST_PEAK_REREAD_SECONDS", 0.0)
-    monkeypatch.setattr(engine_module, "PEAK_REREAD_SECONDS", 0.0)
+    monkeypatch.setattr(engine_module, "PEAK_REREAD_SECONDS", later_interval)
     task = Regression()
     task.executed_flops_per_token = 1000.0
     Engine(_args(tmp_path)).fit(task)
     rows = read_metrics(tmp_path)
-    charged = [4.0e6, 4.0e6, 8.0e6, 8.0e6, 8.0e6, 8.0e6]
-    assert len(rows) == len(charged)
-    for row, peak in zip(rows, charged):
-        assert row["mfu"] == pytest.approx(row["tokens_per_second"] * 1000.0 / peak)
-
-
-def test_a_short_run_reads_the_peak_again_soon_and_at_its_last_log(tmp_path, monkeypatch):
-    """A run of a few minutes would otherwise keep its start-up reading (the model card had shown 91.9% MFU from
-    one taken beside other work): the second reading comes early, and the last log takes one more."""
-    readings = iter([4.0e6, 8.0e6])
-    monkeypatch.setattr(engine_module, "cached_matmul_peak", lambda device, dtype: 1.0e6)
-    monkeypatch.setattr(engine_module, "matmul_peak", lambda device, dtype: next(readings))
-    monkeypatch.setattr(engine_module, "FIRST_PEAK_REREAD_SECONDS", 0.0)
-    monkeypatch.setattr(engine_module, "PEAK_REREAD_SECONDS", 1.0e9)
-    task = Regression()
-    task.executed_flops_per_token = 1000.0
-    Engine(_args(tmp_path)).fit(task)
-    rows = read_metrics(tmp_path)
-    charged = [4.0e6, 4.0e6, 4.0e6, 4.0e6, 4.0e6, 8.0e6]
     assert len(rows) == len(charged)
     for row, peak in zip(rows, charged):
         assert row["mfu"] == pytest.approx(row["tokens_per_second"] * 1000.0 / peak)
