@@ -546,6 +546,34 @@ def write_run_record(path: str | Path, settings: Mapping[str, Any]) -> None:
     staging.replace(path)
 
 
+# OUTPUT/run.json: what a `--resume` must match (pretrain: corpus, vocabulary, processes; glue, squad, tlm: the
+# model and settings)
+RUN_RECORD = "run.json"
+
+
+def check_run_record(
+    output: Path,
+    record: Mapping[str, Any],
+    from_results: Callable[[dict[str, Any]], Mapping[str, Any] | None] | None = None,
+) -> None:
+    """A consumer's (glue, squad, tlm) `--resume` check: `record` against OUTPUT/run.json, or, for an output from
+    before run.json existed, against what `from_results` recovers from its results.json (None: nothing to
+    compare). Refused in one line, before any work (`refuse_changed_settings`)."""
+    where = output / RUN_RECORD
+    saved = read_run_record(where)
+    if saved is None and from_results is not None:
+        results = read_run_record(output / "results.json")
+        saved, where = (from_results(results) if results else None), output / "results.json"
+    if saved is not None:
+        refuse_changed_settings(where, saved, record, RESUME_FIX)
+
+
+def keep_run_record(output: Path, record: Mapping[str, Any], resume: bool) -> None:
+    """Write OUTPUT/run.json, except where a resume finds one: the first run's settings stay the reference."""
+    if not (resume and (output / RUN_RECORD).is_file()):
+        write_run_record(output / RUN_RECORD, record)
+
+
 def with_frozen_generator(overrides: dict[str, Any]) -> dict[str, Any]:
     """Overrides naming `generator_from` get `embedding_sharing=none` unless they set it: a frozen generator owns
     its embeddings, and the default (share them) would otherwise be refused."""

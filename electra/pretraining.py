@@ -23,7 +23,7 @@ from accelerate import Accelerator, PartialState
 from accelerate.utils import set_seed
 
 from electra.checkpoint import latest_checkpoint, latest_intact_checkpoint
-from electra.config import PretrainConfig, load_saved_config, refuse_changed_settings
+from electra.config import RUN_RECORD, PretrainConfig, load_saved_config, refuse_changed_settings
 from electra.continued import init_vocabulary, load_initial_weights
 from electra.data import (
     PretrainingCollator,
@@ -467,9 +467,6 @@ def card_facts(
         metrics=metrics,
         tags=(config.objective, "pretraining"),
     )
-
-
-RUN_RECORD = "run.json"  # what a resumed run must match: corpus, vocabulary, number of processes
 
 
 def corpus_sample(corpus: str | Path) -> str:

@@ -26,7 +26,7 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoTokenizer
 
-from electra.config import RESUME_FIX, read_run_record, refuse_changed_settings, write_run_record
+from electra.config import check_run_record, keep_run_record
 from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
 from electra.errors import UserError
 from electra.export import finetune_dir, fit_length
@@ -324,7 +324,6 @@ def run_seed(
 
 
 RUN_RESULT = "result.json"
-RUN_RECORD = "run.json"  # OUTPUT/run.json: the model and settings a `--resume` must match
 # Settings that only change how a run is watched or saved, not what it learns: a resume may change them.
 RESUMABLE_SETTINGS = frozenset({"save_every", "log_every", "progress", "eval_batch_size"})
 
@@ -358,20 +357,11 @@ def resume_record(model_dir: str | Path, init_from: str | Path | None, settings:
     }
 
 
-def check_resume(output_dir: Path, record: dict) -> None:
-    """Refuse (one line, before any work) a `--resume` whose model or settings differ from those OUTPUT was
-    started with: its finished seeds would be reused, and results.json relabelled, under settings that did not
-    produce them. An output from before OUTPUT/run.json existed is compared with its results.json, when it has
-    one."""
-    saved = read_run_record(output_dir / RUN_RECORD)
-    where = output_dir / RUN_RECORD
-    if saved is None:
-        results = read_run_record(output_dir / "results.json")
-        if not results or not isinstance(results.get("settings"), dict) or "model" not in results:
-            return  # nothing recorded to compare with
-        saved = resume_record(results["model"], results.get("init_from"), results["settings"])
-        where = output_dir / "results.json"
-    refuse_changed_settings(where, saved, record, RESUME_FIX)
+def _record_in_results(results: dict) -> dict | None:
+    """The resume record of an output from before OUTPUT/run.json existed, from its results.json."""
+    if not isinstance(results.get("settings"), dict) or "model" not in results:
+        return None  # nothing recorded to compare with
+    return resume_record(results["model"], results.get("init_from"), results["settings"])
 
 
 def finetune_flops(
@@ -454,12 +444,12 @@ def run_glue(
         "layer_decay": settings.layer_decay or size_decay,
         "size": size,
     }
-    if output_dir is not None:
+    if output_dir is not None:  # a resume under another model or settings would relabel the finished seeds
         record = resume_record(model_dir, init_from, resolved)
         if resume:
-            check_resume(output_dir, record)
-        if accelerator.is_main_process and not (resume and (output_dir / RUN_RECORD).is_file()):
-            write_run_record(output_dir / RUN_RECORD, record)
+            check_run_record(output_dir, record, _record_in_results)
+        if accelerator.is_main_process:
+            keep_run_record(output_dir, record, resume)
     rows: dict[str, dict] = {}
     all_runs: dict[str, list[dict]] = {}
     test_files: dict[str, list[tuple[str, str]]] = {}

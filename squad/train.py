@@ -26,7 +26,7 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from electra.config import RESUME_FIX, read_run_record, refuse_changed_settings, write_run_record
+from electra.config import check_run_record, keep_run_record
 from electra.data import pad_batch
 from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
 from electra.errors import UserError
@@ -92,7 +92,6 @@ class SquadSettings:
         return HeadConfig(self.head, answerable, self.answerable_weight, self.beam_size, self.head_inner_size)
 
 
-RUN_RECORD = "run.json"  # OUTPUT/run.json: the model and training settings a `--resume` must match
 # What a resume may change: how training is watched and saved, and how the trained model is evaluated (the
 # evaluation is recomputed, and labelled, with the settings given now).
 RESUMABLE_SETTINGS = frozenset(
@@ -127,18 +126,11 @@ def resume_record(settings: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def check_resume(output: Path, record: dict[str, Any]) -> None:
-    """Refuse (one line, before training) a `--resume` under another model or other training settings: the
-    checkpoint would be continued, and results.json labelled, with settings that did not produce it. An output
-    from before OUTPUT/run.json existed is compared with its results.json, when it has one."""
-    where = output / RUN_RECORD
-    saved = read_run_record(where)
-    if saved is None:
-        results = read_run_record(output / "results.json")
-        if not results or not isinstance(results.get("settings"), dict) or "train" not in results:
-            return  # nothing recorded to compare with
-        saved, where = resume_record(results["settings"]), output / "results.json"
-    refuse_changed_settings(where, saved, record, RESUME_FIX)
+def _record_in_results(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The resume record of an output from before OUTPUT/run.json existed, from its results.json."""
+    if not isinstance(results.get("settings"), dict) or "train" not in results:
+        return None  # nothing recorded to compare with
+    return resume_record(results["settings"])
 
 
 def collate(rows: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torch.Tensor]:
@@ -163,9 +155,9 @@ def finetune(settings: SquadSettings) -> dict[str, Any]:
     if settings.train is not None:  # before anything loads: the settings as given (max_seq_length unfitted)
         record = resume_record(asdict(settings))
         if settings.resume:
-            check_resume(output, record)
-        if accelerator.is_main_process and not (settings.resume and (output / RUN_RECORD).is_file()):
-            write_run_record(output / RUN_RECORD, record)
+            check_run_record(output, record, _record_in_results)
+        if accelerator.is_main_process:
+            keep_run_record(output, record, settings.resume)
     tokenizer = load_tokenizer(settings.tokenizer or model_dir)
     if settings.train is not None:
         model = SquadModel.from_encoder(model_dir, settings.head_config())

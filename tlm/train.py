@@ -38,10 +38,10 @@ from transformers import ElectraForSequenceClassification
 from electra.config import (
     RESUME_FIX,
     PretrainConfig,
+    check_run_record,
+    keep_run_record,
     load_saved_config,
-    read_run_record,
     refuse_changed_settings,
-    write_run_record,
 )
 from electra.continued import checkpoint_shape, load_initial_weights
 from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset
@@ -76,7 +76,6 @@ logger = logging.getLogger(__name__)
 TASK_ONLY = "none"  # the task-only baseline: no LM objective
 LOSS_PARTS = ("loss", "task", "lm_internal", "lm_external")
 STAGE1_DONE = "result.json"
-RUN_RECORD = "run.json"  # OUT/run.json: the settings a `resume` must match (OUT/config.json: the model's)
 # Settings that only change where and how a run is watched or saved, not what it learns: a resume may change them.
 RESUMABLE_SETTINGS = frozenset({"out", "progress", "save_every", "resume", "cache_dir", "eval_batch_size"})
 _PATH_SETTINGS = ("task_train", "task_dev", "task_test", "retrieved", "config_file", "vocab", "init_from")
@@ -596,8 +595,8 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     out.mkdir(parents=True, exist_ok=True)
 
     accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=not torch.cuda.is_available())
-    if accelerator.is_main_process and not (settings.resume and (out / RUN_RECORD).is_file()):
-        write_run_record(out / RUN_RECORD, record)
+    if accelerator.is_main_process:
+        keep_run_record(out, record, settings.resume)
     set_seed(settings.seed)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
@@ -822,9 +821,7 @@ def check_resume(out: Path, record: dict[str, Any], config: PretrainConfig) -> N
     checkpoints would load into a model of another shape (a traceback), or be continued, and results.json
     labelled, under settings that did not produce them. OUT/config.json, the model's, is compared too (it is all
     a run from before OUT/run.json existed has)."""
-    saved = read_run_record(out / RUN_RECORD)
-    if saved is not None:
-        refuse_changed_settings(out / RUN_RECORD, saved, record, RESUME_FIX)
+    check_run_record(out, record)
     if (out / "config.json").is_file():
         model = asdict(load_saved_config(out / "config.json"))
         ignore = RESUMABLE_CHANGES | {"vocab_size"}  # the vocabulary's size is the saved tokenizer's
