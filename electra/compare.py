@@ -337,14 +337,19 @@ def _evaluation(settings: CompareSettings, finetune) -> dict:
 
 def _check_report(settings: CompareSettings, finetune) -> None:
     """A rerun into the same --out resumes the comparison its results.json reports. One with other evaluation
-    settings would replace that report (and redo its cells), so it needs --overwrite, as glue, tlm, score and
-    rescore do to replace their results; the check comes before any work."""
+    settings would replace that report (and redo its cells), and one without an arm the report holds would drop
+    it, so these need --overwrite, as glue, tlm, score and rescore do to replace their results; the check comes
+    before any work. Arms may be added: the report then grows."""
     path = settings.out / "results.json"
     if settings.overwrite or not path.is_file():
         return
     saved = json.loads(path.read_text())
     current = json.loads(json.dumps(json_safe(_evaluation(settings, finetune)), default=str))
     changed = [key for key, value in current.items() if saved.get(key) != value]
+    arms = {arm.label for arm in settings.arms}
+    dropped = [label for label in saved.get("objectives") or {} if label not in arms]
+    if dropped:  # an added arm extends the report; a dropped one would vanish from it
+        changed.append(f"--objectives (this run leaves out {', '.join(dropped)})")
     if changed:
         raise UserError(
             f"{path} reports a comparison made with other {', '.join(changed)}; rerun with those settings to "

@@ -215,10 +215,25 @@ class Engine:
         directory = self.checkpoints_dir
         return latest_intact_checkpoint(directory, self.accelerator.print) if directory is not None else None
 
+    def _refuse_earlier_checkpoints(self) -> None:
+        """A fresh run must not start beside another run's checkpoints: pruning keeps the highest steps, so its
+        own would be deleted as it wrote them, and a later --resume would continue the other run."""
+        directory = self.checkpoints_dir
+        earlier = (
+            sorted(p.name for p in directory.glob("step-*") if p.is_dir()) if directory is not None else []
+        )
+        if earlier:
+            raise UserError(
+                f"{directory} holds an earlier run's checkpoints (up to {earlier[-1]}); continue that run with "
+                "--resume, or start over with --overwrite or another output."
+            )
+
     # ------------------------------------------------------------------------------------------------------
     def fit(self, task: Task, resume_from: Path | None = None) -> TrainResult:
         """Train `task` from scratch, or from the checkpoint `resume_from`, until a stop rule fires."""
         args, acc = self.args, self.accelerator
+        if resume_from is None:
+            self._refuse_earlier_checkpoints()
         accumulation = args.gradient_accumulation_steps
         model = task.model
         split_rng_per_process(acc.process_index, acc.num_processes)  # a resumed run then restores its own

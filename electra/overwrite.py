@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from electra.config import RUN_RECORD
 from electra.errors import UserError
 
 
@@ -22,6 +25,46 @@ def refuse_to_replace(paths: Iterable[str | Path], overwrite: bool, resume_hint:
         raise UserError(
             f"{existing[0]} already exists{more}; pass --overwrite to replace it{resume}, or choose another output."
         )
+
+
+def start_over(
+    output: str | Path, produced: Iterable[str], overwrite: bool, reads: Iterable[str | Path | None] = ()
+) -> None:
+    """Before a resumable command (glue, squad, tlm train, tartan) starts afresh in `output`: an earlier run there
+    is refused, or, with `overwrite`, its files are deleted.
+
+    Replacing them one by one as the new run goes is not enough: the checkpoints, finished seeds and stage markers
+    it has not reached yet would stay, and a later `--resume` would take them for its own (the engine refuses a
+    fresh start beside checkpoints for that reason). Only the names in `produced` go, and only where OUTPUT/run.json
+    or OUTPUT/results.json shows that a run wrote them; a user's other files stay; and none that holds a path the
+    run `reads` (its --model, data files). Run before the processes meet: the first one deletes, and the others
+    cannot pass their start-up until it has.
+    """
+    output = Path(output)
+    refuse_file_as_directory(output)
+    paths = [output / name for name in produced]
+    refuse_to_replace(paths, overwrite, resume_hint=True)
+    present = [path for path in paths if path.exists()]
+    if not present:
+        return
+    if not any((output / name).is_file() for name in (RUN_RECORD, "results.json")):
+        raise UserError(
+            f"{output} holds {_listing([p.name for p in present])}, but no {RUN_RECORD} shows that a run wrote "
+            "them, so --overwrite leaves them; move them or choose another --output."
+        )
+    for path in present:
+        for read in (Path(r).resolve() for r in reads if r is not None):
+            if read == path.resolve() or path.resolve() in read.parents:
+                raise UserError(
+                    f"--overwrite would delete {path}, which this run reads ({read}); choose another --output."
+                )
+    if os.environ.get("RANK", "0") != "0":
+        return
+    for path in present:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def refuse_file_as_directory(directory: str | Path, option: str | None = "--output") -> None:

@@ -6,11 +6,19 @@ import argparse
 from pathlib import Path
 
 from electra.flags import add_cpu_dropout_option, add_output_option, require_counts
-from electra.overwrite import refuse_to_replace
+from electra.overwrite import refuse_to_replace, start_over
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
 10% warmup then linear decay, batch 32, learning rate and layer-wise decay by model size, 10 epochs for RTE and
 STS-B and 3 otherwise) and report each task's dev metric (median over seeds) and the paper's average."""
+
+GLUE_OUTPUTS = (
+    "results.json",
+    "results.md",
+    "runs",
+    "checkpoints",
+    "glue_test",
+)  # what a run writes in --output
 
 
 def register(subparsers) -> None:
@@ -100,7 +108,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from electra.errors import UserError
-    from glue.finetune import FinetuneSettings, run_glue
+    from glue.finetune import FinetuneSettings, check_files, resolve_model_dir, run_glue
     from glue.tasks import parse_task_list, resolve_data_dir
 
     require_counts(args, ("seeds", "batch_size", "max_seq_length"), optional=("max_steps",))
@@ -108,12 +116,14 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--predict-test, --save-best, --save-every and --resume need --output DIR.")
     if args.save_every < 0:
         raise UserError("--save-every must not be negative (0 turns checkpoints off).")
-    if args.output and not args.resume:
-        out = Path(args.output)
-        produced = ("results.json", "results.md", "runs", "checkpoints", "glue_test")
-        refuse_to_replace([out / name for name in produced], args.overwrite, resume_hint=True)
+    produced = [Path(args.output) / name for name in GLUE_OUTPUTS] if args.output and not args.resume else []
+    refuse_to_replace(produced, args.overwrite, resume_hint=True)
     specs = parse_task_list(args.task)
     data_dir = resolve_data_dir(args.data_dir)
+    check_files(specs, data_dir, args.predict_test)
+    resolve_model_dir(args.model)
+    if produced:  # the inputs are sound: only now does --overwrite delete the earlier run
+        start_over(args.output, GLUE_OUTPUTS, args.overwrite, reads=(args.model, args.init_from, data_dir))
     settings = FinetuneSettings(
         learning_rate=args.learning_rate,
         layer_decay=args.layer_decay,

@@ -35,7 +35,7 @@ from electra.outputs import StepOutput
 from flops.analytic import finetune_flops as analytic_finetune_flops
 from glue.data import Collator, encode_examples
 from glue.metrics import task_scores
-from glue.model import GlueModel, load_encoder
+from glue.model import GlueModel, load_encoder, saved_seed
 from glue.report import format_table, write_outputs
 from glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, read_examples, swap_pairs, task_file
 
@@ -457,10 +457,17 @@ def run_glue(
     for spec in specs:
         data = load_task_data(spec, data_dir, tokenizer, settings, predict_test)
         runs: list[SeedRun] = []
-        best_score, best_predictions = -math.inf, {}
+        best_score, best_predictions, best_seed = -math.inf, {}, seeds[0]
+        best_dir = output_dir / "checkpoints" / spec.name if save_best and output_dir is not None else None
         for index, seed in enumerate(seeds):
             run_dir = output_dir / "runs" / spec.name / f"seed-{seed}" if output_dir is not None else None
             run = _finished_run(run_dir) if resume else None
+            if run is not None and predict_test and set(data.test) - set(run.test_predictions):
+                accelerator.print(
+                    f"{spec.name} seed {seed}: finished earlier without test predictions; running it again for "
+                    "--predict-test (from its last checkpoint if it has one, else from the start: same seed, same run)"
+                )
+                run = None
             model = None
             if run is None:
                 run, model = run_seed(
@@ -481,15 +488,36 @@ def run_glue(
             score = run.metrics[next(iter(spec.dev_files))][spec.primary_metric]
             if index == 0 or (not math.isnan(score) and score > best_score):
                 best_score = score if not math.isnan(score) else -math.inf
-                best_predictions = run.test_predictions
-                if save_best and model is not None and output_dir is not None and accelerator.is_main_process:
-                    model.save(output_dir / "checkpoints" / spec.name, tokenizer)
+                best_predictions, best_seed = run.test_predictions, seed
+                if best_dir is not None and model is not None and accelerator.is_main_process:
+                    model.save(best_dir, tokenizer, seed=seed)
             runs.append(run)
             del model
             accelerator.free_memory()
             accelerator.print(
                 f"{spec.name} seed {seed}: {run.metrics} ({run.steps} steps, {run.seconds:.0f}s)"
             )
+        accelerator.wait_for_everyone()  # every process reads the saved seed after the main one wrote it
+        if best_dir is not None and saved_seed(best_dir) != best_seed:
+            accelerator.print(
+                f"{spec.name}: the best seed, {best_seed}, finished in an earlier run that did not save it; running "
+                f"it again to save it in {best_dir}"
+            )
+            _, model = run_seed(
+                data,
+                model_dir,
+                tokenizer,
+                best_seed,
+                settings,
+                accelerator,
+                init_from,
+                run_dir=output_dir / "runs" / spec.name / f"seed-{best_seed}",
+                resume=True,
+            )
+            if accelerator.is_main_process:
+                model.save(best_dir, tokenizer, seed=best_seed)
+            del model
+            accelerator.free_memory()
         rows.update(summarise(spec, runs))
         all_runs[spec.name] = [asdict(run) | {"test_predictions": None} for run in runs]
         test_files.update(best_predictions)

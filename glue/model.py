@@ -71,12 +71,16 @@ class GlueModel(nn.Module):
                 loss = nn.functional.cross_entropy(logits.float(), labels.long())
         return loss, logits
 
-    def save(self, directory: str | Path, tokenizer=None) -> None:
+    def save(self, directory: str | Path, tokenizer=None, seed: int | None = None) -> None:
+        """`seed`, the fine-tuning seed, is recorded with the head: a resumed `--save-best` run reads it back to
+        know which seed's model the directory holds."""
         native = self.uses_pooler
         prefix = "classifier." if native else "glue_head."
         tensors = {prefix + k: v for k, v in self.classifier.state_dict().items()}
         labels = list(self.labels) if self.labels else None
         settings = {"task": self.task, "num_labels": self.num_labels, "labels": labels}
+        if seed is not None:
+            settings["seed"] = seed
         updates: dict = {"num_labels": self.num_labels}
         if labels:
             updates.update(
@@ -112,3 +116,13 @@ class GlueModel(nn.Module):
             return False
         self.classifier.load_state_dict(state)
         return True
+
+
+def saved_seed(directory: str | Path) -> int | None:
+    """The fine-tuning seed a model saved by `GlueModel.save` records (None: none recorded, or no model)."""
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    head = config.get(HEAD_KEY) if isinstance(config, dict) else None
+    return head.get("seed") if isinstance(head, dict) else None

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from electra.flags import add_cpu_dropout_option, add_output_option
-from electra.overwrite import refuse_to_replace
+from electra.overwrite import refuse_to_replace, start_over
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -106,20 +106,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.set_defaults(func=run_eval)
 
 
+# What an evaluation writes in --output; a run that trains also writes model/ and train/.
+SQUAD_EVAL_OUTPUTS = ("results.json", "predictions.json", "nbest_predictions.json", "null_odds.json")
+
+
 def run(args: argparse.Namespace) -> int:
+    produced = SQUAD_EVAL_OUTPUTS + (("model", "train") if args.train else ())
     if not args.resume:
-        produced = (
-            "results.json",
-            "predictions.json",
-            "nbest_predictions.json",
-            "null_odds.json",
-            "model",
-            "train",
-        )
         refuse_to_replace([Path(args.output) / name for name in produced], args.overwrite, resume_hint=True)
     import logging
 
-    from squad.train import SquadSettings, finetune
+    from squad.train import SquadSettings, check_inputs, finetune
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     settings = SquadSettings(
@@ -155,6 +152,11 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         original_layer_decay=args.original_layer_decay,
     )
+    check_inputs(settings)
+    if not args.resume:  # the inputs are sound: only now does --overwrite delete the earlier run
+        start_over(
+            args.output, produced, args.overwrite, reads=(args.model, args.tokenizer, args.train, args.eval)
+        )
     results = finetune(settings)
     if "eval" in results:
         print(json.dumps(results["eval"], indent=2))

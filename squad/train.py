@@ -35,7 +35,7 @@ from electra.model_card import CARD, CardFacts, render_card
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
 from electra.run_log import progress_off
-from squad.data import SquadExample, read_squad
+from squad.data import SquadExample, load_squad_json, read_squad
 from squad.features import FeatureSettings, build_features
 from squad.heads import HeadConfig
 from squad.metrics import official_scores
@@ -140,6 +140,22 @@ def collate(rows: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torc
         if name in rows[0]:
             batch[name] = torch.tensor([r[name] for r in rows], dtype=torch.long)
     return batch
+
+
+def check_inputs(settings: SquadSettings) -> None:
+    """What can be checked before any work (and before `--overwrite` deletes an earlier run): there is something
+    to do, the model directory and the data files exist, and the files are SQuAD JSON."""
+    if settings.train is None and settings.eval is None:
+        raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
+    model_dir = finetune_dir(settings.model) if settings.train is not None else Path(settings.model)
+    if not (model_dir / "config.json").is_file():
+        raise UserError(
+            f"{model_dir}/config.json: not found; --model must be a checkpoint directory (a pretraining run, its "
+            "discriminator/, or a fine-tuned SQuAD model for --eval alone)."
+        )
+    for path in (settings.train, settings.eval):
+        if path is not None:
+            load_squad_json(path)
 
 
 def finetune(settings: SquadSettings) -> dict[str, Any]:

@@ -476,3 +476,11 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     ]
     with pytest.raises(RuntimeError, match="work started"):
         main([*argv, "--overwrite"])
+    # The same evaluation: arms may be added (the report grows), but one the report holds may not be left out.
+    monkeypatch.setattr(electra.compare, "_evaluation", lambda settings, finetune: report)
+    (out / "results.json").write_text(json.dumps({**report, "objectives": {"electra": {}, "mlm": {}}}))
+    with pytest.raises(RuntimeError, match="work started"):
+        main([*argv, "--objectives", "electra,mlm,electric"])
+    assert main([*argv, "--objectives", "electra"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "other --objectives (this run leaves out mlm)" in err and "pass --overwrite" in err

@@ -498,3 +498,15 @@ def test_bf16_is_charged_against_its_own_peak_only_where_it_is_native(native, tm
     out = capsys.readouterr().out
     assert ("WARNING: this CPU has no native bf16 matmuls" in out) is not native
     assert asked == [torch.bfloat16 if native else torch.float32]
+
+
+def test_a_fresh_run_beside_earlier_checkpoints_is_refused(tmp_path):
+    """Before: the fresh run's checkpoints were pruned as it wrote them (the earlier run's higher steps sort last),
+    and a later --resume continued the earlier run."""
+    Engine(_args(tmp_path, max_steps=10, save_every=2)).fit(Regression())
+    with pytest.raises(
+        UserError, match="holds an earlier run's checkpoints \\(up to step-00000010\\).*--resume"
+    ):
+        Engine(_args(tmp_path, max_steps=4, save_every=2)).fit(Regression())
+    engine = Engine(_args(tmp_path, max_steps=10, save_every=2))
+    assert engine.fit(Regression(), engine.latest_checkpoint()).step == 10  # resuming it is still allowed

@@ -397,3 +397,84 @@ def test_resume_refuses_another_model_or_settings_and_reuses_finished_seeds(tmp_
     )
     again = json.loads((out / "results.json").read_text())
     assert again["results"] == json.loads(saved["results.json"])["results"]
+
+
+def _micro_glue(tmp_path: Path) -> tuple[Path, Path]:
+    """A one-layer exported run over a word vocabulary, and STS-B-format data with a test file: fast enough to run
+    several fine-tunes in one test."""
+    from transformers import ElectraTokenizerFast
+
+    from electra.model import build_pretraining_model
+    from electra.objectives import build_config
+    from tests.golden_trace import WORDS, write_stsb
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
+    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    small = dict(
+        hidden_size=32, num_hidden_layers=1, intermediate_size=64, num_attention_heads=2, embedding_size=16
+    )
+    torch.manual_seed(0)
+    build_pretraining_model(build_config("tiny", overrides=small), tokenizer).export(
+        tmp_path / "run", tokenizer
+    )
+    data = write_stsb(tmp_path / "glue")
+    rows = ["index\tsentence1\tsentence2", *(f"{i}\tthe {WORDS[i]}\tthe {WORDS[i + 1]}" for i in range(6))]
+    (data / "STS-B" / "test.tsv").write_text("\n".join(rows) + "\n")
+    return tmp_path / "run", data
+
+
+def test_a_resume_adds_what_the_first_run_did_not_write(tmp_path, capsys):
+    """Before: a run resumed with --predict-test or --save-best reused its finished seeds as they were, so the
+    test predictions were missing (no STS-B.tsv) and no best model was saved. Now such a seed is run again from its
+    last checkpoint, which gives the very model the uninterrupted run saves."""
+    from safetensors.torch import load_file
+
+    from glue.model import saved_seed
+
+    run, data = _micro_glue(tmp_path)
+    common = ["--model", str(run), "--task", "stsb", "--data-dir", str(data), "--seeds", "2"]
+    common += ["--max-steps", "3", "--batch-size", "8", "--save-every", "3"]
+    assert (
+        main(["glue", *common, "--output", str(tmp_path / "straight"), "--predict-test", "--save-best"]) == 0
+    )
+    assert main(["glue", *common, "--output", str(tmp_path / "out")]) == 0
+    assert not (tmp_path / "out" / "glue_test").exists() and not (tmp_path / "out" / "checkpoints").exists()
+    assert (
+        main(
+            ["glue", *common, "--output", str(tmp_path / "out"), "--resume", "--predict-test", "--save-best"]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert printed.count("finished earlier without test predictions") == 2
+    for name in ("glue_test/STS-B.tsv", "results.json"):
+        straight, resumed = (tmp_path / d / name for d in ("straight", "out"))
+        if name == "results.json":
+            strip = lambda p: {k: v for k, v in json.loads(p.read_text())["results"].items()}  # noqa: E731
+            assert strip(resumed) == strip(straight)
+        else:
+            assert resumed.read_text() == straight.read_text() and len(resumed.read_text().splitlines()) == 7
+    best = tmp_path / "out" / "checkpoints" / "stsb"
+    assert saved_seed(best) == saved_seed(tmp_path / "straight" / "checkpoints" / "stsb") is not None
+    a = load_file(str(best / "model.safetensors"))
+    b = load_file(str(tmp_path / "straight" / "checkpoints" / "stsb" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_overwrite_deletes_the_earlier_runs_seeds(tmp_path, capsys):
+    """Before: `--overwrite` left the earlier run's runs/TASK/seed-N (result.json, checkpoints) in place, so a later
+    --resume of the new run took the old run's finished seeds, trained under other settings, for its own."""
+    run, data = _micro_glue(tmp_path)
+    out = tmp_path / "out"
+    common = ["--model", str(run), "--task", "stsb", "--data-dir", str(data), "--batch-size", "8"]
+    common += ["--save-every", "2", "--output", str(out)]
+    assert main(["glue", *common, "--seeds", "2", "--max-steps", "2"]) == 0
+    (out / "notes.txt").write_text("mine")
+    assert (out / "runs" / "stsb" / "seed-2" / "result.json").is_file()
+    assert main(["glue", *common, "--seeds", "2", "--max-steps", "4", "--task", "nope", "--overwrite"]) == 2
+    assert (out / "runs" / "stsb" / "seed-2" / "result.json").is_file()  # a mistyped flag deletes nothing
+    assert main(["glue", *common, "--seeds", "1", "--max-steps", "4", "--overwrite"]) == 0
+    assert not (out / "runs" / "stsb" / "seed-2").exists() and (out / "notes.txt").read_text() == "mine"
+    capsys.readouterr()
+    assert main(["glue", *common, "--seeds", "2", "--max-steps", "4", "--resume"]) == 0
+    assert json.loads((out / "runs" / "stsb" / "seed-2" / "result.json").read_text())["steps"] == 4

@@ -167,3 +167,31 @@ def test_pretrain_overwrite_of_its_own_run_says_what_it_deletes(small_corpus, tm
     assert main([*base[:4], str(other), *base[5:], "--overwrite"]) == 2
     assert "holds run.json, which a run writes" in capsys.readouterr().err
     assert (other / "run.json").read_text() == '{"mine": true}'
+
+
+def test_start_over_deletes_a_runs_own_files_and_nothing_else(tmp_path):
+    """`--overwrite` for the resumable consumers: the earlier run's files go (its unreached seeds and checkpoints
+    would otherwise pass for the new run's on --resume); a user's files, and anything the run reads, stay."""
+    from electra.errors import UserError
+    from electra.overwrite import start_over
+
+    out = tmp_path / "out"
+    (out / "runs" / "stsb" / "seed-2").mkdir(parents=True)
+    (out / "runs" / "stsb" / "seed-2" / "result.json").write_text("{}")
+    (out / "results.json").write_text("{}")
+    (out / "notes.txt").write_text("mine")
+    produced = ("results.json", "runs", "checkpoints")
+    with pytest.raises(UserError, match="already exists.*--overwrite"):
+        start_over(out, produced, overwrite=False)
+    with pytest.raises(UserError, match="would delete .*runs, which this run reads"):
+        start_over(out, produced, overwrite=True, reads=[out / "runs" / "stsb"])
+    assert (out / "runs" / "stsb" / "seed-2" / "result.json").is_file()
+    start_over(out, produced, overwrite=True, reads=[None, tmp_path / "model"])
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+    foreign = tmp_path / "foreign"  # the same names, but no run record: not this command's to delete
+    (foreign / "runs").mkdir(parents=True)
+    with pytest.raises(UserError, match="no run.json shows that a run wrote them"):
+        start_over(foreign, produced, overwrite=True)
+    assert (foreign / "runs").is_dir()
+    start_over(tmp_path / "new", produced, overwrite=False)  # nothing there: nothing to refuse

@@ -372,3 +372,23 @@ def test_resume_refuses_another_objective_or_settings_in_one_line(data, retrieve
     # The same settings (progress and checkpointing may change) resume.
     again = train_tlm(settings(resume=True, progress=True, save_every=1))
     assert again["stage1_steps"] == first["stage1_steps"] == 2 and again["test"] == first["test"]
+
+
+def test_overwrite_starts_over_and_a_missing_input_deletes_nothing(data, retrieved, tmp_path, capsys):
+    """Before: `--overwrite` left stage 1's checkpoints and its finished-stage marker, so the new run was mixed
+    with the old one's; now the earlier run's files go, once the inputs are known to exist."""
+    out = tmp_path / "run"
+
+    def tlm(*extra: str) -> int:
+        argv = ["tlm", "train", "--task-train", str(data / "train.tsv"), "--task-dev", str(data / "dev.tsv")]
+        argv += ["--task-test", str(data / "test.tsv"), "--retrieved", str(retrieved), "--out", str(out)]
+        argv += ["--objective", "electra", "--finetune-epochs", "0", "--save-every", "2", "--no-progress"]
+        return main([*argv, *(f"--set={s}" for s in SMALL), *extra])
+
+    assert tlm("--steps", "4") == 0
+    assert tlm("--steps", "2", "--overwrite", "--task-dev", str(data / "missing.tsv")) == 2
+    assert "missing.tsv: no such file" in capsys.readouterr().err
+    assert (out / "stage1" / "checkpoints" / "step-00000004").is_dir()
+    assert tlm("--steps", "2", "--overwrite") == 0
+    assert sorted(p.name for p in (out / "stage1" / "checkpoints").glob("step-*")) == ["step-00000002"]
+    assert json.loads((out / "results.json").read_text())["stage1_steps"] == 2

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from electra.flags import add_output_option
-from electra.overwrite import refuse_to_replace
+from electra.overwrite import refuse_to_replace, start_over
 
 
 def register(subparsers) -> None:
@@ -191,11 +191,27 @@ def run_settings(args) -> dict:
     return {name: getattr(args, name) for name in names} | {"progress": not args.no_progress}
 
 
+TLM_OUTPUTS = ("results.json", "model", "stage1", "stage2")  # what `tlm train` and `tartan` write in --out
+TLM_READS = ("retrieved", "dapt_corpus", "init_from", "vocab", "task_train", "task_dev", "task_test")
+
+
 def refuse_to_replace_run(args) -> None:
     """A finished or started `tlm train` / `tartan` output is kept unless --resume or --overwrite."""
     if not args.resume:
-        produced = ("results.json", "model", "stage1", "stage2")
-        refuse_to_replace([Path(args.out) / name for name in produced], args.overwrite, resume_hint=True)
+        refuse_to_replace([Path(args.out) / name for name in TLM_OUTPUTS], args.overwrite, resume_hint=True)
+
+
+def start_over_run(args) -> None:
+    """Once the flags are read, before any work: the inputs must exist, and only then does --overwrite delete the
+    earlier run in --out (`electra.overwrite.start_over`), so that a mistyped path costs no results."""
+    from electra.errors import UserError
+
+    reads = [getattr(args, name, None) for name in TLM_READS]
+    for path in reads:
+        if path is not None and not Path(path).exists():
+            raise UserError(f"{path}: no such file or directory; check the path.")
+    if not args.resume:
+        start_over(args.out, TLM_OUTPUTS, args.overwrite, reads)
 
 
 def column_kwargs(args) -> dict:
@@ -320,6 +336,7 @@ def run_train(args) -> int:
         **run_settings(args),
         **column_kwargs(args),
     )
+    start_over_run(args)
     results = train_tlm(settings)
     print(
         json.dumps(

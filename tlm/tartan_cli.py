@@ -110,7 +110,7 @@ def parse_aux(spec: str) -> list[str]:
 def run(args) -> int:
     from electra.config import parse_overrides
     from electra.errors import UserError
-    from tlm.cli import column_kwargs, refuse_to_replace_run, run_settings
+    from tlm.cli import column_kwargs, refuse_to_replace_run, run_settings, start_over_run
     from tlm.train import TASK_ONLY, TLMSettings, train_tlm
 
     aux = parse_aux(args.aux)
@@ -139,6 +139,7 @@ def run(args) -> int:
         **run_settings(args),
         **column_kwargs(args),
     )
+    start_over_run(args)
     results = train_tlm(settings)
     keys = ("objective", "weighting", "stage1_steps", "stage1_flops", "dev", "test")
     print(json.dumps({k: results[k] for k in keys}, indent=2))
