@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 from electra.errors import UserError
+from electra.files import fsync_file, write_text_atomically
 
 LATEST = "latest"
 CHECKSUMS = "checksums.json"
@@ -83,11 +84,11 @@ def save_checkpoint(
             sums = {file.name: _sha256(file) for file in sorted(staging.iterdir())}
             (staging / CHECKSUMS).write_text(json.dumps(sums, indent=2) + "\n")
             for file in staging.iterdir():
-                _fsync(file)
+                fsync_file(file)
             if final.exists():
                 shutil.rmtree(final)
             os.replace(staging, final)
-            _write_atomically(checkpoints_dir / LATEST, final.name + "\n")
+            write_text_atomically(checkpoints_dir / LATEST, final.name + "\n", durable=True)
             _prune(checkpoints_dir, keep)
     except OSError as exc:
         if is_main:
@@ -265,20 +266,8 @@ def save_tensors_atomically(tensors: dict[str, torch.Tensor], path: Path) -> Non
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(temporary))
-    _fsync(temporary)
+    fsync_file(temporary)
     os.replace(temporary, path)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text)
-    _fsync(temporary)
-    os.replace(temporary, path)
-
-
-def _fsync(path: Path) -> None:
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
 
 
 def _prune(checkpoints_dir: Path, keep: int) -> None:

@@ -45,6 +45,7 @@ from electra.compare_settings import (
 from electra.config import with_frozen_generator
 from electra.errors import UserError
 from electra.export import finetune_dir, masked_lm_dir
+from electra.files import write_json_atomically, write_text_atomically
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, get_objective, objective_names
 from electra.pretraining import RunInputs, pretrain, size_to_budget
@@ -518,7 +519,7 @@ def write_report(results: dict, out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "results.json", "markdown": out / "results.md", "plot": out / "curve.png"}
     _write_json(paths["json"], results)
-    _write_text(paths["markdown"], format_markdown(results))
+    write_text_atomically(paths["markdown"], format_markdown(results))
     staging = out / ".curve.partial.png"
     plot_curve(results, staging)
     os.replace(staging, paths["plot"])
@@ -654,12 +655,5 @@ def _tokenizer_cache(settings: CompareSettings) -> str:
     return str(Path(_cache(settings)) / "tokenizers")
 
 
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.partial")
-    staging.write_text(text, encoding="utf-8")
-    os.replace(staging, path)
-
-
 def _write_json(path: Path, value: Any) -> None:
-    _write_text(path, json.dumps(json_safe(value), indent=2, allow_nan=False, default=str) + "\n")
+    write_json_atomically(path, json_safe(value), allow_nan=False, default=str)

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from electra.errors import UserError
+from electra.files import write_json_atomically
 from electra.text_form import TEXT_FORMS
 
 CPU_DROPOUT = ("lanes", "torch")  # electra.dropout
@@ -539,11 +540,7 @@ def read_run_record(path: str | Path) -> dict[str, Any] | None:
 
 def write_run_record(path: str | Path, settings: Mapping[str, Any]) -> None:
     """Save the settings a later `--resume` must match, atomically (a kill mid-write leaves the old record)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.partial")
-    staging.write_text(json.dumps(dict(settings), indent=2, default=str) + "\n")
-    staging.replace(path)
+    write_json_atomically(path, dict(settings), default=str)
 
 
 # OUTPUT/run.json: what a `--resume` must match (pretrain: corpus, vocabulary, processes; glue, squad, tlm: the

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
 import statistics
 import time
@@ -30,6 +29,7 @@ from electra.config import check_run_record, keep_run_record
 from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
 from electra.errors import UserError
 from electra.export import finetune_dir, fit_length
+from electra.files import write_json_atomically
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
 from flops.analytic import finetune_flops as analytic_finetune_flops
@@ -329,10 +329,7 @@ RESUMABLE_SETTINGS = frozenset({"save_every", "log_every", "progress", "eval_bat
 
 
 def _write_run(run_dir: Path, run: SeedRun) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    staging = run_dir / f".{RUN_RESULT}.partial"
-    staging.write_text(json.dumps(asdict(run), indent=1) + "\n")
-    os.replace(staging, run_dir / RUN_RESULT)
+    write_json_atomically(run_dir / RUN_RESULT, asdict(run), indent=1)
 
 
 def _finished_run(run_dir: Path | None) -> SeedRun | None:

@@ -20,7 +20,6 @@ import copy
 import json
 import logging
 import math
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -48,6 +47,7 @@ from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretrai
 from electra.engine import EarlyStopping, Engine, Task, TrainArgs
 from electra.errors import UserError
 from electra.export import save_tokenizer
+from electra.files import write_json_atomically
 from electra.hf_configs import discriminator_hf_config
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, objective_names
@@ -726,7 +726,7 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
         stage1_steps, stage1_flops = result.step, result.flops
         if accelerator.is_main_process:
             stage1_best = result.best and {"step": result.best["step"], **result.best["metrics"]}
-            _write_json(
+            write_json_atomically(
                 stage1_dir / STAGE1_DONE,
                 {
                     "step": stage1_steps,
@@ -800,7 +800,7 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     if accelerator.is_main_process:
         classifier.save_pretrained(str(out / "model"), safe_serialization=True)
         save_tokenizer(tokenizer, out / "model", classifier.config)
-        _write_json(out / "results.json", results)
+        write_json_atomically(out / "results.json", results)
     accelerator.end_training()
     logger.info("test: %s", test)
     return TrainedJoint(results, model, tokenizer, config)
@@ -831,10 +831,3 @@ def check_resume(out: Path, record: dict[str, Any], config: PretrainConfig) -> N
 def _finished_stage(stage_dir: Path) -> dict[str, Any] | None:
     path = stage_dir / STAGE1_DONE
     return json.loads(path.read_text()) if path.is_file() else None
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.partial")
-    staging.write_text(json.dumps(value, indent=2) + "\n")
-    os.replace(staging, path)

@@ -1,0 +1,31 @@
+"""Files written whole or not at all: every command that records results, settings or checkpoints writes through
+here, so a run killed mid-write leaves the previous file, never half of one."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def write_text_atomically(path: str | Path, text: str, durable: bool = False) -> None:
+    """`path` holds `text` after one rename; its folder is made if needed. `durable` also flushes it to the disk
+    first (checkpoint pointers: a crash of the machine, not just the process, must not leave an empty file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.partial")
+    staging.write_text(text, encoding="utf-8")
+    if durable:
+        fsync_file(staging)
+    os.replace(staging, path)
+
+
+def write_json_atomically(path: str | Path, value: Any, **dumps: Any) -> None:
+    """`value` as indented JSON (two spaces unless `dumps` says otherwise), written as `write_text_atomically`."""
+    write_text_atomically(path, json.dumps(value, **{"indent": 2, **dumps}) + "\n")
+
+
+def fsync_file(path: str | Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
