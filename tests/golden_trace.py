@@ -52,6 +52,29 @@ WORDS = (
 )
 
 
+def export_word_model(directory: Path, layers: int = 1) -> Path:
+    """A randomly initialised ELECTRA (hidden 32) over a vocabulary of WORDS, exported as a pretraining run into
+    `directory`: small enough that a test fine-tunes it on `write_stsb`'s task several times in seconds."""
+    import torch
+    from transformers import ElectraTokenizerFast
+
+    from electra.model import build_pretraining_model
+    from electra.objectives import build_config
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
+    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    small = dict(
+        hidden_size=32,
+        num_hidden_layers=layers,
+        intermediate_size=64,
+        num_attention_heads=2,
+        embedding_size=16,
+    )
+    torch.manual_seed(0)
+    build_pretraining_model(build_config("tiny", overrides=small), tokenizer).export(directory, tokenizer)
+    return directory
+
+
 def write_stsb(directory: Path, seed: int = 0) -> Path:
     """A small STS-B-format task: sentence pairs scored 0-5 by how many words they share (a continuous dev metric,
     so any change in what fine-tuning computes shows in the Spearman correlation)."""

@@ -297,22 +297,10 @@ def test_a_non_finite_loss_is_a_one_line_error(tmp_path):
 
 def test_glue_resumes_an_interrupted_seed(tmp_path, monkeypatch):
     """GLUE through the engine: a seed killed after a checkpoint and resumed scores as the uninterrupted one."""
-    from transformers import ElectraTokenizerFast
-
     from electra.cli import main
-    from electra.model import build_pretraining_model
-    from electra.objectives import build_config
-    from tests.golden_trace import WORDS, write_stsb
+    from tests.golden_trace import export_word_model, write_stsb
 
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
-    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
-    small = dict(
-        hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=2, embedding_size=16
-    )
-    torch.manual_seed(0)
-    build_pretraining_model(build_config("tiny", overrides=small), tokenizer).export(
-        tmp_path / "run", tokenizer
-    )
+    export_word_model(tmp_path / "run", layers=2)
     data = write_stsb(tmp_path / "glue")
     flags = [
         "--task",

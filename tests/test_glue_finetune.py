@@ -316,24 +316,10 @@ def test_resume_refuses_another_model_or_settings_and_reuses_finished_seeds(tmp_
     rewrote results.json/results.md under the new model and settings, with the old runs' numbers (rc 0)."""
     import shutil
 
-    from transformers import ElectraTokenizerFast
-
     import glue.finetune as finetune_module
-    from electra.model import build_pretraining_model
-    from electra.objectives import build_config
-    from tests.golden_trace import WORDS, write_stsb
 
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
-    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
-    small = dict(
-        hidden_size=32, num_hidden_layers=1, intermediate_size=64, num_attention_heads=2, embedding_size=16
-    )
-    torch.manual_seed(0)
-    build_pretraining_model(build_config("tiny", overrides=small), tokenizer).export(
-        tmp_path / "run", tokenizer
-    )
+    _, data = _micro_glue(tmp_path)
     shutil.copytree(tmp_path / "run", tmp_path / "other")
-    data = write_stsb(tmp_path / "glue")
     out = tmp_path / "out"
     common = [
         "--task",
@@ -402,21 +388,9 @@ def test_resume_refuses_another_model_or_settings_and_reuses_finished_seeds(tmp_
 def _micro_glue(tmp_path: Path) -> tuple[Path, Path]:
     """A one-layer exported run over a word vocabulary, and STS-B-format data with a test file: fast enough to run
     several fine-tunes in one test."""
-    from transformers import ElectraTokenizerFast
+    from tests.golden_trace import WORDS, export_word_model, write_stsb
 
-    from electra.model import build_pretraining_model
-    from electra.objectives import build_config
-    from tests.golden_trace import WORDS, write_stsb
-
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
-    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
-    small = dict(
-        hidden_size=32, num_hidden_layers=1, intermediate_size=64, num_attention_heads=2, embedding_size=16
-    )
-    torch.manual_seed(0)
-    build_pretraining_model(build_config("tiny", overrides=small), tokenizer).export(
-        tmp_path / "run", tokenizer
-    )
+    export_word_model(tmp_path / "run")
     data = write_stsb(tmp_path / "glue")
     rows = ["index\tsentence1\tsentence2", *(f"{i}\tthe {WORDS[i]}\tthe {WORDS[i + 1]}" for i in range(6))]
     (data / "STS-B" / "test.tsv").write_text("\n".join(rows) + "\n")
