@@ -599,8 +599,9 @@ def run_compare(settings: CompareSettings) -> dict:
     finetune = glue_settings(settings, base)
     _check_report(settings, finetune)
     settings.out.mkdir(parents=True, exist_ok=True)
-    _check_manifest(settings)
+    manifest = _check_manifest(settings)
     tokenizer_dir = prepare_tokenizer(settings, base)
+    _record_manifest(settings, manifest)
     cells = {arm.label: pretrain_objective(settings, arm, tokenizer_dir) for arm in settings.arms}
     results = collect_results(settings, cells, finetune)
     write_report(results, settings.out)
@@ -618,7 +619,10 @@ def run_compare(settings: CompareSettings) -> dict:
     return results
 
 
-def _check_manifest(settings: CompareSettings) -> None:
+def _check_manifest(settings: CompareSettings) -> dict[str, Any]:
+    """The pretraining settings OUT/compare.json must match for a rerun to resume (the cells were trained under
+    them); returned for `_record_manifest`, which writes them once the corpus has given a vocabulary, so that an
+    input refused before any work leaves nothing to block the corrected rerun."""
     path = settings.out / "compare.json"
     current = {
         "corpus": str(Path(settings.corpus).resolve()),
@@ -629,14 +633,23 @@ def _check_manifest(settings: CompareSettings) -> None:
     }
     if path.is_file():
         saved = json.loads(path.read_text())
-        changed = [key for key in PRETRAINING_KEYS if saved.get(key) != current[key]]
+        changed = [
+            f"{key} (saved {json.dumps(saved.get(key), default=str)}, now {json.dumps(current[key], default=str)})"
+            for key in PRETRAINING_KEYS
+            if saved.get(key) != current[key]
+        ]
         if changed:
             raise UserError(
                 f"{path}: this comparison was run with other {', '.join(changed)}; rerun with the same "
                 "settings to resume it, or choose another --out."
             )
-        return
-    _write_json(path, current)
+    return current
+
+
+def _record_manifest(settings: CompareSettings, manifest: dict[str, Any]) -> None:
+    path = settings.out / "compare.json"
+    if not path.is_file():
+        _write_json(path, manifest)
 
 
 def _fraction_name(index: int, total: int) -> str:

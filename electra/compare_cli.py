@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     if not tasks and not probes:
         raise UserError("nothing to evaluate: give --glue-tasks or --probes (or both).")
     glue_data = (
-        resolve_data_dir(args.glue_data)
+        resolve_data_dir(args.glue_data, "--glue-data")
         if tasks or not (args.probe_data or os.environ.get("ELECTRA_DATA"))
         else None
     )

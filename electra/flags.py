@@ -34,9 +34,10 @@ def _output_directory(value: str) -> str:
 def require_counts(
     args: argparse.Namespace, required: tuple[str, ...], optional: tuple[str, ...] = ()
 ) -> None:
-    """Count options must be at least 1 (`optional` ones only when given): one line naming the flag otherwise."""
+    """Count options must be at least 1 (`optional` ones only when given, or when the command has them): one line
+    naming the flag otherwise."""
     for name in required + optional:
-        value = getattr(args, name)
+        value = getattr(args, name, None)
         if (value is not None or name in required) and (value is None or value < 1):
             raise UserError(f"--{name.replace('_', '-')} must be at least 1.")
 

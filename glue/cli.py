@@ -120,8 +120,10 @@ def run(args: argparse.Namespace) -> int:
     refuse_to_replace(produced, args.overwrite, resume_hint=True)
     specs = parse_task_list(args.task)
     data_dir = resolve_data_dir(args.data_dir)
-    check_files(specs, data_dir, args.predict_test)
     resolve_model_dir(args.model)
+    if args.init_from:
+        resolve_model_dir(args.init_from, "--init-from")
+    check_files(specs, data_dir, args.predict_test)
     if produced:  # the inputs are sound: only now does --overwrite delete the earlier run
         start_over(args.output, GLUE_OUTPUTS, args.overwrite, reads=(args.model, args.init_from, data_dir))
     settings = FinetuneSettings(

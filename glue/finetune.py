@@ -105,15 +105,19 @@ class SeedRun:
     flops_method: str = ""
 
 
-def resolve_model_dir(path: str | Path) -> Path:
+def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
     """A Hugging Face checkpoint directory, or a pretraining run directory (its export.json names the model to
-    fine-tune: the discriminator, or the MLM model for the MLM baseline)."""
+    fine-tune: the discriminator, or the MLM model for the MLM baseline). `option` is the flag that named it."""
     path = Path(path)
+    if path.is_file():
+        raise UserError(
+            f"{option} {path} is a file; give the checkpoint's directory (e.g. RUN/discriminator)."
+        )
     model_dir = finetune_dir(path)
     if (model_dir / "config.json").is_file():
         return model_dir
     raise UserError(
-        f"{model_dir}/config.json: not found; --model must be a Hugging Face checkpoint directory "
+        f"{model_dir}/config.json: not found; {option} must be a Hugging Face checkpoint directory "
         "(e.g. RUN/discriminator) or a pretraining run directory with export.json."
     )
 
@@ -427,7 +431,7 @@ def run_glue(
     there; `resume=True` reuses finished seeds and continues an unfinished one from its latest checkpoint
     (`settings.save_every`)."""
     model_dir = resolve_model_dir(model_dir)
-    init_from = resolve_model_dir(init_from) if init_from else None
+    init_from = resolve_model_dir(init_from, "--init-from") if init_from else None
     if not seeds:
         raise UserError("--seeds must be at least 1.")
     check_files(specs, data_dir, predict_test)

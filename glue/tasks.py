@@ -198,17 +198,18 @@ def parse_task_list(value: str) -> list[TaskSpec]:
     return specs
 
 
-def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
-    """--data-dir, else $GLUE_DIR: the folder holding CoLA/, SST-2/, ... as download_glue_data.py makes them."""
+def resolve_data_dir(data_dir: str | os.PathLike | None, option: str = "--data-dir") -> Path:
+    """--data-dir, else $GLUE_DIR: the folder holding CoLA/, SST-2/, ... as download_glue_data.py makes them.
+    `option` is the command's flag for it (compare's is --glue-data)."""
     value = data_dir or os.environ.get("GLUE_DIR")
     if not value:
         raise UserError(
-            "no GLUE data: pass --data-dir DIR or set GLUE_DIR (a folder with CoLA/, SST-2/, ...)."
+            f"no GLUE data: pass {option} DIR or set GLUE_DIR (a folder with CoLA/, SST-2/, ...)."
         )
     path = Path(value)
     if not path.is_dir():
         raise UserError(
-            f"{path}: GLUE data directory not found; pass --data-dir DIR with CoLA/, SST-2/, ... in it."
+            f"{path}: GLUE data directory not found; pass {option} DIR with CoLA/, SST-2/, ... in it."
         )
     return path
 

@@ -101,6 +101,11 @@ def examples_from_data(data: list[Any], version: str, source: str = "<data>") ->
                 impossible = False
                 plausible: list[Answer] = []
                 if version == "2.0":
+                    if isinstance(qa, dict) and "is_impossible" not in qa:
+                        raise UserError(
+                            f"{where_q}: missing field 'is_impossible', which SQuAD 2.0 needs; for a v1.1 file pass "
+                            "--version 1.1."
+                        )
                     impossible = _field(qa, "is_impossible", bool, where_q)
                     plausible = _answers(qa, "plausible_answers", context, where_q, required=False)
                     if impossible and answers:

@@ -35,7 +35,7 @@ from electra.model_card import CARD, CardFacts, render_card
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
 from electra.run_log import progress_off
-from squad.data import SquadExample, load_squad_json, read_squad
+from squad.data import SquadExample, read_squad
 from squad.features import FeatureSettings, build_features
 from squad.heads import HeadConfig
 from squad.metrics import official_scores
@@ -144,7 +144,7 @@ def collate(rows: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torc
 
 def check_inputs(settings: SquadSettings) -> None:
     """What can be checked before any work (and before `--overwrite` deletes an earlier run): there is something
-    to do, the model directory and the data files exist, and the files are SQuAD JSON."""
+    to do, the model directory exists, and the data files are SQuAD files of the version asked for."""
     if settings.train is None and settings.eval is None:
         raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
     model_dir = finetune_dir(settings.model) if settings.train is not None else Path(settings.model)
@@ -155,7 +155,9 @@ def check_inputs(settings: SquadSettings) -> None:
         )
     for path in (settings.train, settings.eval):
         if path is not None:
-            load_squad_json(path)
+            read_squad(
+                path, settings.version
+            )  # every question parsed: a bad --eval must not wait for training
 
 
 def finetune(settings: SquadSettings) -> dict[str, Any]:

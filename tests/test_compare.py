@@ -195,6 +195,19 @@ def test_cli_rejects_bad_input(tmp_path, small_corpus, capsys):
         == 2
     )
     assert "corpus not found" in capsys.readouterr().err
+    # Before: a corpus refused for having no text still left OUT/compare.json, which then refused the corrected
+    # rerun as "run with other corpus"; and that message named no values.
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    out = tmp_path / "e"
+    probe = ["--glue-tasks", "none", "--probes", "sst2", "--probe-data", str(tmp_path)]
+    assert main(["compare", "--corpus", str(empty), "--out", str(out), *probe]) == 2
+    capsys.readouterr()
+    assert not (out / "compare.json").exists()
+    (out / "compare.json").write_text(json.dumps({"corpus": str(empty.resolve()), "budget": "1e12"}))
+    assert main(["compare", "--corpus", str(small_corpus), "--out", str(out), *probe]) == 2
+    err = capsys.readouterr().err
+    assert f'corpus (saved "{empty.resolve()}", now "{Path(small_corpus).resolve()}")' in err, err
 
 
 @pytest.mark.slow

@@ -216,6 +216,16 @@ def test_cli_bad_input_is_one_line(tiny_model, shared_data, tmp_path, capsys):
     assert "QNLI/train.tsv: file not found" in err and len(err.splitlines()) == 1
     assert main(["glue", "--model", str(tmp_path), "--task", "rte", "--data-dir", str(tmp_path)]) == 2
     assert "config.json: not found" in capsys.readouterr().err
+    # The flag that named the wrong path is the one the message names.
+    rte = ["--task", "rte", "--data-dir", str(shared_data / "glue")]
+    assert main(["glue", "--model", str(tiny_model), *rte, "--init-from", str(tmp_path / "nope")]) == 2
+    assert "--init-from must be a Hugging Face checkpoint directory" in capsys.readouterr().err
+    (tmp_path / "weights.bin").write_text("")
+    assert main(["glue", "--model", str(tmp_path / "weights.bin"), *rte]) == 2
+    assert "--model " + str(tmp_path / "weights.bin") + " is a file" in capsys.readouterr().err
+    compare = ["compare", "--corpus", str(tmp_path), "--out", str(tmp_path / "c"), "--glue-tasks", "rte"]
+    assert main([*compare, "--glue-data", str(tmp_path / "nope")]) == 2
+    assert "pass --glue-data DIR" in capsys.readouterr().err
     bad = tmp_path / "glue" / "RTE"
     bad.mkdir(parents=True)
     (bad / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tyes\n")

@@ -452,3 +452,21 @@ def test_resume_refuses_another_model_or_settings_and_writes_no_nan(tmp_path: Pa
     assert squad("tiny", "--max-steps", "2", "--overwrite") == 0
     steps = sorted(p.name for p in (out / "train" / "checkpoints").glob("step-*"))
     assert steps == ["step-00000002"]  # before: the earlier run's step-4 stayed beside it
+
+
+def test_a_bad_eval_file_is_refused_before_training(tmp_path: Path, capsys) -> None:
+    """Before: `--train good.json --eval bad` trained and saved model/ first, then stopped on the eval file, and the
+    occupied output then needed --overwrite; and 2.0 on a v1.1 file did not say to pass --version 1.1."""
+    made = _self_contained(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json")
+    base = ["squad", "--model", str(made["tiny"]), "--train", str(made["data"]), "--max-steps", "2"]
+    assert main([*base, "--eval", str(bad), "--output", str(tmp_path / "a")]) == 2
+    assert "bad.json:1: malformed JSON" in capsys.readouterr().err
+    assert not (tmp_path / "a" / "model").exists()
+    assert (
+        main([*base, "--eval", str(made["data"]), "--version", "2.0", "--output", str(tmp_path / "b")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "missing field 'is_impossible'" in err and "pass --version 1.1" in err
+    assert not (tmp_path / "b" / "model").exists()

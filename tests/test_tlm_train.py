@@ -392,3 +392,22 @@ def test_overwrite_starts_over_and_a_missing_input_deletes_nothing(data, retriev
     assert tlm("--steps", "2", "--overwrite") == 0
     assert sorted(p.name for p in (out / "stage1" / "checkpoints").glob("step-*")) == ["step-00000002"]
     assert json.loads((out / "results.json").read_text())["stage1_steps"] == 2
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--steps", "-5"], "--steps must be at least 1"),
+        (["--flops-budget", "-1"], "--flops-budget must be at least 1"),
+        (["--finetune-epochs", "-1"], "--finetune-epochs must not be negative"),
+    ],
+)
+def test_numbers_that_size_the_run_are_checked_first(data, tmp_path, capsys, flags, message):
+    """Before: `--steps 0` meant "unset" and ran the config's step count; `--flops-budget -1` ran one step; and
+    `--steps -5` failed after the vocabulary and corpus work, naming max_steps instead of the flag."""
+    argv = ["tlm", "train", "--task-train", str(data / "train.tsv"), "--task-dev", str(data / "dev.tsv")]
+    argv += ["--task-test", str(data / "test.tsv"), "--objective", "none", "--out", str(tmp_path / "o")]
+    assert main([*argv, *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from electra.flags import add_output_option
+from electra.flags import add_output_option, require_counts
 from electra.overwrite import refuse_to_replace, start_over
 
 
@@ -196,7 +196,15 @@ TLM_READS = ("retrieved", "dapt_corpus", "init_from", "vocab", "task_train", "ta
 
 
 def refuse_to_replace_run(args) -> None:
-    """A finished or started `tlm train` / `tartan` output is kept unless --resume or --overwrite."""
+    """Before any work for `tlm train` / `tartan`: the numbers that size the run are sound (0 steps is a typo, not
+    "unset", and a negative budget is no budget), and a finished or started output is kept unless --resume or
+    --overwrite."""
+    from electra.errors import UserError
+
+    require_counts(args, (), optional=("steps", "batch_size", "flops_budget", "meta_head_steps", "patience"))
+    for name in ("finetune_epochs", "save_every", "eval_every"):
+        if (getattr(args, name, None) or 0) < 0:
+            raise UserError(f"--{name.replace('_', '-')} must not be negative (0 turns it off).")
     if not args.resume:
         refuse_to_replace([Path(args.out) / name for name in TLM_OUTPUTS], args.overwrite, resume_hint=True)
 

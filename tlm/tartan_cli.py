@@ -120,6 +120,12 @@ def run(args) -> int:
         raise UserError(
             "--dapt-corpus is given but --aux has no dapt; add it (--aux tapt,dapt) or drop the corpus."
         )
+    from electra.objectives import objective_names
+
+    if aux and args.aux_objective not in objective_names():
+        raise UserError(
+            f"--aux-objective {args.aux_objective!r} is not one of {', '.join(objective_names())}."
+        )
     if args.weighting == "meta" and not aux:
         raise UserError("--weighting meta needs at least one auxiliary (--aux tapt and/or dapt).")
     refuse_to_replace_run(args)
