@@ -58,6 +58,28 @@ def kept_dir(directory: str | Path) -> Path:
     return path
 
 
+# The fields a size preset is recognised by: a checkpoint with all of them equal to a preset's is of that size.
+PRESET_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "intermediate_size",
+    "num_attention_heads",
+    "embedding_size",
+)
+
+
+def preset_of(directory: str | Path) -> str | None:
+    """The size preset (`config.SIZES`) whose shape DIR's kept model has, or None when it has none of them.
+
+    A continued run takes its recipe (learning rate, batch, warmup, generator width) from a preset; without
+    `--size`, the one the checkpoint was built as is the one it should be trained with."""
+    kept = _hf_config(kept_dir(directory))
+    for name, preset in SIZES.items():
+        if all(kept.get(field) == preset.get(field) for field in PRESET_FIELDS):
+            return name
+    return None
+
+
 def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str = "tiny") -> dict[str, Any]:
     """`overrides` plus the shape of DIR's model (and of its generator, when it has a masked-LM one); a shape the
     user set differently is refused, since those weights could not load. The `size` preset's sequence length is
@@ -80,7 +102,8 @@ def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str
                 f"--init-from {directory}: its {key} is {value}, not {overrides[key]}; drop that setting (the "
                 "checkpoint's shape is used)."
             )
-    return {**overrides, **shape}
+    vocabulary = {"tokenizer_vocab_size": kept["vocab_size"]} if "vocab_size" in kept else {}
+    return {**overrides, **shape, **vocabulary}  # the checkpoint's vocabulary is the run's, whatever was set
 
 
 def init_vocabulary(directory: str | Path) -> Path:

@@ -33,9 +33,10 @@ OBJECTIVE_CHOICES = RegisteredObjectives()
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--size",
-        default="tiny",
+        default=None,
         choices=list(SIZES),
-        help="model size preset (paper Table 5.1, plus CPU sizes)",
+        help="model size preset (paper Table 5.1, plus CPU sizes); default: tiny, or with --init-from the "
+        "checkpoint's own size",
     )
     parser.add_argument(
         "--config",
@@ -176,9 +177,18 @@ def run(args: argparse.Namespace) -> int:
             overrides[name] = value
     overrides = with_frozen_generator(overrides)
     if args.init_from is not None:
-        from electra.continued import checkpoint_shape
+        from electra.continued import checkpoint_shape, preset_of
 
+        if args.size is None:
+            args.size = preset_of(args.init_from)
+            if args.size is None:
+                args.size = "tiny"
+                print(
+                    f"--init-from {args.init_from}: its shape is no size preset's, so the tiny recipe (learning "
+                    "rate, batch, warmup) trains it; pass --size to choose another."
+                )
         overrides = checkpoint_shape(args.init_from, {**overrides, "init_from": args.init_from}, args.size)
+    args.size = args.size or "tiny"
     if args.per_device_batch_size is not None:
         if args.train_batch_size is not None:
             raise UserError("give --batch-size (global) or --per-device-batch-size, not both.")

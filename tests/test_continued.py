@@ -122,6 +122,46 @@ def test_cli_init_from(export_dir, small_corpus, tmp_path, capsys):
     argv += ["--output", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "c"), "--max-steps", "1"]
     argv += ["--set", "train_batch_size=4", "--set", "warmup_steps=1"]
     assert main(argv) == 0
-    assert "continuing from" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "continuing from" in out and "its shape is no size preset's, so the tiny recipe" in out
     assert main(argv + ["--overwrite", "--set", "hidden_size=64"]) == 2
     assert "its hidden_size is 32" in capsys.readouterr().err
+
+
+def test_a_checkpoint_of_a_preset_size_is_trained_with_that_sizes_recipe(
+    sample_tokenizer, small_corpus, tmp_path, capsys
+):
+    """Before: `--init-from` a Small (here: mini) checkpoint without --size trained it with tiny's recipe (warmup,
+    batch, generator width), and config.json recorded tiny's vocabulary size, not the checkpoint's."""
+    import json
+
+    from electra.cli import main
+    from electra.config import SIZES
+    from electra.continued import preset_of
+
+    torch.manual_seed(0)
+    mini = build_pretraining_model(build_config("mini"), sample_tokenizer)
+    mini.export(tmp_path / "mini", sample_tokenizer)
+    assert preset_of(tmp_path / "mini") == "mini" and preset_of(tmp_path / "mini" / "discriminator") == "mini"
+    argv = [
+        "pretrain",
+        "--init-from",
+        str(tmp_path / "mini" / "discriminator"),
+        "--corpus",
+        str(small_corpus),
+    ]
+    argv += [
+        "--output",
+        str(tmp_path / "run"),
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--max-steps",
+        "1",
+        "--no-plot",
+    ]
+    assert main([*argv, "--set", "train_batch_size=2"]) == 0
+    assert "no size preset" not in capsys.readouterr().out
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["warmup_steps"] == SIZES["mini"]["warmup_steps"] != SIZES["tiny"]["warmup_steps"]
+    assert config["generator_hidden_multiplier"] == SIZES["mini"]["generator_hidden_multiplier"]
+    assert config["tokenizer_vocab_size"] == len(sample_tokenizer) != SIZES["mini"]["tokenizer_vocab_size"]

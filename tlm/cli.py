@@ -103,7 +103,11 @@ def register(subparsers) -> None:
         help="LM objective: any registered one (`electra pretrain --help` lists them), or 'none' for the "
         "task-only baseline trained from scratch",
     )
-    train.add_argument("--size", default="tiny", help="model size preset (tiny, mini, small, base, large)")
+    train.add_argument(
+        "--size",
+        default=None,
+        help="model size preset (tiny, mini, small, base, large); default: tiny, or --init-from's own size",
+    )
     train.add_argument("--config", default=None, help="JSON config file layered over the size")
     train.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)"

@@ -42,7 +42,7 @@ from electra.config import (
     load_saved_config,
     refuse_changed_settings,
 )
-from electra.continued import checkpoint_shape, load_initial_weights
+from electra.continued import checkpoint_shape, load_initial_weights, preset_of
 from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset
 from electra.engine import EarlyStopping, Engine, Task, TrainArgs
 from electra.errors import UserError
@@ -91,7 +91,7 @@ class TLMSettings:
     out: str
     retrieved: str | None = None  # the `electra tlm retrieve --out` folder (or any corpus path)
     objective: str = "electra"
-    size: str = "tiny"
+    size: str | None = None  # a size preset; None: --init-from's own size, else tiny
     config_file: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     rho1: int = 3
@@ -576,6 +576,13 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     use_lm = settings.objective != TASK_ONLY
     lm_objective = settings.objective if use_lm else "electra"
     overrides = {**settings.overrides, "objective": lm_objective}
+    if settings.size is None:  # the recipe of the size the checkpoint was built as (tiny without one)
+        found = (
+            preset_of(settings.init_from)
+            if settings.init_from and Path(settings.init_from).is_dir()
+            else None
+        )
+        settings = replace(settings, size=found or "tiny")
     if settings.init_from is not None:
         if not Path(settings.init_from).is_dir():
             raise UserError(
