@@ -266,3 +266,13 @@ def strip_pos_tags(text: str) -> str:
 def split_sentences(paragraph: str) -> list[str]:
     """Cheap rule-based splitting: the data builder only needs plausible boundaries to choose segment cuts."""
     return [sentence for sentence in _SENTENCE_END.split(paragraph) if sentence.strip()]
+
+
+def corpus_fingerprint(corpus: str | Path) -> list[list[str | int]]:
+    """Names, sizes and modification times of every input file: cheap, and changes whenever the corpus does. (Here,
+    beside the readers and without torch, so `tlm retrieve` keys its index on it without loading torch.)"""
+    path = Path(corpus)
+    files = (
+        sorted(p for p in path.rglob("*") if p.is_file()) if is_saved_dataset(path) else corpus_files(path)
+    )
+    return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]

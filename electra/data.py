@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from electra.corpus import corpus_files, is_saved_dataset, read_documents, split_sentences
+from electra.corpus import corpus_fingerprint, read_documents, split_sentences
 from electra.errors import UserError
 
 BUILDER_VERSION = 2  # bump when the example format or packing rule changes: old caches then rebuild
@@ -154,15 +154,6 @@ def _pack_group(group, tokenizer, settings: ExampleSettings, out_ids: list, out_
 
 def default_cache_root() -> Path:
     return Path(os.environ.get("ELECTRA_CACHE", Path.home() / ".cache" / "electra"))
-
-
-def corpus_fingerprint(corpus: str | Path) -> list[Any]:
-    """Names, sizes and modification times of every input file: cheap, and changes whenever the corpus does."""
-    path = Path(corpus)
-    files = (
-        sorted(p for p in path.rglob("*") if p.is_file()) if is_saved_dataset(path) else corpus_files(path)
-    )
-    return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -1,8 +1,10 @@
-"""TLM retrieval: BM25 ranks the planted passage first, the union is deduplicated, the index reloads."""
+"""TLM retrieval: BM25 ranks the planted passage first, the union is deduplicated, the index reloads; a failed,
+interrupted or damaged build and an edited corpus never leave an index that answers wrongly or crashes."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,8 +13,11 @@ from tlm.keywords import candidate_phrases, keyword_query, rake_keywords
 from tlm.retrieval import (
     CORPUS_FILE,
     CORPUS_SUBDIR,
+    DOCS_FILE,
+    META_FILE,
     BM25Index,
     build_index,
+    load_or_build_index,
     make_query,
     read_retrieved,
     retrieve_corpus,
@@ -93,6 +98,97 @@ def test_duplicate_passages_are_stored_once(tmp_path):
         [PLANTED, PLANTED.upper(), FILLER[0]], tmp_path / "i", max_words=40, progress=False
     ) as idx:
         assert idx.num_docs == 2
+
+
+def _passages(index_dir: Path) -> list[str]:
+    with BM25Index(index_dir) as index:
+        return [index.get(i) for i in range(index.num_docs)]
+
+
+def test_a_build_that_fails_leaves_the_previous_index_whole(index, tmp_path):
+    """An empty corpus used to truncate the old index's passages while its metadata stayed: every later run
+    reused the empty store and crashed with a JSONDecodeError."""
+    before = _passages(tmp_path / "index")
+    with pytest.raises(UserError, match="no passage of 5 words"):
+        build_index(["too short", ""], tmp_path / "index", max_words=20, progress=False)
+    assert _passages(tmp_path / "index") == before
+    assert [p.name for p in tmp_path.iterdir()] == ["index"]  # the staging folder is gone
+
+
+def test_an_interrupted_rebuild_leaves_the_previous_index_whole(index, tmp_path):
+    before = _passages(tmp_path / "index")
+
+    def documents():  # another corpus, cut off by a Ctrl-C once some of its passages are written
+        yield "alpha beta gamma delta epsilon zeta eta theta"
+        yield "iota kappa lambda mu nu xi omicron pi rho"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_index(documents(), tmp_path / "index", max_words=20, chunk_size=1, progress=False)
+    assert _passages(tmp_path / "index") == before
+    assert [p.name for p in tmp_path.iterdir()] == ["index"]
+
+
+def test_a_corpus_edited_in_place_is_indexed_again(tmp_path, capsys):
+    corpus, index_dir = tmp_path / "corpus.txt", tmp_path / "index"
+    corpus.write_text("\n\n".join(FILLER) + "\n")
+    with load_or_build_index(corpus, index_dir, max_words=20, progress=False) as first:
+        assert first.search([QUERY], k=3) == [[]]
+    (index_dir / "notes.txt").write_text("mine")  # a user's file in the index folder
+    with load_or_build_index(corpus, index_dir, max_words=20, progress=False):
+        pass
+    assert capsys.readouterr().out == ""  # unchanged: reused, silently
+
+    corpus.write_text("\n\n".join([*FILLER[:3], PLANTED]) + "\n")  # same path, other text
+    with load_or_build_index(corpus, index_dir, max_words=20, progress=False) as second:
+        hits = second.search([QUERY], k=3)[0]
+        assert hits and second.get(hits[0][0]) == PLANTED
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and "corpus changed" in out[0] and "rebuilding" in out[0]
+    assert (index_dir / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "index"]
+
+
+@pytest.mark.parametrize("damage", ["passages emptied", "passages deleted", "metadata cut short"])
+def test_a_damaged_index_is_rebuilt_or_refused_in_one_line(damage, tmp_path, capsys):
+    corpus, index_dir = tmp_path / "corpus.txt", tmp_path / "index"
+    corpus.write_text("\n\n".join([*FILLER, PLANTED]) + "\n")
+    load_or_build_index(corpus, index_dir, max_words=20, progress=False).close()
+    whole = _passages(index_dir)
+    if damage == "passages emptied":  # what a failed build used to leave
+        (index_dir / DOCS_FILE).write_bytes(b"")
+    elif damage == "passages deleted":
+        (index_dir / DOCS_FILE).unlink()
+    else:
+        meta = (index_dir / META_FILE).read_text()
+        (index_dir / META_FILE).write_text(meta[: len(meta) // 2])
+    with pytest.raises(UserError, match="index is damaged"):
+        BM25Index(index_dir)
+    capsys.readouterr()
+    with load_or_build_index(corpus, index_dir, max_words=20, progress=False) as rebuilt:
+        assert [rebuilt.get(i) for i in range(rebuilt.num_docs)] == whole
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and "damaged" in out[0] and "rebuilding" in out[0]
+
+
+def test_retrieve_cli_after_a_failed_build_on_the_same_index(tmp_path, capsys):
+    """The reported sequence: a retrieve, one with an empty corpus on its index (a one-line error), then the
+    first again with --overwrite, which crashed with a traceback from then on."""
+    from electra.cli import main
+
+    corpus, empty, task = tmp_path / "corpus.txt", tmp_path / "empty.tsv", tmp_path / "train.tsv"
+    corpus.write_text("\n\n".join([*FILLER, PLANTED]) + "\n")
+    empty.write_text("")
+    task.write_text(f"{QUERY}\tsport\nwheat and barley harvest\tfarm\n")
+    out, index_dir = tmp_path / "rx", tmp_path / "rx" / "index"
+    common = ["--task-train", str(task), "--top-k", "2", "--passage-words", "20", "--no-progress"]
+    assert main(["tlm", "retrieve", "--corpus", str(corpus), *common, "--out", str(out)]) == 0
+    failed = ["--corpus", str(empty), "--index", str(index_dir), "--out", str(tmp_path / "ry")]
+    assert main(["tlm", "retrieve", *failed, *common]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no passage" in err[0]
+    assert main(["tlm", "retrieve", "--corpus", str(corpus), *common, "--out", str(out), "--overwrite"]) == 0
+    assert (out / CORPUS_SUBDIR / CORPUS_FILE).read_text().startswith(PLANTED)
 
 
 def test_union_is_deduplicated_with_provenance():

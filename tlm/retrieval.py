@@ -4,6 +4,10 @@ The general corpus is streamed: documents are cut into passages, written to a li
 their BM25 token ids stay in memory, so the text of a corpus larger than memory never has to be held at once.
 Each task example queries the index (long inputs through RAKE keywords); the top-K passages of every query are
 unioned, deduplicated, and written as a plain-text corpus that `electra.data.read_documents` reads.
+
+An index is built in a staging folder beside its own and moved in only when complete, its metadata last: a build
+that fails (an empty corpus) or is interrupted leaves the previous index as it was. The metadata records the
+corpus's fingerprint, so a corpus edited in place is indexed again instead of answering with its old text.
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.corpus import read_documents
+from electra.corpus import corpus_fingerprint, read_documents
 from electra.errors import UserError
 from electra.run_log import progress_off
 from tlm.keywords import keyword_query
@@ -77,6 +84,56 @@ def _bm25_tokens(texts: Sequence[str]) -> list[list[str]]:
     return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
 
 
+class DamagedIndexError(UserError):
+    """An index whose files are missing or cut short. `load_or_build_index` builds it again; opening it directly
+    stops in one line, where reading a passage would have failed later with a JSONDecodeError."""
+
+    def __init__(self, index_dir: Path, why: str):
+        super().__init__(
+            f"{index_dir}: the BM25 index is damaged ({why}); run `electra tlm retrieve` again to rebuild it, "
+            "or delete the folder."
+        )
+        self.why = why
+
+
+def _read_meta(meta_path: Path) -> dict | None:
+    """The index's metadata, or None when the file is not a JSON object (cut short, edited by hand)."""
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _checked_offsets(index_dir: Path, meta: dict) -> np.ndarray:
+    """The passage offsets, once the store's files are all there and as long as the metadata says.
+
+    Reading a passage from a store that is missing or shorter than its offsets fails deep inside `get`, long
+    after the index was opened (a JSONDecodeError at retrieval time); checking sizes here costs two `stat`s.
+    """
+    for name in (DOCS_FILE, OFFSETS_FILE):
+        if not (index_dir / name).is_file():
+            raise DamagedIndexError(index_dir, f"{name} is missing")
+    if not (index_dir / BM25_DIR).is_dir():
+        raise DamagedIndexError(index_dir, f"{BM25_DIR}/ is missing")
+    try:
+        offsets = np.load(index_dir / OFFSETS_FILE)
+    except (OSError, ValueError, EOFError):
+        raise DamagedIndexError(index_dir, f"{OFFSETS_FILE} does not load") from None
+    expected = meta.get("num_passages")
+    if offsets.ndim != 1 or (expected is not None and offsets.shape[0] != expected):
+        raise DamagedIndexError(
+            index_dir, f"{OFFSETS_FILE} does not list the {expected} passages the index holds"
+        )
+    size = (index_dir / DOCS_FILE).stat().st_size
+    stored = meta.get("passages_bytes")  # absent from indexes built before it was recorded
+    if stored is not None and size != stored:
+        raise DamagedIndexError(index_dir, f"{DOCS_FILE} holds {size} bytes, not the {stored} written")
+    if offsets.shape[0] and int(offsets[-1]) >= size:
+        raise DamagedIndexError(index_dir, f"{DOCS_FILE} ends before its last passage")
+    return offsets
+
+
 class BM25Index:
     """A saved BM25 index plus its passage store; `search` returns (passage id, score) lists."""
 
@@ -89,13 +146,18 @@ class BM25Index:
             raise UserError(
                 f"{self.dir}: no BM25 index here ({META_FILE} missing); build it with `electra tlm retrieve`."
             )
-        self.meta = json.loads(meta_path.read_text())
+        self.meta = _read_meta(meta_path)
+        if self.meta is None:
+            raise DamagedIndexError(self.dir, f"{META_FILE} is not a JSON object")
         if self.meta.get("format") != INDEX_FORMAT:
             raise UserError(
                 f"{meta_path}: index format {self.meta.get('format')} is not {INDEX_FORMAT}; rebuild it."
             )
-        self.retriever = bm25s.BM25.load(str(self.dir / BM25_DIR), show_progress=False, mmap=True)
-        self.offsets = np.load(self.dir / OFFSETS_FILE)
+        self.offsets = _checked_offsets(self.dir, self.meta)
+        try:
+            self.retriever = bm25s.BM25.load(str(self.dir / BM25_DIR), show_progress=False, mmap=True)
+        except (OSError, ValueError, KeyError) as exc:  # a missing or cut-short file of bm25s's own
+            raise DamagedIndexError(self.dir, f"{BM25_DIR}/ does not load: {type(exc).__name__}") from None
         self._docs = open(self.dir / DOCS_FILE, "rb")  # kept open: passages are read by offset
 
     @property
@@ -104,7 +166,13 @@ class BM25Index:
 
     def get(self, doc_id: int) -> str:
         self._docs.seek(int(self.offsets[doc_id]))
-        return json.loads(self._docs.readline())["text"]
+        line = self._docs.readline()
+        try:
+            return json.loads(line)["text"]
+        except (ValueError, KeyError, TypeError):  # a store changed on disk after its size was checked
+            raise DamagedIndexError(
+                self.dir, f"passage {doc_id} of {DOCS_FILE} is not a JSON record"
+            ) from None
 
     def search(
         self, queries: Sequence[str], k: int, batch_size: int = 256, progress: bool = False
@@ -147,17 +215,56 @@ def build_index(
     chunk_size: int = 5000,
     source: str | None = None,
     progress: bool = True,
+    fingerprint: str | None = None,
 ) -> BM25Index:
     """Stream documents into passages, store them on disk, index their BM25 tokens, save everything.
 
     Exact duplicate passages (case and spacing ignored) are stored once, so retrieval never returns two copies.
+    The index is written to a staging folder beside `index_dir` and moved in only once complete, its metadata
+    last: a corpus with no passage, an error or a Ctrl-C half way leaves the index that was there before. (Written
+    in place, a failed build truncated the passages and kept the old metadata, and every later run reused the
+    empty store.) `fingerprint` is the corpus's (`corpus_digest`), recorded so an edited corpus is seen.
     """
+    index_dir = Path(index_dir)
+    if index_dir.exists() and not index_dir.is_dir():
+        raise UserError(f"{index_dir}: is a file, not an index folder; pass another --index.")
+    # Beside the index (resolved: `--index .` has no name of its own), so the moves into it are renames on one
+    # file system; a name of its own per build, so two builds at once never write into each other's.
+    home = index_dir.resolve()
+    home.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{home.name}.building-", dir=home.parent))
+    try:
+        meta = _write_index(
+            documents, staging, index_dir, max_words, min_words, chunk_size, source, progress, fingerprint
+        )
+        _move_into_place(staging, index_dir)
+    finally:  # after a success it holds only the replaced files
+        shutil.rmtree(staging, ignore_errors=True)
+    logger.info(
+        "indexed %d passages from %d documents into %s",
+        meta["num_passages"],
+        meta["num_documents"],
+        index_dir,
+    )
+    return BM25Index(index_dir)
+
+
+def _write_index(
+    documents: Iterable[str],
+    folder: Path,
+    index_dir: Path,
+    max_words: int,
+    min_words: int,
+    chunk_size: int,
+    source: str | None,
+    progress: bool,
+    fingerprint: str | None,
+) -> dict:
+    """Every file of the index for `index_dir`, its metadata included, into `folder`; returns the metadata."""
     import bm25s
     from bm25s.tokenization import Tokenizer
     from tqdm.auto import tqdm
 
-    index_dir = Path(index_dir)
-    index_dir.mkdir(parents=True, exist_ok=True)
     progress = progress and not progress_off()  # --no-progress silences bm25s's own bars too
     # The same lowercasing, token pattern and stopwords as `bm25s.tokenize` applies to queries.
     tokenizer = Tokenizer(stopwords="en")
@@ -167,7 +274,7 @@ def build_index(
     pending: list[str] = []
     num_documents = 0
 
-    with open(index_dir / DOCS_FILE, "wb") as store:
+    with open(folder / DOCS_FILE, "wb") as store:
 
         def flush() -> None:
             for text, ids in zip(pending, tokenizer.streaming_tokenize(pending, update_vocab=True)):
@@ -187,6 +294,7 @@ def build_index(
             if len(pending) >= chunk_size:
                 flush()
         flush()
+        passages_bytes = store.tell()
 
     if not token_ids:
         raise UserError(
@@ -194,19 +302,72 @@ def build_index(
         )
     retriever = bm25s.BM25()
     retriever.index((token_ids, tokenizer.get_vocab_dict()), show_progress=progress)
-    retriever.save(str(index_dir / BM25_DIR), show_progress=False)
-    np.save(index_dir / OFFSETS_FILE, np.asarray(offsets, dtype=np.int64))
+    retriever.save(str(folder / BM25_DIR), show_progress=False)
+    np.save(folder / OFFSETS_FILE, np.asarray(offsets, dtype=np.int64))
     meta = {
         "format": INDEX_FORMAT,
         "source": source,
+        "corpus_fingerprint": fingerprint,
         "num_documents": num_documents,
         "num_passages": len(token_ids),
+        "passages_bytes": passages_bytes,
         "max_words": max_words,
         "min_words": min_words,
     }
-    (index_dir / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-    logger.info("indexed %d passages from %d documents into %s", len(token_ids), num_documents, index_dir)
-    return BM25Index(index_dir)
+    (folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return meta
+
+
+def _move_into_place(staging: Path, index_dir: Path) -> None:
+    """Replace the index's files in `index_dir` by the complete ones in `staging`, the metadata last.
+
+    The old metadata goes first, so no moment shows an index whose metadata and files disagree: an interruption
+    in between leaves a folder without metadata, which the next run builds again. Only the index's own names are
+    touched; anything else a user keeps in the folder stays. Replaced files go into `staging`, deleted with it.
+    """
+    index_dir.mkdir(parents=True, exist_ok=True)
+    (index_dir / META_FILE).unlink(missing_ok=True)
+    for name in (DOCS_FILE, OFFSETS_FILE, BM25_DIR):
+        target = index_dir / name
+        if os.path.lexists(target):  # os.replace cannot put a folder over a non-empty one
+            os.replace(target, staging / f"{name}.replaced")
+        os.replace(staging / name, target)
+    os.replace(staging / META_FILE, index_dir / META_FILE)
+
+
+def corpus_digest(corpora: Sequence[str | Path]) -> str:
+    """SHA-256 of `electra.corpus.corpus_fingerprint` of each corpus path: every file's name, size and modification
+    time, the fingerprint the example and tokenizer caches are keyed on. It changes with any write to the corpus,
+    where a hash of each file's first 64 KiB would miss an edit further in that keeps the size; the cost is a
+    rebuild after a bare `touch` or a copy that does not keep times."""
+    payload = json.dumps([corpus_fingerprint(corpus) for corpus in corpora])
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _stale_reason(
+    index_dir: Path, source: str, fingerprint: str, max_words: int, min_words: int
+) -> str | None:
+    """Why the index in `index_dir` cannot answer for this corpus: "" when there is none, None when it can."""
+    meta_path = index_dir / META_FILE
+    if not meta_path.is_file():
+        return ""
+    meta = _read_meta(meta_path)
+    if meta is None:
+        return f"its {META_FILE} is damaged"
+    if meta.get("format") != INDEX_FORMAT:
+        return f"it has index format {meta.get('format')}, not {INDEX_FORMAT}"
+    if meta.get("source") != source:
+        return f"it was built from another corpus ({meta.get('source')})"
+    if [meta.get("max_words"), meta.get("min_words")] != [max_words, min_words]:
+        return (
+            f"it was built with passages of {meta.get('min_words')} to {meta.get('max_words')} words, "
+            f"not {min_words} to {max_words}"
+        )
+    if meta.get("corpus_fingerprint") is None:
+        return "it records no corpus fingerprint (an older version built it), so an edited corpus would go unseen"
+    if meta.get("corpus_fingerprint") != fingerprint:
+        return "the corpus changed since it was built (a file's size or modification time differs)"
+    return None
 
 
 def load_or_build_index(
@@ -216,30 +377,34 @@ def load_or_build_index(
     min_words: int = 5,
     progress: bool = True,
 ) -> BM25Index:
-    """Reuse the index in `index_dir` when it was built from the same corpus (one path or several) with the same
-    passage sizes; otherwise stream the corpus through the library's reader and build it."""
+    """Reuse the index in `index_dir` when it was built from the same corpus (one path or several, unchanged since)
+    with the same passage sizes and its files are whole; otherwise stream the corpus through the library's reader
+    and build it. Replacing an existing index is said in one printed line, with the reason."""
     corpora = [Path(corpus)] if isinstance(corpus, str | Path) else [Path(c) for c in corpus]
     index_dir = Path(index_dir)
-    meta_path = index_dir / META_FILE
-    source = " + ".join(str(c.resolve()) for c in corpora)
-    if meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        if [meta.get("source"), meta.get("max_words"), meta.get("min_words")] == [
-            source,
-            max_words,
-            min_words,
-        ]:
-            logger.info("reusing the BM25 index in %s", index_dir)
-            return BM25Index(index_dir)
-        logger.info("the index in %s was built from another corpus or passage size; rebuilding", index_dir)
     for path in corpora:
         if not path.exists():
             raise UserError(
                 f"{path}: corpus path does not exist; pass a text file, a .jsonl file or a folder."
             )
+    source = " + ".join(str(c.resolve()) for c in corpora)
+    fingerprint = corpus_digest(corpora)
+    reason = _stale_reason(index_dir, source, fingerprint, max_words, min_words)
+    if reason is None:
+        try:
+            index = BM25Index(index_dir)
+        except DamagedIndexError as exc:  # files missing or cut short (copied in part, deleted by hand)
+            reason = f"it is damaged ({exc.why})"
+        else:
+            logger.info("reusing the BM25 index in %s", index_dir)
+            return index
+    if reason:
+        print(f"{index_dir}: {reason}; rebuilding the BM25 index.", flush=True)
     # the library's one corpus reader (it strips Brown's /tags)
     documents = (document for path in corpora for document in read_documents(str(path)))
-    return build_index(documents, index_dir, max_words, min_words, source=source, progress=progress)
+    return build_index(
+        documents, index_dir, max_words, min_words, source=source, progress=progress, fingerprint=fingerprint
+    )
 
 
 def make_query(text: str, long_query_words: int = 64, keyword_words: int = 32) -> str:
