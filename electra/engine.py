@@ -51,6 +51,7 @@ from electra.optim import (
     parameter_groups,
     schedule_on_clock,
 )
+from electra.output_lock import output_lock
 from electra.outputs import StepOutput
 from electra.run_log import default_report_to, progress_off
 from electra.trackers import RunLog
@@ -230,7 +231,14 @@ class Engine:
 
     # ------------------------------------------------------------------------------------------------------
     def fit(self, task: Task, resume_from: Path | None = None) -> TrainResult:
-        """Train `task` from scratch, or from the checkpoint `resume_from`, until a stop rule fires."""
+        """Train `task` from scratch, or from the checkpoint `resume_from`, until a stop rule fires.
+
+        The main process holds the output folder's lock throughout: a second run there is refused."""
+        writer = self.args.output_dir if self.accelerator.is_main_process else None
+        with output_lock(writer):
+            return self._fit(task, resume_from)
+
+    def _fit(self, task: Task, resume_from: Path | None) -> TrainResult:
         args, acc = self.args, self.accelerator
         if resume_from is None:
             self._refuse_earlier_checkpoints()

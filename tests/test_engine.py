@@ -498,3 +498,37 @@ def test_a_fresh_run_beside_earlier_checkpoints_is_refused(tmp_path):
         Engine(_args(tmp_path, max_steps=4, save_every=2)).fit(Regression())
     engine = Engine(_args(tmp_path, max_steps=10, save_every=2))
     assert engine.fit(Regression(), engine.latest_checkpoint()).step == 10  # resuming it is still allowed
+
+
+def test_a_second_run_in_a_live_runs_output_is_refused(tmp_path):
+    """Before: a second command resuming in a folder a live run was writing continued from the first one's newest
+    checkpoint and wrote its metrics.csv rows beside the first one's (duplicated steps)."""
+    import subprocess
+    import sys
+
+    from electra.output_lock import LOCK_FILE, output_lock
+
+    holder = subprocess.Popen(  # another process, as a second command would be
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from electra.output_lock import output_lock\n"
+            f"with output_lock({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UserError, match=f"a run is writing here now \\(pid {holder.pid}\\)"):
+            Engine(_args(tmp_path, max_steps=2, save_every=2)).fit(Regression())
+        assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "metrics.csv").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    result = Engine(_args(tmp_path, max_steps=2, save_every=2)).fit(
+        Regression()
+    )  # a dead holder holds nothing
+    assert result.step == 2 and not (tmp_path / LOCK_FILE).exists()
+    with output_lock(tmp_path), output_lock(tmp_path / "other"):  # folders are independent
+        pass

@@ -1,0 +1,52 @@
+"""One run at a time per output folder: a second command resuming or starting in a folder that a live run is
+writing would continue from checkpoints the first is still writing and interleave its logs (duplicated metrics
+rows, a checkpoint from either run), so it is refused in one line instead."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from electra.errors import UserError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; runs are not guarded there
+    fcntl = None
+
+LOCK_FILE = ".electra.lock"
+
+
+@contextlib.contextmanager
+def output_lock(directory: str | Path | None) -> Iterator[None]:
+    """Hold OUTPUT/.electra.lock (an advisory `flock`, released by the kernel if the process dies) while the body
+    runs; refused at once when another live process holds it. None: nothing to guard (no output folder, or not the
+    process that writes it)."""
+    if directory is None or fcntl is None:
+        yield
+        return
+    path = Path(directory) / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise UserError(
+                f"{directory}: a run is writing here now (pid {holder}); wait for it to finish, or choose another "
+                "output."
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+    finally:
+        handle.close()
