@@ -223,7 +223,12 @@ def _load_mapping(path: str, kind: type | tuple[type, ...]) -> dict:
         raise UserError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg}).") from exc
     if not isinstance(mapping, dict):
         raise UserError(f"{path}: expected a JSON object {{question id: value}}.")
+    wanted = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
     for qid, value in mapping.items():
         if isinstance(value, bool) or not isinstance(value, kind):
-            raise UserError(f"{path}: question {qid}: value {value!r} has the wrong type.")
+            shown = repr(value) if len(repr(value)) <= 60 else f"a {type(value).__name__}"
+            hint = (
+                " (is this nbest_predictions.json? give predictions.json)" if isinstance(value, list) else ""
+            )
+            raise UserError(f"{path}: question {qid}: value {shown} is not a {wanted}{hint}.")
     return mapping

@@ -253,6 +253,13 @@ def test_squad_eval_scores_what_the_official_script_scores(tmp_path, capsys) -> 
         "says version 1.1; scoring it as 2.0" in captured.err
         and json.loads(captured.out)["HasAns_total"] == 1
     )
+    # Before: an n-best file given as --predictions printed its whole list inside the one-line error.
+    nbest = [{"text": "the cat " * 20, "probability": 0.5}] * 20
+    (tmp_path / "nbest.json").write_text(json.dumps({"q1": nbest}))
+    assert main([*argv[:-1], str(tmp_path / "nbest.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the data file's warning
+    assert err.endswith("value a list is not a str (is this nbest_predictions.json? give predictions.json).")
+    assert len(err) < 300
 
 
 def test_the_evaluate_module_is_the_official_evaluation() -> None:
