@@ -186,7 +186,7 @@ def load_or_train_tokenizer(
     if (final / "tokenizer.json").is_file():
         return load_saved_tokenizer(final)
     if next(read_documents(corpus, strict_utf8=strict_utf8), None) is None:
-        raise UserError(f"corpus {corpus} is empty: it holds no text. Point --corpus at real text.")
+        raise UserError(f"corpus {corpus} is empty: it holds no text; give a corpus with text in it.")
     documents = read_documents(corpus, strict_utf8=strict_utf8)
     print(
         f"training a {vocab_size:,}-piece WordPiece vocabulary on {corpus}"
