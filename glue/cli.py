@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         mixed_precision=args.mixed_precision,
         save_every=args.save_every,
         cpu_dropout=args.cpu_dropout,
+        progress=not args.no_progress,  # what results.json records; the bars themselves follow the global switch
     )
     run_glue(
         args.model,
