@@ -221,7 +221,9 @@ def build_pretraining_dataset(
     try:
         documents = _documents_dataset(corpus_path, doc_boundary, work / "documents-cache", strict_utf8)
         if len(documents) == 0:
-            raise UserError(f"corpus {corpus_path} is empty: it holds no text; give a corpus with text in it.")
+            raise UserError(
+                f"corpus {corpus_path} is empty: it holds no text; give a corpus with text in it."
+            )
         num_proc = num_proc if num_proc is not None else min(4, os.cpu_count() or 1)
         num_proc = max(1, min(num_proc, len(documents) // 64 or 1))
         examples = documents.map(

@@ -9,9 +9,11 @@ accuracy and energies get panels of their own.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from electra.errors import UserError
+from electra.overwrite import refuse_to_replace
 from electra.run_log import read_metrics as read_rows
 
 # (title, y-axis label, metrics, log scale)
@@ -89,19 +91,69 @@ def build_figure(train: dict[str, list[float]], held_out: dict[str, list[float]]
     return figure
 
 
-def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
+def plot_run(run_dir: str | Path, output: str | Path | None = None, overwrite: bool = False) -> Path:
+    """Draw RUN/metrics.csv to `output` (default RUN/curves.png) and return the path written.
+
+    `output` is checked before anything is read or drawn (`curves_path`); `pretrain` calls this with no `output`
+    at the end of every run, so the run's own curves.png is always redrawn in place."""
     import matplotlib.pyplot as plt
 
     run_dir = Path(run_dir)
+    target = curves_path(run_dir, output, overwrite)
     figure = build_figure(read_metrics(run_dir), read_metrics(run_dir, "eval"), run_dir.name)
-    output = Path(output) if output else run_dir / "curves.png"
-    figure.savefig(output, dpi=110)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(target, dpi=110)
     plt.close(figure)
-    return output
+    return target
+
+
+def curves_path(run_dir: Path, output: str | Path | None, overwrite: bool) -> Path:
+    """Where `electra plot RUN --output OUTPUT` writes, or a one-line refusal; nothing is written here.
+
+    - No OUTPUT: RUN/curves.png, the run's own picture, which every re-plot replaces without asking.
+    - An existing directory (or a path ending in '/'): curves.png inside it. Naming a folder says where the
+      picture goes, as `cp FILE DIR/` does, and curves.png is the name the run itself uses; refusing would only
+      make the user type it. matplotlib, given a folder's name, would write FOLDER.png beside it instead.
+    - Otherwise the suffix picks the format, and must be one that matplotlib's savefig writes: a name without a
+      suffix is refused (matplotlib would quietly add .png, a file the user did not name), as is .md or .txt.
+    - An existing file is replaced only with `overwrite`, unless it is RUN/curves.png itself: what the user made
+      is not overwritten unasked, as `score` and `rescore` refuse an existing output.
+    """
+    own = run_dir / "curves.png"
+    if output is None:
+        return own
+    raw = str(output)
+    path = Path(output)
+    if path.is_dir() or raw.endswith(("/", os.sep)):
+        path = path / "curves.png"
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"--output {raw}: {parent} is a file, so nothing can be written under it.")
+    formats = _image_formats()
+    suffix = path.suffix.lower().removeprefix(".")
+    if suffix not in formats:
+        known = ", ".join(f".{name}" for name in formats)
+        what = f"matplotlib cannot write .{suffix} files" if suffix else "the name has no image suffix"
+        raise UserError(
+            f"--output {raw}: {what}; end it with one of {known} (or name a directory to write curves.png in)."
+        )
+    if path.is_dir():
+        raise UserError(f"--output {raw}: {path} is a directory; name the image file to write.")
+    if path.exists() and path.resolve() != own.resolve():
+        refuse_to_replace([path], overwrite)
+    return path
+
+
+def _image_formats() -> list[str]:
+    """The file suffixes matplotlib's savefig writes (png, pdf, svg, ...), png first."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    names = sorted(FigureCanvasBase.get_supported_filetypes())
+    return ["png", *(name for name in names if name != "png")]
 
 
 def run(args: argparse.Namespace) -> int:
-    path = plot_run(args.run, args.output)
+    path = plot_run(args.run, args.output, args.overwrite)
     print(path)
     return 0
 
@@ -109,5 +161,14 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser("plot", help="write a PNG of a pretraining run's curves")
     parser.add_argument("run", help="a pretraining run directory (holds metrics.csv)")
-    parser.add_argument("--output", help="PNG path (default RUN/curves.png)")
+    parser.add_argument(
+        "--output",
+        help="image to write, its format from the suffix (.png, .pdf, .svg, ...); a directory gets curves.png "
+        "inside it (default RUN/curves.png)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --output file (RUN/curves.png always is)",
+    )
     parser.set_defaults(func=run)

@@ -6,10 +6,11 @@ import argparse
 import json
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 
 from electra.errors import UserError
-from electra.flags import add_output_option
+from electra.flags import add_output_option, require_counts
 from electra.overwrite import refuse_to_replace
 from pll.methods import METHODS, WITHIN_WORD
 
@@ -36,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     score.add_argument(
         "--output",
-        help="write JSON lines {text, pll, pieces, tokens, words} here as well; for an n-best input, the scored "
-        "list (default: standard output)",
+        help="a file to write JSON lines {text, pll, pieces, tokens, words, pll_scorer} to as well; for an n-best "
+        "input, the scored list (default: standard output)",
     )
     _scoring_options(score)
     score.add_argument(
@@ -78,13 +79,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         metavar="FILE",
         help="reuse PLLs `electra score` saved (a scored n-best JSON or its --output JSON lines) instead of "
-        "scoring again: trying other λ or --ln then takes seconds",
+        "scoring again: trying other λ or --ln then takes seconds; with --model, they must come from that model "
+        "and --method (each saved PLL records its scorer)",
     )
     rescore.add_argument(
         "--dev", required=True, help="n-best JSON (mlm-scoring dict or list of {id, ref, hyps})"
     )
     rescore.add_argument("--test", nargs="*", default=[], help="n-best JSON file(s) to rescore with dev's λ")
-    add_output_option(rescore, "output_dir", "where rescored lists and report.json go", default="rescored")
+    add_output_option(
+        rescore,
+        "output_dir",
+        "directory for the rescored lists (NAME.rescored.json; dev./test. in front when two inputs share a "
+        "name) and report.json (default: rescored/ in the current directory)",
+        default="rescored",
+    )
     rescore.add_argument(
         "--lambdas",
         help="the classic recipe instead of the search: score + λ·PLL with λ from this comma-separated list",
@@ -134,6 +142,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     nbest.add_argument("--audio", required=True, help="directory of 16 kHz mono wav files")
     nbest.add_argument("--output", required=True, help="n-best JSON to write (list format)")
     nbest.add_argument("--nbest", type=int, default=20, help="distinct hypotheses per utterance")
+    nbest.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     nbest.add_argument(
         "--refs",
         help="references: sphinx 'transcription' file or 'utt_id words' lines "
@@ -178,13 +187,14 @@ def _scorer(args: argparse.Namespace, model: str | None = None):
 def run_score(args: argparse.Namespace) -> int:
     from pll.nbest import looks_like_nbest
 
+    require_counts(args, ("batch_size",))
+    if args.output:
+        _check_output_file(args.output, args.overwrite)
     name, text = _read_input(args.input)
     # A .json file is an n-best list: if it does not parse, say so rather than score its JSON syntax as sentences.
     if looks_like_nbest(text) or name.lower().endswith(".json"):
         return _score_nbest(args, name, text)
     sentences = [s for s in (line.strip() for line in text.splitlines()) if s]
-    if args.output:
-        refuse_to_replace([args.output], args.overwrite)
     if not sentences:
         raise UserError(f"{name}: no sentences (the input is empty).")
     scorer = _scorer(args)
@@ -199,13 +209,29 @@ def run_score(args: argparse.Namespace) -> int:
             line += f"\t[truncated: only the first {scorer.max_length - 2} pieces scored]"
         print(line)
     if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         with open(args.output, "w", encoding="utf-8") as out:
             for res in results:
                 record = {"text": res.text, "pll": res.pll, "pieces": res.pieces, "tokens": res.tokens}
-                record.update(words=res.words, truncated=res.truncated)
+                record.update(words=res.words, truncated=res.truncated, pll_scorer=scorer.identity)
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
     _print_corpus_summary([(r.pll, r.pieces, r.word_count) for r in results])
     return 0
+
+
+def _check_output_file(raw: str, overwrite: bool, example: str = "scores.jsonl") -> None:
+    """Before any work: an --output that cannot take a file is refused in one line, --overwrite or not.
+
+    A directory is not replaced by a file even when asked (that would delete what it holds), and writing into it
+    would pick a name the user did not give; a path under a file cannot be created. Both used to surface as a
+    traceback once all the scoring was done. `example` is the file name the message suggests."""
+    path = Path(raw)
+    if path.is_dir():
+        raise UserError(f"--output {path} is a directory; name the file to write, e.g. {path / example}.")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"--output {path}: {parent} is a file, so nothing can be written under it.")
+    refuse_to_replace([path], overwrite)
 
 
 def _read_input(raw: str) -> tuple[str, str]:
@@ -230,8 +256,6 @@ def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
     from pll.rescore import attach_plls
 
     utts, fmt = read_nbest(name, text)
-    if args.output:
-        refuse_to_replace([args.output], args.overwrite)
     scorer = _scorer(args)
     by_text: dict[str, tuple[float, int, int]] = {}
 
@@ -240,7 +264,7 @@ def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
         by_text.update((r.text, (r.pll, r.pieces, r.word_count)) for r in results)
         return [(r.pll, r.pieces) for r in results]
 
-    attach_plls([utts], score_texts)
+    attach_plls([utts], score_texts, scorer=scorer.identity)
     written = write_nbest(args.output, utts, fmt, lam=None)
     if args.output:
         count = sum(len(u.hyps) for u in utts)
@@ -283,10 +307,9 @@ def run_rescore(args: argparse.Namespace) -> int:
     from pll.nbest import read_nbest, write_nbest
     from pll.rescore import DEFAULT_LAMBDAS, choose_lambda, require_refs
 
+    require_counts(args, ("batch_size",))
     out_dir = Path(args.output_dir)
-    targets = [
-        out_dir / (Path(p).name.removesuffix(".json") + ".rescored.json") for p in [args.dev, *args.test]
-    ]
+    targets = [out_dir / name for name in _rescored_names(args.dev, args.test)]
     refuse_to_replace([out_dir / "report.json", *targets], args.overwrite)
     dev, dev_fmt = read_nbest(args.dev)
     require_refs(dev, args.dev)
@@ -297,9 +320,9 @@ def run_rescore(args: argparse.Namespace) -> int:
     if not features:
         raise UserError("--features: name at least one numeric field of the hypotheses (e.g. score).")
     lists = [dev] + [utts for _, utts, _ in tests]
-    method = None
+    method = scorer = None
     if args.model or args.scores:
-        method = _attach_first_pll(args, dev, tests, lists)
+        method, scorer = _attach_first_pll(args, dev, tests, lists)
         features.append("pll")
     for extra in args.model[1:]:
         features.append(_attach_extra_pll(args, extra, lists, features))
@@ -335,11 +358,13 @@ def run_rescore(args: argparse.Namespace) -> int:
         }
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    reports = [("dev", args.dev, dev, dev_fmt)] + [("test", p, u, f) for p, u, f in tests]
+    reports = [("dev", args.dev, dev, dev_fmt, targets[0])]
+    reports += [("test", p, u, f, t) for (p, u, f), t in zip(tests, targets[1:])]
     summary = {
         "models": [str(m) for m in args.model],
         "scores": [str(p) for p in args.scores],
         "method": method,
+        "scorer": scorer,
         "features": features,
         "weights": weights,
         "ln": {"alpha": args.ln, "type": args.ln_type},
@@ -351,8 +376,7 @@ def run_rescore(args: argparse.Namespace) -> int:
     print(f"scoring method: {method}" if method else "no scoring model: fusing the lists' own fields")
     print("weights (in the features' units): " + ", ".join(f"{k} {v:.4g}" for k, v in weights.items()))
     rows = []
-    for name, path, utts, fmt in reports:
-        target = out_dir / (Path(path).name.removesuffix(".json") + ".rescored.json")
+    for name, path, utts, fmt, target in reports:
         write_nbest(target, utts, fmt, None, combine=lambda h: fused_score(h, weights, ln))
         entry = {"split": name, "file": str(path), "output": str(target), "utterances": len(utts)}
         if all(u.ref is not None for u in utts):
@@ -367,30 +391,91 @@ def run_rescore(args: argparse.Namespace) -> int:
         summary["splits"].append(entry)
     _print_wer_table(rows)
     (out_dir / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
+    for name, path, _, _, target in reports:
+        print(f"{name}: {path} -> {target}")
     print(f"rescored lists and report.json written to {out_dir}")
     return 0
 
 
-def _attach_first_pll(args, dev, tests, lists) -> str:
-    """PLLs of the first model (or --scores) on every hypothesis: feature `pll`. Returns the method's name."""
+def _rescored_names(dev: str, tests: list[str]) -> list[str]:
+    """The file name each list's re-ranked copy gets in --output: NAME.rescored.json, as the README documents.
+
+    Two inputs with the same file name (da/nbest.json, db/nbest.json; or one file given twice) would write one
+    path twice, the second list replacing the first; those get their split in front (dev.nbest.rescored.json,
+    test.nbest.rescored.json; test1., test2., ... when there are several --test files). Names that still clash,
+    which takes inputs named like those prefixed ones, are refused before any work."""
+    labels = ["dev"] + (["test"] if len(tests) == 1 else [f"test{i}" for i in range(1, len(tests) + 1)])
+    bases = [Path(p).name.removesuffix(".json") + ".rescored.json" for p in [dev, *tests]]
+    count = Counter(bases)
+    names = [f"{label}.{base}" if count[base] > 1 else base for label, base in zip(labels, bases)]
+    clashing = [n for n, k in Counter(names).items() if k > 1]
+    if clashing:
+        inputs = [p for p, n in zip([dev, *tests], names) if n == clashing[0]]
+        raise UserError(
+            f"{' and '.join(inputs)} would both be written as {clashing[0]}; rename one of them, or rescore them "
+            "in separate runs."
+        )
+    return names
+
+
+def _attach_first_pll(args, dev, tests, lists) -> tuple[str, str | None]:
+    """PLLs of the first model (or --scores) on every hypothesis: feature `pll`.
+
+    Returns the method's name and the scorer's identity (None when the saved scores do not record one)."""
     from pll.rescore import attach_plls, saved_scores
 
     known = saved_scores(args.scores)
     texts = _texts(lists)
     unscored = texts - known.keys()
+    identity = None
+    if args.model:
+        from pll.scoring import scorer_identity
+
+        identity = scorer_identity(args.model[0], args.method, args.within_word)
+        if args.scores:
+            _refuse_other_scorer(args, known, identity, len(unscored))
     score_texts, method = None, "saved scores"
     if unscored and args.model:
         scorer = _scorer(args, args.model[0])
         method = scorer.method if not known else f"{scorer.method} + saved scores"
         _warn_long(scorer, [(args.dev, dev), *((p, u) for p, u, _ in tests)])
         score_texts = _pll_and_pieces(scorer)
-    scored = attach_plls(lists, score_texts, known)
+    scored = attach_plls(lists, score_texts, known, scorer=identity)
     if args.scores:
         reused = len(texts & known.keys())
         print(
             f"{reused} distinct hypotheses' PLLs reused from --scores; {scored} scored now", file=sys.stderr
         )
-    return method
+    return method, identity if scored else known.scorer
+
+
+def _refuse_other_scorer(args, known, identity: str, unscored: int) -> None:
+    """--model beside --scores: every PLL of feature `pll` must come from one model and method, else the weight
+    tuned on dev (scored by one) is applied to test (scored by the other), and the report names the wrong model.
+
+    Saved scores that record another scorer are refused. Saved scores without a record (from before `score` wrote
+    one) cannot be checked: they are refused where --model would score the hypotheses they lack, and used alone,
+    with a warning, where they cover every hypothesis (then --model scores nothing)."""
+    files = " ".join(str(p) for p in known.paths)
+    model = f"--model {args.model[0]}" + (f" --method {args.method}" if args.method != "auto" else "")
+    if known.scorer is not None and known.scorer != identity:
+        raise UserError(
+            f"--scores {files} were scored by {known.scorer}, but {model} scores as {identity}; PLLs of two "
+            "models cannot share one weight: drop --model to use the saved scores alone, or score the lists "
+            "again with this --model."
+        )
+    if known.scorer is None and unscored:
+        raise UserError(
+            f"--scores {files} do not say which model scored them (written before `electra score` recorded "
+            f"'pll_scorer'), so they cannot be mixed with {model}, which would score the {unscored} hypotheses "
+            f"they lack; score the lists again with `electra score {model}`."
+        )
+    if known.scorer is None:
+        print(
+            f"warning: every hypothesis has a PLL in --scores {files}, which do not say which model scored them "
+            f"(written before `electra score` recorded 'pll_scorer'); {model} is not used for feature 'pll'",
+            file=sys.stderr,
+        )
 
 
 def _attach_extra_pll(args, model: str, lists, taken: list[str]) -> str:
@@ -486,6 +571,7 @@ def run_nbest(args: argparse.Namespace) -> int:
 
     if args.nbest < 1:
         raise UserError("--nbest must be at least 1.")
+    _check_output_file(args.output, args.overwrite, example="nbest.json")
     refs_path = Path(args.refs) if args.refs else Path(args.audio) / "transcription"
     if args.refs and not refs_path.is_file():
         raise UserError(f"{refs_path}: references file does not exist.")

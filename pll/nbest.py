@@ -5,8 +5,8 @@
 
 A score is a log-domain acoustic (or first-pass) score: higher is better. Written lists keep the input format
 and every field the user's hypotheses and utterances carried (a recognizer's `am_score`, `lm_score`, timings...),
-add `pll` (and `pieces`, the number of scored word pieces) to every hypothesis, and, when rescored, `combined`,
-ordering hypotheses best first by it.
+add `pll` (and `pieces`, the number of scored word pieces; `pll_scorer`, which model and method gave the PLL) to
+every hypothesis, and, when rescored, `combined`, ordering hypotheses best first by it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ FORMATS = ("mlm-scoring", "list")
 
 
 # Fields this module owns; anything else on a hypothesis or an utterance is the user's and is written back as read.
-OWN_HYP_FIELDS = ("text", "score", "pll", "pieces", "combined")
+OWN_HYP_FIELDS = ("text", "score", "pll", "pieces", "pll_scorer", "combined")
 OWN_UTT_FIELDS = ("id", "ref", "hyps")
 
 
@@ -37,6 +37,9 @@ class Hypothesis:
     key: str | None = None  # "hyp_3" in the mlm-scoring format
     pieces: int | None = None  # word pieces the PLL sums over (for length normalisation)
     extra: dict[str, Any] = field(default_factory=dict)  # the user's other fields, kept on write
+    # The model and method that gave `pll` (pll.scoring.scorer_identity); None when unknown (a hand-made scorer, or
+    # a list scored before the record existed). Saved with the PLL so a later `rescore --scores` can refuse mixing.
+    scorer: str | None = None
 
 
 @dataclass
@@ -163,8 +166,12 @@ def _read_hyp(path: Path, where: str, hyp: Any, key: str | None = None) -> Hypot
     pll = float(pll) if _is_number(pll) else None
     pieces = hyp.get("pieces")
     pieces = int(pieces) if _is_number(pieces) and pieces >= 0 else None
+    scorer = hyp.get("pll_scorer") if pll is not None else None
+    scorer = scorer if isinstance(scorer, str) else None
     extra = {k: v for k, v in hyp.items() if k not in OWN_HYP_FIELDS}
-    return Hypothesis(text=text.strip(), score=float(score), pll=pll, key=key, pieces=pieces, extra=extra)
+    return Hypothesis(
+        text=text.strip(), score=float(score), pll=pll, key=key, pieces=pieces, extra=extra, scorer=scorer
+    )
 
 
 def _is_number(value: Any) -> bool:
@@ -203,6 +210,8 @@ def write_nbest(
             record["pll"] = h.pll
             if h.pieces is not None:
                 record["pieces"] = h.pieces
+            if h.scorer is not None:
+                record["pll_scorer"] = h.scorer
         if combined is not None and (h.pll is not None or combine is not None):
             record["combined"] = combined
         return record

@@ -20,11 +20,18 @@ def attach_plls(
     utt_lists: Sequence[list[Utterance]],
     score_texts: Callable[[list[str]], Sequence[TextScore]] | None,
     known: Mapping[str, TextScore] | None = None,
+    scorer: str | None = None,
 ) -> int:
     """Store a PLL on every hypothesis: from `known` (saved scores) where it has the text, else by scoring each
-    distinct remaining text once. Returns how many texts were scored."""
+    distinct remaining text once. Returns how many texts were scored.
+
+    Each hypothesis also records who gave its PLL: `scorer` (the identity of what `score_texts` runs) for the texts
+    scored now, the saved files' record (`SavedScores.scorer`) for the others; the caller has checked that the two
+    agree, so a list written back says which model its PLLs are from."""
+    saved_by = getattr(known, "scorer", None)
     known = dict(known or {})
     missing = sorted({h.text for utts in utt_lists for u in utts for h in u.hyps} - known.keys())
+    fresh: set[str] = set()
     if missing:
         if score_texts is None:
             raise UserError(
@@ -32,56 +39,104 @@ def attach_plls(
                 "score them, or --scores files that cover every hypothesis."
             )
         known.update(zip(missing, score_texts(missing)))
+        fresh = set(missing)
     for utts in utt_lists:
         for utt in utts:
             for hyp in utt.hyps:
                 hyp.pll, hyp.pieces = known[hyp.text]
+                hyp.scorer = scorer if hyp.text in fresh else saved_by
     return len(missing)
 
 
-def saved_scores(paths: Sequence[str | Path]) -> dict[str, TextScore]:
+class SavedScores(dict):
+    """text -> (PLL, pieces) read from `--scores` files, with the one `scorer` that gave them all (None when the
+    files predate that record) and the files read, for messages."""
+
+    def __init__(self, scores: dict[str, TextScore], scorer: str | None, paths: list[Path]):
+        super().__init__(scores)
+        self.scorer = scorer
+        self.paths = paths
+
+
+def saved_scores(paths: Sequence[str | Path]) -> SavedScores:
     """text -> (PLL, pieces) from files `electra score` wrote: scored n-best JSON, or JSON lines {text, pll, pieces}.
 
-    The same text with two different PLLs (two models, two methods) is an error, not a silent pick."""
+    The same text with two different PLLs (two models, two methods) is an error, not a silent pick; so are files
+    whose records name two scorers even where they share no text (dev scored by one model, test by another: the
+    weight tuned on one would be applied to the other), and a file with no record beside one with a record (the
+    two cannot be shown to be the same model). Files that all lack the record (written before it existed) are read
+    as before."""
     scores: dict[str, TextScore] = {}
     origin: dict[str, Path] = {}
+    scorers: dict[Path, str | None] = {}
     for raw in paths:
         path = Path(raw)
         text = read_utf8(path, "scores file", "what `electra score` wrote")
-        for sentence, value in _scores_in(path, text):
+        found = _scores_in(path, text)
+        scorers[path] = _one_scorer(path, {by for _, _, by in found})
+        for sentence, value, _ in found:
             if sentence in scores and abs(scores[sentence][0] - value[0]) > 1e-4 * max(1.0, abs(value[0])):
                 raise UserError(
                     f"{path}: {sentence!r} has PLL {value[0]:.4f} here but {scores[sentence][0]:.4f} in "
                     f"{origin[sentence]}; scores from different models cannot be mixed."
                 )
             scores[sentence], origin[sentence] = value, path
-    return scores
+    recorded = [(path, by) for path, by in scorers.items() if by is not None]
+    other = [(path, by) for path, by in recorded if by != recorded[0][1]]
+    if other:
+        (a, by_a), (b, by_b) = recorded[0], other[0]
+        raise UserError(
+            f"{b} was scored by {by_b} but {a} by {by_a}; PLLs of two models (or methods) cannot share one "
+            "weight: score every list with the same --model."
+        )
+    unrecorded = [path for path, by in scorers.items() if by is None]
+    if recorded and unrecorded:
+        a, by_a = recorded[0]
+        raise UserError(
+            f"{unrecorded[0]} does not say which model scored it (written before `electra score` recorded "
+            f"'pll_scorer'), but {a} was scored by {by_a}; score {unrecorded[0]} again with that model."
+        )
+    return SavedScores(scores, recorded[0][1] if recorded else None, [Path(p) for p in paths])
 
 
-def _scores_in(path: Path, text: str) -> list[tuple[str, TextScore]]:
+def _one_scorer(path: Path, found: set[str | None]) -> str | None:
+    """The scorer a file's records name: one, or none at all; anything else is a file put together by hand."""
+    if len(found) > 1:
+        named = sorted(by for by in found if by is not None)
+        also = " and some no scorer" if None in found else ""
+        raise UserError(
+            f"{path}: its PLLs name {len(named)} scorers ({', '.join(named)}){also}; a scores file must come "
+            "from one `electra score` run."
+        )
+    return next(iter(found), None)
+
+
+def _scores_in(path: Path, text: str) -> list[tuple[str, TextScore, str | None]]:
+    """(text, (PLL, pieces), scorer) of every score in a file; scorer None where the file does not say."""
     if looks_like_nbest(text):
         utts, _ = parse_nbest(path, json.loads(text.lstrip("\ufeff")))
-        pairs = [(h.text, (h.pll, h.pieces)) for u in utts for h in u.hyps if h.pll is not None]
-        if not pairs:
+        found = [(h.text, (h.pll, h.pieces), h.scorer) for u in utts for h in u.hyps if h.pll is not None]
+        if not found:
             raise UserError(
                 f"{path}: an n-best list without 'pll' fields; score it first with `electra score`."
             )
-        return pairs  # type: ignore[return-value]
-    pairs = []
+        return found  # type: ignore[return-value]
+    found = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-            pair = (str(record["text"]).strip(), (float(record["pll"]), record.get("pieces")))
+            entry = (str(record["text"]).strip(), (float(record["pll"]), record.get("pieces")))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError):
             raise UserError(
                 f"{path}:{number}: not a JSON line with 'text' and 'pll' (what `electra score --output` writes)."
             ) from None
-        pairs.append(pair)
-    if not pairs:
+        scorer = record.get("pll_scorer")
+        found.append((*entry, scorer if isinstance(scorer, str) else None))
+    if not found:
         raise UserError(f"{path}: holds no scores.")
-    return pairs
+    return found
 
 
 def first_best(utt: Utterance) -> str:

@@ -8,6 +8,7 @@ partition function of each position is dropped), which is what ranking hypothese
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -73,6 +74,9 @@ class Scorer:
     """Shared tokenisation, batching and aggregation; subclasses supply `token_scores`."""
 
     method = "base"
+    # Which model and method produced the scores (`scorer_identity`), written beside every saved PLL; None for a
+    # scorer built by hand rather than by `load_scorer`.
+    identity: str | None = None
 
     def __init__(self, tokenizer: Any, device: torch.device, batch_size: int, max_length: int):
         if not getattr(tokenizer, "is_fast", False):
@@ -439,8 +443,15 @@ def load_scorer(
     checkpoint. `method="auto"` takes the export's default (what its objective declares)."""
     layout = inspect_model_dir(model_dir)
     method = resolve_method(layout, method)
+    scorer = _build_scorer(layout, method, pick_device(device), batch_size, within_word)
+    scorer.identity = _identity(layout.methods[method], method, within_word)
+    return scorer
+
+
+def _build_scorer(
+    layout: ModelLayout, method: str, dev: torch.device, batch_size: int, within_word: str
+) -> Scorer:
     dirs = layout.methods[method]
-    dev = pick_device(device)
     tok = load_tokenizer([*dirs, layout.root, *layout.tokenizer_dirs])
     if method == "mlm":
         model = load_pretrained(AutoModelForMaskedLM, dirs[0])
@@ -453,3 +464,31 @@ def load_scorer(
     generator = TwoTowerGenerator.from_pretrained(dirs[1])
     mask_prob = float(getattr(generator.config, "mask_prob", 0.15))
     return ElectraTTScorer(disc, generator, tok, dev, batch_size, mask_prob)
+
+
+def scorer_identity(model_dir: str | Path, method: str = "auto", within_word: str = "none") -> str:
+    """What `load_scorer(model_dir, method, within_word=...)` would write beside its PLLs, without loading it.
+
+    `rescore` compares it with the record in `--scores` files before any scoring, so PLLs of two models are never
+    fused under one weight."""
+    layout = inspect_model_dir(model_dir)
+    method = resolve_method(layout, method)
+    return _identity(layout.methods[method], method, within_word)
+
+
+def _identity(dirs: Sequence[Path], method: str, within_word: str) -> str:
+    """`METHOD:sha256=DIGEST`, DIGEST over the weight files of the directories the method reads.
+
+    The weights, not the path, name the model: a run copied elsewhere (or named as its root in one command and as
+    its discriminator/ in another) is the same scorer, and a run retrained in place under the same name is not.
+    Masked-LM PLL with --within-word l2r|whole is another method on the same weights: `mlm+l2r`."""
+    digest = hashlib.sha256()
+    for directory in dirs:
+        files = sorted(directory.glob("*.safetensors")) or sorted(directory.glob("*.bin"))
+        for file in files:
+            digest.update(file.name.encode() + b"\0")
+            with open(file, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    name = f"{method}+{within_word}" if method == "mlm" and within_word != "none" else method
+    return f"{name}:sha256={digest.hexdigest()[:16]}"

@@ -35,7 +35,12 @@ VOCAB = [
 
 @pytest.fixture
 def mlm_dir(tmp_path):
-    torch.manual_seed(0)
+    return _save_mlm(tmp_path / "mlm", seed=0)
+
+
+def _save_mlm(out, seed: int):
+    """A one-layer masked LM over VOCAB; another seed is another model (different weights, different PLLs)."""
+    torch.manual_seed(seed)
     model = ElectraForMaskedLM(
         ElectraConfig(
             vocab_size=len(VOCAB),
@@ -47,7 +52,6 @@ def mlm_dir(tmp_path):
             max_position_embeddings=32,
         )
     )
-    out = tmp_path / "mlm"
     model.save_pretrained(out)
     ElectraTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB)}).save_pretrained(out)
     return out
@@ -248,3 +252,190 @@ def test_nbest_decodes_a_real_clip(shared_data, tmp_path, capsys):
     assert [h["score"] for h in hyps] == sorted((h["score"] for h in hyps), reverse=True)
     assert "he was not" in hyps[0]["text"]
     assert "WER" in capsys.readouterr().out
+
+
+def _write_list(path, utts) -> None:
+    """An n-best list (list format) of (id, ref, [(text, score), ...])."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = [
+        {"id": u, "ref": ref, "hyps": [{"text": t, "score": s} for t, s in hyps]} for u, ref, hyps in utts
+    ]
+    path.write_text(json.dumps(data))
+
+
+DEV = [
+    ("d1", "the cat sat", [("the cat sad", -1.0), ("the cat sat", -1.2)]),
+    ("d2", "a dog ran", [("a dog ran", -2.0), ("a dog rang", -2.1)]),
+]
+TEST = [("t1", "a dog sat", [("the dog sat", -1.0), ("a dog sat", -1.1)])]
+
+
+def test_rescore_keeps_both_lists_when_dev_and_test_share_a_file_name(tmp_path, capsys):
+    """da/nbest.json and db/nbest.json used to be written to one OUT/nbest.rescored.json, dev's lost."""
+    dev, test = tmp_path / "da" / "nbest.json", tmp_path / "db" / "nbest.json"
+    _write_list(dev, DEV)
+    _write_list(test, TEST)
+    out = tmp_path / "rs"
+    argv = ["rescore", "--features", "score", "--length", "words", "--dev", str(dev), "--test", str(test)]
+    assert main([*argv, "--output", str(out)]) == 0  # fuses the lists' own fields: no model needed
+    assert sorted(p.name for p in out.iterdir()) == [
+        "dev.nbest.rescored.json",
+        "report.json",
+        "test.nbest.rescored.json",
+    ]
+    assert {u.id for u in read_nbest(out / "dev.nbest.rescored.json")[0]} == {"d1", "d2"}
+    assert [u.id for u in read_nbest(out / "test.nbest.rescored.json")[0]] == ["t1"]
+    report = json.loads((out / "report.json").read_text())
+    assert [s["output"] for s in report["splits"]] == [
+        str(out / "dev.nbest.rescored.json"),
+        str(out / "test.nbest.rescored.json"),
+    ]
+    assert f"dev: {dev} -> {out / 'dev.nbest.rescored.json'}" in capsys.readouterr().out
+    # The same file as dev and test, and two --test files of one name: every list gets its own output.
+    other = tmp_path / "dc" / "nbest.json"
+    _write_list(other, TEST)
+    twice = tmp_path / "twice"
+    assert main([*argv, str(other), "--output", str(twice)]) == 0
+    assert sorted(p.name for p in twice.iterdir()) == [
+        "dev.nbest.rescored.json",
+        "report.json",
+        "test1.nbest.rescored.json",
+        "test2.nbest.rescored.json",
+    ]
+    # Distinct names keep the documented NAME.rescored.json.
+    _write_list(tmp_path / "dev.json", DEV)
+    plain = tmp_path / "plain"
+    argv = ["rescore", "--features", "score", "--length", "words", "--dev", str(tmp_path / "dev.json")]
+    assert main([*argv, "--test", str(test), "--output", str(plain)]) == 0
+    assert sorted(p.name for p in plain.iterdir()) == [
+        "dev.rescored.json",
+        "nbest.rescored.json",
+        "report.json",
+    ]
+
+
+def test_rescore_without_output_writes_to_rescored_and_its_help_says_so(tmp_path, monkeypatch, capsys):
+    _write_list(tmp_path / "dev.json", DEV)
+    monkeypatch.chdir(tmp_path)
+    assert main(["rescore", "--features", "score", "--length", "words", "--dev", "dev.json"]) == 0
+    assert (tmp_path / "rescored" / "report.json").is_file()
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["rescore", "--help"])
+    assert "rescored/ in the current directory" in " ".join(capsys.readouterr().out.split())
+
+
+def test_rescore_refuses_saved_plls_of_another_model_before_scoring(mlm_dir, tmp_path, capsys):
+    """dev's PLLs saved from one model, test's scored now by --model: the weight tuned on the one was applied to the
+    other. Every saved PLL now names its scorer, and one that is not --model's is refused before any scoring."""
+    other = _save_mlm(tmp_path / "other", seed=1)
+    dev, test = tmp_path / "dev.json", tmp_path / "test.json"
+    _write_list(dev, DEV)
+    _write_list(test, TEST)
+    scored = tmp_path / "dev.scored.json"
+    assert main(["score", "--model", str(other), "--input", str(dev), "--output", str(scored)]) == 0
+    lines = tmp_path / "test.scores.jsonl"
+    (tmp_path / "test.txt").write_text("the dog sat\na dog sat\n")
+    assert (
+        main(
+            ["score", "--model", str(mlm_dir), "--input", str(tmp_path / "test.txt"), "--output", str(lines)]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    by_other = {h["pll_scorer"] for u in json.loads(scored.read_text()) for h in u["hyps"]}
+    by_mlm = {json.loads(line)["pll_scorer"] for line in lines.read_text().splitlines()}
+    assert len(by_other) == len(by_mlm) == 1 and by_other != by_mlm
+    assert by_mlm.pop().startswith("mlm:sha256=")
+
+    base = ["rescore", "--dev", str(dev), "--test", str(test), "--scores"]
+    assert (
+        main(
+            [
+                "rescore",
+                "--model",
+                str(mlm_dir),
+                "--scores",
+                str(scored),
+                "--dev",
+                str(dev),
+                "--test",
+                str(test),
+                "--output",
+                str(tmp_path / "mixed"),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--scores {scored} were scored by mlm:sha256=" in err
+    assert "scoring with" not in err and not (tmp_path / "mixed").exists()  # refused before loading a model
+    # Two --scores files from two models are refused even though they share no text (dev vs test).
+    assert main([*base, str(scored), str(lines), "--output", str(tmp_path / "two")]) == 2
+    assert "PLLs of two models (or methods) cannot share one weight" in capsys.readouterr().err
+    # A saved file without the record (an older `electra score`) cannot be mixed with --model's fresh PLLs.
+    legacy = tmp_path / "legacy.json"
+    data = json.loads(scored.read_text())
+    for utt in data:
+        for hyp in utt["hyps"]:
+            del hyp["pll_scorer"]
+    legacy.write_text(json.dumps(data))
+    argv = ["rescore", "--model", str(other), "--scores", str(legacy), "--dev", str(dev), "--test", str(test)]
+    assert main([*argv, "--output", str(tmp_path / "legacy")]) == 2
+    assert "do not say which model scored them" in capsys.readouterr().err
+
+    # The same weights elsewhere (a copied run) are the same scorer: saved dev PLLs + test scored now are fused.
+    import shutil
+
+    copy = tmp_path / "copied"
+    shutil.copytree(other, copy)
+    out = tmp_path / "ok"
+    argv = ["rescore", "--model", str(copy), "--scores", str(scored), "--dev", str(dev), "--test", str(test)]
+    assert main([*argv, "--output", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["method"] == "mlm + saved scores" and report["scorer"] == by_other.pop()
+    written, _ = read_nbest(out / "test.rescored.json")
+    assert {h.scorer for h in written[0].hyps} == {report["scorer"]}  # the lists say whose PLLs they hold
+    # --within-word is another method on the same weights: its PLLs are not mixed with plain masked-LM ones.
+    assert main([*argv, "--within-word", "whole", "--output", str(tmp_path / "ww")]) == 2
+    assert "scores as mlm+whole:sha256=" in capsys.readouterr().err
+
+
+def test_score_refuses_a_directory_output_and_a_zero_batch_up_front(mlm_dir, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    _write_list(tmp_path / "dev.json", DEV)
+    for source in (text, tmp_path / "dev.json"):
+        for extra in (["--overwrite"], []):
+            argv = ["score", "--model", str(mlm_dir), "--input", str(source), "--output", str(folder), *extra]
+            assert main(argv) == 2  # used to end in IsADirectoryError after all the scoring
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and f"--output {folder} is a directory" in err
+            assert "scoring with" not in err  # refused before the model was loaded
+    assert list(folder.iterdir()) == []
+
+
+def test_a_batch_size_below_one_is_refused(mlm_dir, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\n")
+    _write_list(tmp_path / "dev.json", DEV)
+    for command in (["score", "--input", str(text)], ["rescore", "--dev", str(tmp_path / "dev.json")]):
+        for size in ("0", "-3"):
+            assert main([*command, "--model", str(mlm_dir), "--batch-size", size]) == 2
+            assert (
+                capsys.readouterr().err == f"electra {command[0]}: error: --batch-size must be at least 1.\n"
+            )
+
+
+def test_nbest_refuses_to_replace_an_existing_list(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "pocketsphinx", None)  # refused before pocketsphinx is needed
+    (tmp_path / "a.wav").write_bytes(b"")
+    mine = tmp_path / "o.json"
+    mine.write_text("mine")
+    assert main(["nbest", "--audio", str(tmp_path), "--output", str(mine)]) == 2
+    assert f"{mine} already exists; pass --overwrite" in capsys.readouterr().err
+    assert mine.read_text() == "mine"
+    assert main(["nbest", "--audio", str(tmp_path), "--output", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err

@@ -199,6 +199,43 @@ def test_saved_scores_read_both_files_score_writes_and_refuse_mixed_models(tmp_p
         saved_scores([bad])
 
 
+def _scores_file(path: Path, pairs, scorer=None) -> Path:
+    """JSON lines as `electra score --output` writes them, each naming `scorer` (absent: an older file)."""
+    records = [
+        {"text": t, "pll": v, "pieces": 3} | ({"pll_scorer": scorer} if scorer else {}) for t, v in pairs
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_saved_scores_refuse_files_of_two_scorers_even_without_a_shared_text(tmp_path):
+    """dev scored by one model and test by another share no text, so equal-text checks never saw them."""
+    dev = _scores_file(tmp_path / "dev.jsonl", [("the cat sat", -1.0)], "cloze:sha256=aaaa")
+    test = _scores_file(tmp_path / "test.jsonl", [("a dog ran", -2.0)], "cloze:sha256=bbbb")
+    with pytest.raises(UserError, match="cannot share one weight") as err:
+        saved_scores([dev, test])
+    assert "test.jsonl was scored by cloze:sha256=bbbb but" in str(err.value) and "\n" not in str(err.value)
+    legacy = _scores_file(tmp_path / "old.jsonl", [("a dog ran", -2.0)])
+    with pytest.raises(UserError, match=r"old.jsonl does not say which model scored it"):
+        saved_scores([dev, legacy])
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(dev.read_text() + test.read_text())
+    with pytest.raises(UserError, match=r"mixed.jsonl: its PLLs name 2 scorers"):
+        saved_scores([mixed])
+    # One scorer throughout: it is known, and every hypothesis keeps it, saved or scored now, through a write.
+    same = _scores_file(tmp_path / "same.jsonl", [("a dog ran", -2.0)], "cloze:sha256=aaaa")
+    known = saved_scores([dev, same])
+    assert known.scorer == "cloze:sha256=aaaa" and known == {"the cat sat": (-1.0, 3), "a dog ran": (-2.0, 3)}
+    assert saved_scores([legacy]).scorer is None
+    utts = _utts()
+    attach_plls([utts], _hand_scorer, known, scorer="cloze:sha256=aaaa")
+    path = tmp_path / "out.json"
+    write_nbest(path, utts, "list", lam=None)
+    again, _ = read_nbest(path)
+    assert {h.scorer for u in again for h in u.hyps} == {"cloze:sha256=aaaa"}
+    assert saved_scores([path]).scorer == "cloze:sha256=aaaa"  # a scored list is a scores file too
+
+
 def test_wer_is_jiwers_and_the_evaluate_module_reports_it():
     import evaluate
     import jiwer

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from electra.cli import main
 from electra.compare import curve_figure, seed_averages
 from electra.plot import build_figure
 
@@ -77,3 +78,51 @@ def test_compare_curve_has_a_log_flops_axis_seed_spread_and_visible_duplicates()
     assert not math.isclose(xs[0][0], xs[1][0])
     bars = [c for c in axis.containers if c.get_label() == "electra"][0]
     assert bars.has_yerr  # the seed spread is drawn
+
+
+PNG = b"\x89PNG"
+
+
+def _run(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.csv").write_text("step,train/loss,train/learning_rate\n10,5.0,0.001\n20,4.0,0.001\n")
+    return run
+
+
+def test_plot_output_formats_and_folders(tmp_path, capsys):
+    run = _run(tmp_path)
+    assert main(["plot", str(run), "--output", str(tmp_path / "x.md")]) == 2  # was a ValueError traceback
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "matplotlib cannot write .md files" in err
+    assert all(f".{name}," in err for name in ("png", "pdf", "svg"))
+    assert main(["plot", str(run), "--output", str(tmp_path / "curves")]) == 2  # matplotlib would add .png
+    assert "the name has no image suffix" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert main(["plot", str(run), "--output", str(tmp_path / "x.pdf")]) == 0
+    assert (tmp_path / "x.pdf").read_bytes().startswith(b"%PDF")
+    # A folder gets curves.png inside it, not FOLDER.png beside it; a new one ending in / is made.
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    assert main(["plot", str(run), "--output", str(folder)]) == 0
+    assert (folder / "curves.png").read_bytes().startswith(PNG) and not (tmp_path / "pictures.png").exists()
+    assert main(["plot", str(run), "--output", f"{tmp_path / 'new'}/"]) == 0
+    assert (tmp_path / "new" / "curves.png").is_file()
+    assert capsys.readouterr().out.splitlines()[-1] == str(tmp_path / "new" / "curves.png")
+
+
+def test_plot_replaces_a_users_file_only_when_asked_but_always_its_own_curves(tmp_path, capsys):
+    run = _run(tmp_path)
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(b"my picture")
+    assert main(["plot", str(run), "--output", str(mine)]) == 2
+    assert f"{mine} already exists; pass --overwrite" in capsys.readouterr().err
+    assert mine.read_bytes() == b"my picture"
+    assert main(["plot", str(run), "--output", str(mine), "--overwrite"]) == 0
+    assert mine.read_bytes().startswith(PNG)
+    # RUN/curves.png is the run's own picture (pretrain redraws it at the end of every run): no --overwrite needed,
+    # however it is named.
+    for extra in ([], [], ["--output", str(run)], ["--output", str(run / "curves.png")]):
+        (run / "curves.png").write_bytes(b"old")
+        assert main(["plot", str(run), *extra]) == 0
+        assert (run / "curves.png").read_bytes().startswith(PNG)
