@@ -80,7 +80,32 @@ def test_rescore_warns_per_list_about_long_hypotheses(mlm_dir, tmp_path, capsys)
 
 def test_hub_names_and_pickled_checkpoints_are_one_line(mlm_dir, tmp_path, capsys):  # noqa: F811
     """Before: `squad --tokenizer NAME` reached for the network; a pickle checkpoint ended in a traceback."""
-    argv = ["squad", "--model", str(mlm_dir), "--tokenizer", "bert-base-uncased", "--eval", "x.json"]
+    squad = {
+        "version": "1.1",
+        "data": [
+            {
+                "title": "t",
+                "paragraphs": [
+                    {
+                        "context": "a cat",
+                        "qas": [
+                            {"id": "q", "question": "what?", "answers": [{"text": "cat", "answer_start": 2}]}
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "x.json").write_text(json.dumps(squad))  # a sound file: the tokenizer is what is refused
+    argv = [
+        "squad",
+        "--model",
+        str(mlm_dir),
+        "--tokenizer",
+        "bert-base-uncased",
+        "--eval",
+        str(tmp_path / "x.json"),
+    ]
     assert main([*argv, "--output", str(tmp_path / "s")]) == 2
     assert "bert-base-uncased: not a local directory" in capsys.readouterr().err
     pickled = tmp_path / "pickled"
