@@ -31,6 +31,8 @@ FLOORS = {
     "electra.dropout": 0,
     "electra.lane_attention": 0,
     "electra.cpu_memory": 0,
+    "electra.files": 0,
+    "electra.output_lock": 0,
     "electra.corpus": 1,
     "electra.tokenization": 1,
     "electra.data": 1,

@@ -126,11 +126,11 @@ CASES: list[Case] = [
         lambda r: [
             "squad",
             "--model",
-            str(r),
+            str(_pickled(r)),
             "--tokenizer",
             "bert-base-uncased",
             "--eval",
-            "x.json",
+            str(_squad(r)),
             "--output",
             str(r / "s"),
         ],
@@ -178,6 +178,13 @@ def _pickled(root: Path) -> Path:
     )
     torch.save({"w": torch.zeros(1)}, directory / "pytorch_model.bin")
     return directory
+
+
+def _squad(root: Path) -> Path:
+    """A sound one-question SQuAD 1.1 file (the data is read before the tokenizer)."""
+    qa = {"id": "q", "question": "what?", "answers": [{"text": "cat", "answer_start": 2}]}
+    data = [{"title": "t", "paragraphs": [{"context": "a cat", "qas": [qa]}]}]
+    return _write(root, "squad.json", json.dumps({"version": "1.1", "data": data}))
 
 
 def _sst2(root: Path) -> Path:
