@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from electra.errors import UserError
+from electra.files import write_json_atomically, write_text_atomically
 from electra.flags import add_output_option, require_counts
 from electra.overwrite import refuse_to_replace
 from pll.methods import METHODS, WITHIN_WORD
@@ -209,12 +210,12 @@ def run_score(args: argparse.Namespace) -> int:
             line += f"\t[truncated: only the first {scorer.max_length - 2} pieces scored]"
         print(line)
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.output, "w", encoding="utf-8") as out:
-            for res in results:
-                record = {"text": res.text, "pll": res.pll, "pieces": res.pieces, "tokens": res.tokens}
-                record.update(words=res.words, truncated=res.truncated, pll_scorer=scorer.identity)
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        records = []
+        for res in results:
+            record = {"text": res.text, "pll": res.pll, "pieces": res.pieces, "tokens": res.tokens}
+            record.update(words=res.words, truncated=res.truncated, pll_scorer=scorer.identity)
+            records.append(json.dumps(record, ensure_ascii=False) + "\n")
+        write_text_atomically(args.output, "".join(records))
     _print_corpus_summary([(r.pll, r.pieces, r.word_count) for r in results])
     return 0
 
@@ -390,7 +391,7 @@ def run_rescore(args: argparse.Namespace) -> int:
             print(f"{name}: {Path(path).name}: no references, WER not computed")
         summary["splits"].append(entry)
     _print_wer_table(rows)
-    (out_dir / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json_atomically(out_dir / "report.json", summary)
     for name, path, _, _, target in reports:
         print(f"{name}: {path} -> {target}")
     print(f"rescored lists and report.json written to {out_dir}")

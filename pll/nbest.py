@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import UserError
+from electra.files import write_text_atomically
 
 FORMATS = ("mlm-scoring", "list")
 
@@ -234,8 +235,7 @@ def write_nbest(
         raise ValueError(f"unknown n-best format {fmt!r}")
     text = json.dumps(out, indent=1, ensure_ascii=False) + "\n"
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text, encoding="utf-8")
+        write_text_atomically(path, text)
     return text
 
 
