@@ -99,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(subparsers)
     for command in _leaf_parsers(subparsers):
         add_common_flags(command)
+        command.set_defaults(command_prog=command.prog)  # "electra tlm retrieve": errors name the step too
     return parser
 
 
@@ -178,10 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["ELECTRA_REPORT_TO"] = args.report_to
         return int(args.func(args) or 0)
     except UserError as exc:
-        print(f"electra {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{args.command_prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"electra {args.command}: interrupted", file=sys.stderr)
+        print(f"{args.command_prog}: interrupted", file=sys.stderr)
         return 130
     finally:  # the command's settings end with it (main() may be called again in the same process)
         warnings.formatwarning = format_warning
