@@ -182,7 +182,8 @@ def test_report_to_wandb_without_wandb_is_refused_before_any_work(
 
 def test_an_error_names_the_whole_command(tmp_path, capsys):
     """Before: a step's error began `electra tlm: error:`, naming the group but not the step that refused."""
-    assert main(["tlm", "retrieve", "--corpus", str(tmp_path), "--task-train", str(tmp_path / "t.tsv")]) == 2
+    argv = ["tlm", "retrieve", "--corpus", str(tmp_path), "--task-train", str(tmp_path / "t.tsv")]
+    assert main([*argv, "--out", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err.startswith("electra tlm retrieve: error: ")
     assert main(["glue", "--model", str(tmp_path), "--task", "rte", "--data-dir", str(tmp_path / "no")]) == 2
     assert capsys.readouterr().err.startswith("electra glue: error: ")
