@@ -278,8 +278,10 @@ class Engine:
             step = json.loads((resume_from / "trainer_state.json").read_text())["step"]
         batches = task.batches(step * accumulation)  # may draw from the RNG: before it is restored below
         flops_spent, elapsed_before, best, evaluations = 0.0, 0.0, None, []
+        saved_window: dict[str, Any] = {}
         if resume_from is not None:
             state = load_checkpoint(resume_from, model, optimizer, scheduler, rank=acc.process_index)
+            saved_window = state.get("log_window") or {}
             flops_spent, elapsed_before = state.get("flops_spent", 0.0), state.get("elapsed_seconds", 0.0)
             best, evaluations = state.get("best"), state.get("evaluations", [])
             if clock is not None:
@@ -309,8 +311,10 @@ class Engine:
             best = self._evaluate(task, model, 0, log, evaluations, best)
 
         model.train()
-        window: dict[str, torch.Tensor] = {}
-        window_steps, window_tokens, window_start = 0, 0, time.perf_counter()
+        # The steps since the last log, with their metric sums; a resume continues the window its checkpoint was
+        # taken in, so the first row after it averages as many steps as the uninterrupted run's.
+        window = {k: torch.tensor(v, device=acc.device) for k, v in saved_window.get("sums", {}).items()}
+        window_steps, window_tokens, window_start = saved_window.get("steps", 0), 0, time.perf_counter()
         run_start = time.perf_counter()
         last: dict[str, float] = {}
         stop_reason = "max_steps"
@@ -407,6 +411,7 @@ class Engine:
                         "best": best,
                         "evaluations": evaluations,
                         "task": task.state_dict(),
+                        "log_window": self._window_state(window, window_steps),
                     }
                     if clock is not None:
                         trainer_state["schedule_clock"] = clock.state_dict()
@@ -431,6 +436,18 @@ class Engine:
             self._restore_best(self._plain(model))
         seconds = elapsed_before + time.perf_counter() - run_start
         return TrainResult(step, stop_reason, last, flops_spent, seconds, evaluations, best)
+
+    def _window_state(self, window: dict[str, Any], steps: int) -> dict[str, Any]:
+        """The open log window for a checkpoint: its step count and metric sums, the mean over processes (every
+        process resumes with that mean, and the logged mean of means is unchanged)."""
+        if not window:
+            return {"steps": steps, "sums": {}}
+        names = list(window)
+        sums = torch.stack(
+            [torch.as_tensor(window[name], device=self.accelerator.device).float() for name in names]
+        )
+        sums = self.accelerator.reduce(sums, reduction="mean")
+        return {"steps": steps, "sums": dict(zip(names, sums.tolist()))}
 
     def _matmul_peak(self, task: Task, fresh: bool = False) -> float | None:
         """The device's dense matmul rate in the run's precision (fp32's where that precision is emulated), in

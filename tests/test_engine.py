@@ -532,3 +532,22 @@ def test_a_second_run_in_a_live_runs_output_is_refused(tmp_path):
     assert result.step == 2 and not (tmp_path / LOCK_FILE).exists()
     with output_lock(tmp_path), output_lock(tmp_path / "other"):  # folders are independent
         pass
+
+
+def test_a_resume_inside_a_log_window_logs_the_uninterrupted_rows(tmp_path, monkeypatch):
+    """Before: a checkpoint between two logs lost the open window, so the first row after a resume averaged only
+    the steps since the checkpoint (SQuAD: loss 3.735 logged against 3.978 uninterrupted)."""
+    straight = Regression()
+    torch.manual_seed(5)
+    Engine(_args(tmp_path / "a", max_steps=9, save_every=2, log_every=3)).fit(straight)
+    real_save = _die_after_checkpoint(monkeypatch, 4)  # step 4: one step into the window that logs at 6
+    killed = Regression()
+    torch.manual_seed(5)
+    with pytest.raises(KeyboardInterrupt):
+        Engine(_args(tmp_path / "b", max_steps=9, save_every=2, log_every=3)).fit(killed)
+    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    engine = Engine(_args(tmp_path / "b", max_steps=9, save_every=2, log_every=3))
+    engine.fit(Regression(), engine.latest_checkpoint())
+    rows = lambda d: [(r["step"], r["loss"]) for r in read_metrics(d)]  # noqa: E731
+    assert [step for step, _ in rows(tmp_path / "a")] == [3, 6, 9]
+    assert rows(tmp_path / "b") == rows(tmp_path / "a")
