@@ -259,6 +259,7 @@ def test_tartan_refuses_bad_input_in_one_line(data, retrieved, start_dir, tmp_pa
     out = tmp_path / "run"
     refused(_tartan(data, start_dir, out, "--aux", "dapt"), "--dapt-corpus")
     refused(_tartan(data, start_dir, out, "--aux", "mlm"), "not one of tapt, dapt")
+    refused(_tartan(data, start_dir, out, "--aux", " , "), "names no auxiliary")
     refused(_tartan(data, start_dir, out, "--aux", "tapt", "--aux-objective", "foo"), "--aux-objective 'foo'")
     refused(_tartan(data, start_dir, out, "--aux", "none", "--weighting", "meta"), "at least one auxiliary")
     other_vocab = tmp_path / "vocab.txt"

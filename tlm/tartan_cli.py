@@ -98,9 +98,11 @@ def register(subparsers) -> None:
 def parse_aux(spec: str) -> list[str]:
     from electra.errors import UserError
 
-    names = (
-        [] if spec.strip().lower() == "none" else [p.strip().lower() for p in spec.split(",") if p.strip()]
-    )
+    if spec.strip().lower() == "none":
+        return []
+    names = [p.strip().lower() for p in spec.split(",") if p.strip()]
+    if not names:  # an empty value (a shell variable that was not set) is not a choice of none
+        raise UserError(f"--aux {spec!r} names no auxiliary; give tapt, dapt, tapt,dapt, or none.")
     unknown = [n for n in names if n not in AUXILIARIES]
     if unknown:
         raise UserError(f"--aux {unknown[0]!r} is not one of {', '.join(AUXILIARIES)} (or 'none').")
