@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 from electra.config import parse_overrides  # noqa: E402
 from electra.corpus import read_documents  # noqa: E402
 from electra.errors import UserError  # noqa: E402
-from tlm.retrieval import BM25Index, build_index, retrieve_corpus  # noqa: E402
+from tlm.retrieval import BM25Index, build_index, corpus_digest, retrieve_corpus  # noqa: E402
 from tlm.tasks import read_task_file, split_examples, write_jsonl  # noqa: E402
 from tlm.train import TLMSettings, train_tlm  # noqa: E402
 
@@ -62,15 +62,19 @@ def part_documents(path: Path):
 
 
 def general_index(corpus: Path, index_dir: Path) -> BM25Index:
-    """The BM25 index of the general corpus, built once under WORK/index."""
+    """The BM25 index of the general corpus, built once under WORK/index and again when a part changes (the
+    corpus fingerprint `tlm retrieve` keys its own index on)."""
     source = f"{corpus.resolve()}: {REUTERS} + {', '.join(CORPUS_PARTS)}"
+    fingerprint = corpus_digest([corpus / part for part in (REUTERS, *CORPUS_PARTS)])
     meta = index_dir / "tlm_index.json"
-    if meta.is_file() and json.loads(meta.read_text()).get("source") == source:
-        return BM25Index(index_dir)
+    if meta.is_file():
+        saved = json.loads(meta.read_text())
+        if [saved.get("source"), saved.get("corpus_fingerprint")] == [source, fingerprint]:
+            return BM25Index(index_dir)
     documents = chain(
         reuters_articles(corpus / REUTERS), *(part_documents(corpus / part) for part in CORPUS_PARTS)
     )
-    return build_index(documents, index_dir, source=source)
+    return build_index(documents, index_dir, source=source, fingerprint=fingerprint)
 
 
 def main(argv: list[str] | None = None) -> int:
