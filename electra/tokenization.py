@@ -139,7 +139,6 @@ def train_wordpiece_tokenizer(
         raise UserError(
             "the corpus is too small to train a vocabulary; give more text or pass --vocab vocab.txt."
         )
-    tokenizer.model = models.WordPiece(canonical_order(tokenizer.get_vocab()), unk_token="[UNK]")
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS]:0 $A:0 [SEP]:0",
@@ -147,19 +146,6 @@ def train_wordpiece_tokenizer(
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     return _wrap(tokenizer, lowercase, generic=text_form != "raw")
-
-
-def canonical_order(vocab: dict[str, int]) -> dict[str, int]:
-    """The pieces renumbered: the specials first (their trained ids), then every other piece in sorted order.
-
-    The trainer numbers pieces in an order that changes from one training to the next (its word counts live in
-    hash maps seeded per process), so the same corpus gave other token ids on every fresh run, and with them other
-    losses and weights. Greedy WordPiece matching reads only the set of pieces, so renumbering changes no
-    tokenization; the ids now depend on that set alone. (The set itself can still differ by a piece or two, where
-    merges tie at the end of training.)"""
-    specials = [piece for piece in SPECIAL_TOKENS if piece in vocab]
-    others = sorted(piece for piece in vocab if piece not in SPECIAL_TOKENS)
-    return {piece: index for index, piece in enumerate(specials + others)}
 
 
 def _nonempty(texts: Iterable[str]) -> Iterator[str]:

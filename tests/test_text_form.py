@@ -73,32 +73,3 @@ def test_bad_settings_are_refused_in_one_line():
         electra.build_config("tiny", overrides={"text_form": "spoken"})
     with pytest.raises(UserError, match="text_form=words keeps lowercase letters only"):
         electra.build_config("tiny", overrides={"text_form": "words", "lowercase": False})
-
-
-def test_a_trained_vocabulary_is_numbered_by_its_pieces_alone(sample_tokenizer):
-    """Before: the trainer numbered pieces in a per-process hash order, so one corpus gave other ids (and other
-    losses) on every fresh run. Now the specials come first and the rest in sorted order; since greedy WordPiece
-    reads only the set of pieces, the renumbering splits every text as the trainer's own numbering did."""
-    import random
-
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    from electra.tokenization import SPECIAL_TOKENS, canonical_order
-    from tests.conftest import SAMPLE_TEXT
-
-    vocab = sample_tokenizer.get_vocab()
-    assert [vocab[p] for p in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
-    assert vocab == canonical_order(vocab)
-    others = sorted(vocab, key=vocab.get)[len(SPECIAL_TOKENS) :]
-    assert others == sorted(others)
-    shuffled = list(vocab)
-    random.Random(0).shuffle(shuffled)
-    assert canonical_order({p: i for i, p in enumerate(shuffled)}) == vocab
-
-    def pieces(numbering: dict[str, int]) -> list[str]:
-        backend = Tokenizer(models.WordPiece(numbering, unk_token="[UNK]"))
-        backend.normalizer = sample_tokenizer.backend_tokenizer.normalizer
-        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        return backend.encode(SAMPLE_TEXT + " an unseenword").tokens
-
-    assert pieces(vocab) == pieces({p: i for i, p in enumerate(shuffled)})
