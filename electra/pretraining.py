@@ -23,7 +23,13 @@ from accelerate import Accelerator, PartialState
 from accelerate.utils import set_seed
 
 from electra.checkpoint import latest_checkpoint, latest_intact_checkpoint
-from electra.config import RUN_RECORD, PretrainConfig, load_saved_config, refuse_changed_settings
+from electra.config import (
+    RUN_RECORD,
+    PretrainConfig,
+    load_saved_config,
+    refuse_changed_settings,
+    write_run_record,
+)
 from electra.continued import init_vocabulary, load_initial_weights
 from electra.data import (
     PretrainingCollator,
@@ -362,7 +368,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         save_tokenizer(tokenizer, output_dir / "tokenizer", config)
         record = {"corpus": str(Path(inputs.corpus).resolve()), "corpus_sample": corpus_sample(inputs.corpus)}
         record.update(tokenizer_sha256=tokenizer_sha256(tokenizer), world_size=world)
-        (output_dir / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        write_run_record(output_dir / RUN_RECORD, record)
 
     order = ResumableBatchOrder(len(dataset), micro_batch, config.seed, accelerator.process_index, world)
     args = train_args(config, output_dir, accelerator.device.type == "cuda", world)
