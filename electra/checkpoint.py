@@ -10,7 +10,6 @@ elsewhere cannot run code.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -23,7 +22,7 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 from electra.errors import UserError
-from electra.files import fsync_file, write_text_atomically
+from electra.files import file_sha256, fsync_file, write_text_atomically
 
 LATEST = "latest"
 CHECKSUMS = "checksums.json"
@@ -81,7 +80,7 @@ def save_checkpoint(
             (staging / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n")
         barrier()
         if is_main:
-            sums = {file.name: _sha256(file) for file in sorted(staging.iterdir())}
+            sums = {file.name: file_sha256(file) for file in sorted(staging.iterdir())}
             (staging / CHECKSUMS).write_text(json.dumps(sums, indent=2) + "\n")
             for file in staging.iterdir():
                 fsync_file(file)
@@ -128,7 +127,7 @@ def verify_checkpoint(path: Path) -> str | None:
         file = path / name
         if not file.is_file():
             return f"{name} is missing"
-        if _sha256(file) != expected:
+        if file_sha256(file) != expected:
             return f"{name} does not match its checksum"
     return None
 
@@ -153,14 +152,6 @@ def latest_intact_checkpoint(checkpoints_dir: Path, notice=print) -> Path | None
             f"{checkpoints_dir}: every checkpoint is damaged ({', '.join(damaged)}); start a new --output."
         )
     return None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _mib(n: int) -> str:

@@ -3,6 +3,7 @@ here, so a run killed mid-write leaves the previous file, never half of one."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -29,3 +30,17 @@ def write_json_atomically(path: str | Path, value: Any, **dumps: Any) -> None:
 def fsync_file(path: str | Path) -> None:
     with open(path, "rb") as handle:
         os.fsync(handle.fileno())
+
+
+def feed_file(digest: Any, path: str | Path) -> None:
+    """Stream a file's bytes into a hashlib `digest` in 1 MiB blocks: weights and checkpoints are too big to read
+    whole."""
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    feed_file(digest, path)
+    return digest.hexdigest()

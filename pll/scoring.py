@@ -24,6 +24,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, ElectraForPreTrain
 from discriminators.energy import electra_tt_token_log_likelihood
 from electra.errors import UserError
 from electra.export import load_pretrained, read_export
+from electra.files import feed_file
 from electra.objectives import get_objective, objective_names
 from electra.run_log import progress_off
 from generators.shared_towers import cloze_log_q
@@ -487,8 +488,6 @@ def _identity(dirs: Sequence[Path], method: str, within_word: str) -> str:
         files = sorted(directory.glob("*.safetensors")) or sorted(directory.glob("*.bin"))
         for file in files:
             digest.update(file.name.encode() + b"\0")
-            with open(file, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
+            feed_file(digest, file)
     name = f"{method}+{within_word}" if method == "mlm" and within_word != "none" else method
     return f"{name}:sha256={digest.hexdigest()[:16]}"

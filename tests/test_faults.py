@@ -169,7 +169,15 @@ def test_non_finite_weights_are_never_exported(micro_overrides, tmp_path):
 
 @pytest.mark.parametrize(
     "phase",
-    ["_save_rng", "save_model", "_save_optimizer", "_sha256", "replace", "write_text_atomically", "_prune"],
+    [
+        "_save_rng",
+        "save_model",
+        "_save_optimizer",
+        "file_sha256",
+        "replace",
+        "write_text_atomically",
+        "_prune",
+    ],
 )
 def test_a_kill_in_any_checkpoint_phase_resumes_to_the_same_weights(
     straight, tmp_path, micro_overrides_module, corpus_module, monkeypatch, phase
