@@ -45,7 +45,7 @@ from electra.compare_settings import (
 from electra.config import with_frozen_generator
 from electra.errors import UserError
 from electra.export import finetune_dir, masked_lm_dir
-from electra.files import write_json_atomically, write_text_atomically
+from electra.files import save_figure_atomically, write_json_atomically, write_text_atomically
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, get_objective, objective_names
 from electra.pretraining import RunInputs, pretrain, size_to_budget
@@ -509,8 +509,10 @@ def plot_curve(results: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     figure = curve_figure(results)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    try:
+        save_figure_atomically(figure, path, dpi=120)
+    finally:
+        plt.close(figure)
     return path
 
 

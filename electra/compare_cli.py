@@ -20,7 +20,7 @@ from electra.compare_settings import (
     CompareSettings,
 )
 from electra.errors import UserError
-from electra.flags import add_output_option
+from electra.flags import DefaultsHelpFormatter, add_output_option
 
 
 def _list(value: str) -> list[str]:
@@ -37,7 +37,7 @@ def register(subparsers) -> None:
         "compare",
         help="pretrain objectives to equal FLOPs and compare their GLUE scores (paper Figure 5.1)",
         description="Pretrain objectives to equal training FLOPs and compare their GLUE scores (paper Figure 5.1).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--corpus", required=True, help="text file or directory every objective pretrains on")
     add_output_option(parser, "out", "output directory (rerun with the same one to resume)", required=True)

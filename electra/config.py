@@ -261,7 +261,7 @@ class PretrainConfig:
         return asdict(self)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        write_json_atomically(path, self.to_dict(), sort_keys=True)
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

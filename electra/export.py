@@ -28,6 +28,7 @@ from typing import Any
 from transformers.utils import logging as hf_logging
 
 from electra.errors import UserError
+from electra.files import write_json_atomically
 
 MANIFEST = "export.json"
 FORMAT = 1
@@ -101,7 +102,7 @@ def write_export(
         "parts": {part.name: {"dir": part.name, "kind": part.kind} for part in parts},
         "scoring": {method: list(names) for method, names in scoring.items()},
     }
-    (output_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    write_json_atomically(output_dir / MANIFEST, manifest)
     return written
 
 

@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from electra.errors import UserError
+
 
 def write_text_atomically(path: str | Path, text: str, durable: bool = False) -> None:
     """`path` holds `text` after one rename; its folder is made if needed. `durable` also flushes it to the disk
@@ -19,6 +21,25 @@ def write_text_atomically(path: str | Path, text: str, durable: bool = False) ->
     staging.write_text(text, encoding="utf-8")
     if durable:
         fsync_file(staging)
+    os.replace(staging, path)
+
+
+def save_figure_atomically(figure: Any, path: str | Path, **savefig: Any) -> None:
+    """A matplotlib figure written whole to `path`, in the format its suffix names (png without one). A format
+    that needs software this machine lacks (.pgf needs a TeX installation) is one line naming the file, not a
+    backend's traceback, and leaves the file that was there before."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.partial")
+    kind = path.suffix.removeprefix(".").lower() or "png"
+    try:
+        figure.savefig(staging, format=kind, **savefig)
+    except (ImportError, OSError, RuntimeError, ValueError) as exc:
+        staging.unlink(missing_ok=True)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(
+            f"{path}: matplotlib could not write .{kind} here ({reason}); write .png, .pdf or .svg."
+        ) from None
     os.replace(staging, path)
 
 

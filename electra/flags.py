@@ -51,3 +51,14 @@ def add_cpu_dropout_option(parser: argparse.ArgumentParser) -> None:
         default="lanes",
         help="dropout on a CPU: lanes (cheap 16-bit masks, about 8%% faster steps) or torch's own",
     )
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's "(default: …)" only where there is a value to show: not after a flag whose default is None (its
+    help says what happens without it) or after a switch that takes no value ("--no-x (default: True)" reads as
+    if the switch were on)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.nargs == 0:
+            return action.help
+        return super()._get_help_string(action)

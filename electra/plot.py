@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from electra.errors import UserError
+from electra.files import save_figure_atomically
 from electra.overwrite import refuse_to_replace
 from electra.run_log import read_metrics as read_rows
 
@@ -101,9 +102,10 @@ def plot_run(run_dir: str | Path, output: str | Path | None = None, overwrite: b
     run_dir = Path(run_dir)
     target = curves_path(run_dir, output, overwrite)
     figure = build_figure(read_metrics(run_dir), read_metrics(run_dir, "eval"), run_dir.name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(target, dpi=110)
-    plt.close(figure)
+    try:
+        save_figure_atomically(figure, target, dpi=110)
+    finally:
+        plt.close(figure)
     return target
 
 

@@ -42,6 +42,7 @@ from electra.data import (
 from electra.engine import Engine, Task, TrainArgs
 from electra.errors import ElectraWarning, UserError
 from electra.export import masked_lm_dir, read_export, save_tokenizer
+from electra.files import write_json_atomically
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.model_card import CardFacts, write_export_cards
 from electra.objectives import check_config, flop_report, get_objective
@@ -397,7 +398,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         summary = dict(last, stop_reason=result.stop_reason, exports={k: str(v) for k, v in written.items()})
         if task.flop_check is not None:
             summary["flop_counter_check"] = task.flop_check
-        (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_json_atomically(output_dir / "summary.json", summary)
         accelerator.print(
             f"done at step {result.step} ({result.stop_reason}); exports: "
             + ", ".join(str(v) for v in written.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from electra.flags import add_cpu_dropout_option, add_output_option, require_counts
+from electra.flags import DefaultsHelpFormatter, add_cpu_dropout_option, add_output_option, require_counts
 from electra.overwrite import refuse_to_replace, start_over
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
@@ -26,7 +26,7 @@ def register(subparsers) -> None:
         "glue",
         help="fine-tune and evaluate a checkpoint on GLUE",
         description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument(
         "--model", required=True, help="Hugging Face checkpoint directory (e.g. RUN/discriminator)"

@@ -176,11 +176,11 @@ def _scoring_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
 
 
-def _scorer(args: argparse.Namespace, model: str | None = None):
+def _scorer(args: argparse.Namespace, model: str | None = None, identity: str | None = None):
     from pll.scoring import load_scorer
 
     model = model or args.model
-    scorer = load_scorer(model, args.method, args.device, args.batch_size, args.within_word)
+    scorer = load_scorer(model, args.method, args.device, args.batch_size, args.within_word, identity)
     print(f"scoring with --method {scorer.method}", file=sys.stderr)
     return scorer
 
@@ -437,7 +437,7 @@ def _attach_first_pll(args, dev, tests, lists) -> tuple[str, str | None]:
             _refuse_other_scorer(args, known, identity, len(unscored))
     score_texts, method = None, "saved scores"
     if unscored and args.model:
-        scorer = _scorer(args, args.model[0])
+        scorer = _scorer(args, args.model[0], identity)
         method = scorer.method if not known else f"{scorer.method} + saved scores"
         _warn_long(scorer, [(args.dev, dev), *((p, u) for p, u, _ in tests)])
         score_texts = _pll_and_pieces(scorer)

@@ -439,13 +439,16 @@ def load_scorer(
     device: str = "auto",
     batch_size: int = 64,
     within_word: str = "none",
+    identity: str | None = None,
 ) -> Scorer:
     """The scorer a directory supports: a run's export, one of its parts, or any local `transformers` masked-LM
-    checkpoint. `method="auto"` takes the export's default (what its objective declares)."""
+    checkpoint. `method="auto"` takes the export's default (what its objective declares). `identity` is
+    `scorer_identity` of the same arguments where the caller has it already: hashing the weights again would read
+    a large model's files twice."""
     layout = inspect_model_dir(model_dir)
     method = resolve_method(layout, method)
     scorer = _build_scorer(layout, method, pick_device(device), batch_size, within_word)
-    scorer.identity = _identity(layout.methods[method], method, within_word)
+    scorer.identity = identity or _identity(layout.methods[method], method, within_word)
     return scorer
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
-from electra.flags import add_output_option, require_counts
+from electra.files import write_json_atomically
+from electra.flags import DefaultsHelpFormatter, add_output_option, require_counts
 from electra.overwrite import refuse_to_replace
 
 DESCRIPTION = """Fit a linear probe (logistic regression by L-BFGS) on the frozen last layer of each --model and
@@ -22,7 +22,7 @@ def register(subparsers) -> None:
         "probe",
         help="linear probes (sst2, pos) of frozen encoders",
         description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument(
         "--model",
@@ -140,5 +140,5 @@ def run(args: argparse.Namespace) -> int:
         }
         output = Path(args.output)
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps({"settings": settings, "results": rows}, indent=2) + "\n")
+        write_json_atomically(output, {"settings": settings, "results": rows})
     return 0

@@ -31,6 +31,7 @@ from electra.data import pad_batch
 from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
 from electra.errors import UserError
 from electra.export import finetune_dir, fit_length
+from electra.files import write_json_atomically
 from electra.model_card import CARD, CardFacts, render_card
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
@@ -201,7 +202,7 @@ def finetune(settings: SquadSettings) -> dict[str, Any]:
             results["eval"] = score_and_write(examples, predictions, settings, output)
     if accelerator.is_main_process:
         record = {"settings": asdict(settings), **results}
-        (output / "results.json").write_text(json.dumps(record, indent=2) + "\n")
+        write_json_atomically(output / "results.json", record)
         if settings.train is not None:
             write_squad_card(output / "model", settings, results, accelerator.unwrap_model(model))
     return results
@@ -440,8 +441,8 @@ def score_and_write(
         metrics = official_scores("2.0", golds, predictions.best_text, predictions.na_scores, threshold)
         metrics["na_threshold"] = threshold
         final = predictions.final(threshold)
-        (output / "null_odds.json").write_text(json.dumps(predictions.na_scores, indent=2) + "\n")
-    (output / "predictions.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
+        write_json_atomically(output / "null_odds.json", predictions.na_scores)
+    write_json_atomically(output / "predictions.json", final, ensure_ascii=False)
     (output / "nbest_predictions.json").write_text(
         json.dumps(predictions.nbest, indent=1, ensure_ascii=False) + "\n"
     )

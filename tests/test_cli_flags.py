@@ -31,6 +31,16 @@ def test_every_command_takes_the_common_flags_and_output_spellings():
             assert {"--output", "--out", "--output-dir"} <= options, name
 
 
+def test_help_shows_defaults_only_where_there_is_a_value(capsys):
+    """glue, compare and probe print argparse's defaults; "(default: None)" after a flag that has none, or
+    "(default: True)" after a --no-x switch, said nothing or the opposite of what the switch does."""
+    for name, parser in _leaves(build_parser()):
+        text = parser.format_help()
+        for noise in ("(default: None)", "(default: False)", "(default: True)"):
+            assert noise not in text, (name, noise)
+    assert "(default: 1)" in dict(_leaves(build_parser()))["glue"].format_help()  # --seeds keeps its value
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit):
         main(["--version"])

@@ -11,6 +11,7 @@ import pytest
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraTokenizerFast
 
+import pll.scoring
 from electra.cli import main
 from pll.nbest import read_nbest
 
@@ -74,7 +75,7 @@ def test_score_prints_sentence_and_token_plls(mlm_dir, tmp_path, capsys):
     assert float(lines[1].split("\t")[0]) == pytest.approx(records[1]["pll"], abs=1e-4)
 
 
-def test_rescore_tunes_lambda_and_writes_lists(mlm_dir, tmp_path, capsys):
+def test_rescore_tunes_lambda_and_writes_lists(mlm_dir, tmp_path, monkeypatch, capsys):
     nbest = [
         {
             "id": "u1",
@@ -99,10 +100,16 @@ def test_rescore_tunes_lambda_and_writes_lists(mlm_dir, tmp_path, capsys):
     }
     test.write_text(json.dumps(mlm_scoring))
     out = tmp_path / "res"
+    hashed = []
+    feed_file = pll.scoring.feed_file
+    monkeypatch.setattr(
+        pll.scoring, "feed_file", lambda digest, path: hashed.append(path) or feed_file(digest, path)
+    )
     code = main(
         ["rescore", "--model", str(mlm_dir), "--dev", str(dev), "--test", str(test), "--output-dir", str(out)]
     )
     assert code == 0
+    assert len(hashed) == len(set(hashed)) == 1  # the weights are hashed once for the scorer's identity
     printed = capsys.readouterr().out
     assert "dev" in printed and "test" in printed and "oracle" in printed
     report = json.loads((out / "report.json").read_text())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 
 import pytest
 
@@ -109,6 +110,20 @@ def test_plot_output_formats_and_folders(tmp_path, capsys):
     assert main(["plot", str(run), "--output", f"{tmp_path / 'new'}/"]) == 0
     assert (tmp_path / "new" / "curves.png").is_file()
     assert capsys.readouterr().out.splitlines()[-1] == str(tmp_path / "new" / "curves.png")
+
+
+def test_a_format_needing_missing_software_is_one_line_and_keeps_the_old_file(tmp_path, capsys):
+    """.pgf is in matplotlib's list of formats but needs a TeX installation: it was a backend traceback."""
+    if shutil.which("xelatex"):
+        pytest.skip("this machine has xelatex, so .pgf can be written")
+    run = _run(tmp_path)
+    mine = tmp_path / "figure.pgf"
+    mine.write_text("my figure")
+    assert main(["plot", str(run), "--output", str(mine), "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "matplotlib could not write .pgf" in err and "xelatex" in err, err
+    assert mine.read_text() == "my figure"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figure.pgf", "run"]  # no partial file either
 
 
 def test_plot_replaces_a_users_file_only_when_asked_but_always_its_own_curves(tmp_path, capsys):

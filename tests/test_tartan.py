@@ -280,6 +280,8 @@ def test_tartan_refuses_bad_input_in_one_line(data, retrieved, start_dir, tmp_pa
         _tartan(data, start_dir, out, "--aux", "tapt,dapt", "--dapt-corpus", str(empty), "--steps", "1"),
         "empty",
     )
+    # Inputs are read before the output gets a file: none of the refusals above left a run behind to clear.
+    assert not out.exists(), sorted(p.name for p in out.iterdir())
     # A finished run is never overwritten without --overwrite.
     assert main(_tartan(data, start_dir, out, "--steps", "1", "--eval-every", "1")) == 0
     before = (out / "results.json").read_text()

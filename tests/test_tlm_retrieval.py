@@ -4,6 +4,11 @@ interrupted or damaged build and an edited corpus never leave an index that answ
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +16,7 @@ import pytest
 from electra.errors import UserError
 from tlm.keywords import candidate_phrases, keyword_query, rake_keywords
 from tlm.retrieval import (
+    BUILD_LOCK,
     CORPUS_FILE,
     CORPUS_SUBDIR,
     DOCS_FILE,
@@ -127,6 +133,32 @@ def test_an_interrupted_rebuild_leaves_the_previous_index_whole(index, tmp_path)
         build_index(documents(), tmp_path / "index", max_words=20, chunk_size=1, progress=False)
     assert _passages(tmp_path / "index") == before
     assert [p.name for p in tmp_path.iterdir()] == ["index"]
+
+
+def test_a_killed_build_leaves_a_folder_the_next_build_removes(tmp_path):
+    """SIGKILL runs no `finally`: the killed build's staging folder (a copy of the corpus's passages) stays, and
+    the next build of that index deletes it, but never the folder of a build that is still writing."""
+    fcntl = pytest.importorskip("fcntl")
+    script = (
+        "import os, signal\n"
+        "from tlm.retrieval import build_index\n"
+        "def documents():\n"
+        "    yield 'alpha beta gamma delta epsilon zeta eta theta'\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"build_index(documents(), {str(tmp_path / 'index')!r}, max_words=20, chunk_size=1, progress=False)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parents[1], check=False)
+    assert killed.returncode == -signal.SIGKILL
+    (abandoned,) = tmp_path.glob(".index.building-*")
+    live = tmp_path / ".index.building-live"
+    live.mkdir()
+    for folder in (abandoned, live):
+        os.utime(folder, (time.time() - 120, time.time() - 120))
+    with open(live / BUILD_LOCK, "w") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        build_index(_corpus(), tmp_path / "index", max_words=20, min_words=5, progress=False).close()
+    assert not abandoned.exists() and live.is_dir()
+    assert PLANTED in _passages(tmp_path / "index")
 
 
 def test_a_corpus_edited_in_place_is_indexed_again(tmp_path, capsys):

@@ -12,6 +12,7 @@ corpus's fingerprint, so a corpus edited in place is indexed again instead of an
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -27,8 +28,14 @@ import numpy as np
 
 from electra.corpus import corpus_fingerprint, read_documents
 from electra.errors import UserError
+from electra.files import write_json_atomically
 from electra.run_log import progress_off
 from tlm.keywords import keyword_query
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; a killed build's staging folder stays there
+    fcntl = None
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +44,7 @@ META_FILE = "tlm_index.json"
 DOCS_FILE = "passages.jsonl"
 OFFSETS_FILE = "passages.offsets.npy"
 BM25_DIR = "bm25"
+BUILD_LOCK = ".build.lock"  # in a staging folder, held while the build writes it
 CORPUS_SUBDIR = "corpus"  # the folder the pretraining data pipeline reads
 CORPUS_FILE = "retrieved.txt"
 PROVENANCE_FILE = "retrieved.jsonl"  # kept outside CORPUS_SUBDIR so a directory reader never sees it twice
@@ -232,12 +240,14 @@ def build_index(
     # file system; a name of its own per build, so two builds at once never write into each other's.
     home = index_dir.resolve()
     home.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{home.name}.building-", dir=home.parent))
+    _clear_abandoned_builds(home)
+    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(home), dir=home.parent))
     try:
-        meta = _write_index(
-            documents, staging, index_dir, max_words, min_words, chunk_size, source, progress, fingerprint
-        )
-        _move_into_place(staging, index_dir)
+        with _build_lock(staging):
+            meta = _write_index(
+                documents, staging, index_dir, max_words, min_words, chunk_size, source, progress, fingerprint
+            )
+            _move_into_place(staging, index_dir)
     finally:  # after a success it holds only the replaced files
         shutil.rmtree(staging, ignore_errors=True)
     logger.info(
@@ -316,6 +326,39 @@ def _write_index(
     }
     (folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return meta
+
+
+def _staging_prefix(home: Path) -> str:
+    return f".{home.name}.building-"
+
+
+@contextlib.contextmanager
+def _build_lock(staging: Path) -> Iterator[None]:
+    """Hold an advisory lock in the staging folder while the build writes it: the kernel drops it when the process
+    dies, however it dies, which is how a later build tells an abandoned folder from a live one."""
+    with open(staging / BUILD_LOCK, "w") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def _clear_abandoned_builds(home: Path) -> None:
+    """Delete the staging folders of builds that were killed (SIGKILL, a power cut: no `finally` ran), each a full
+    copy of a corpus's passages. A folder is abandoned when its lock can be taken and it is over a minute old (a
+    build that has only just created its folder may not hold the lock yet); a live build's is never touched."""
+    if fcntl is None:
+        return
+    for folder in home.parent.glob(_staging_prefix(home) + "*"):
+        lock = folder / BUILD_LOCK
+        if not folder.is_dir() or not lock.is_file() or time.time() - folder.stat().st_mtime < 60:
+            continue
+        with open(lock) as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a build is writing it now
+            logger.info("removing %s, left by a build that did not finish", folder)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _move_into_place(staging: Path, index_dir: Path) -> None:
@@ -505,7 +548,7 @@ def write_selection(
         "index": str(index.dir),
         "index_passages": index.num_docs,
     }
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json_atomically(out_dir / "summary.json", summary)
     return summary
 
 

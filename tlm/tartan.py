@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.errors import UserError
+from electra.files import save_figure_atomically
 
 WEIGHTINGS = ("tlm", "uniform", "meta")
 WEIGHTS_FILE = "task_weights.csv"
@@ -196,8 +197,10 @@ def plot_weights(history: Sequence[Sequence[float]], terms: Sequence[str], outpu
     axis.legend(fontsize=8)
     axis.grid(alpha=0.3)
     figure.tight_layout()
-    figure.savefig(output)
-    plt.close(figure)
+    try:
+        save_figure_atomically(figure, output)
+    finally:
+        plt.close(figure)
     return output
 
 

@@ -20,6 +20,7 @@ import copy
 import json
 import logging
 import math
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -599,15 +600,11 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     record = resume_record(settings)
     if settings.resume:
         check_resume(out, record, config)
-    out.mkdir(parents=True, exist_ok=True)
-
     accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=not torch.cuda.is_available())
-    if accelerator.is_main_process:
-        keep_run_record(out, record, settings.resume)
     set_seed(settings.seed)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
-    # ---- task data ----
+    # ---- task data (every input is read before OUT gets a file: a refused run leaves nothing behind) ----
     train_examples = settings.read_split(settings.task_train)
     dev_examples = settings.read_split(settings.task_dev)
     test_examples = settings.read_split(settings.task_test)
@@ -623,22 +620,23 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     vocab_corpus = external_corpus
     # --init-from's own vocabulary when there is one (a differing --vocab is refused)
     vocab = run_vocabulary(config, settings.vocab)
-    if vocab is None and vocab_corpus is None:
-        vocab_corpus = out / "task_texts.txt"
-        vocab_corpus.write_text("\n\n".join(e.text for e in train_examples) + "\n")
     saved_tokenizer = out / "tokenizer"
     if settings.resume and (saved_tokenizer / "tokenizer.json").is_file():
         tokenizer = load_or_train_tokenizer(
             str(saved_tokenizer), None, config.tokenizer_vocab_size, config.lowercase
         )
+    elif vocab is None and vocab_corpus is None:
+        with tempfile.TemporaryDirectory() as scratch:
+            task_texts = Path(scratch) / "task_texts.txt"
+            task_texts.write_text("\n\n".join(e.text for e in train_examples) + "\n")
+            tokenizer = load_or_train_tokenizer(
+                None, task_texts, config.tokenizer_vocab_size, config.lowercase, text_form=config.text_form
+            )
     else:
         tokenizer = load_or_train_tokenizer(
             vocab, vocab_corpus, config.tokenizer_vocab_size, config.lowercase, text_form=config.text_form
         )
     config.vocab_size = len(tokenizer)
-    if accelerator.is_main_process:
-        config.save(out / "config.json")
-        tokenizer.save_pretrained(str(saved_tokenizer))
 
     collate = TaskCollator(tokenizer.pad_token_id)
     train_rows = encode_task(train_examples, train_labels, tokenizer, config.max_seq_length)
@@ -654,12 +652,17 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     if rho1 > 0:
         dataset = build_pretraining_dataset(external_corpus, tokenizer, config, cache_dir=settings.cache_dir)
         logger.info("external corpus: %d examples from %s", len(dataset), external_corpus)
-
-    # ---- model, FLOPs, schedule ----
-    set_seed(settings.seed)  # the same initial encoder for every arm that shares an architecture
     meta = settings.weighting == "meta"
     if meta and world > 1:
         raise UserError("--weighting meta runs on one process; launch it without multi-process Accelerate.")
+    out.mkdir(parents=True, exist_ok=True)
+    if accelerator.is_main_process:
+        keep_run_record(out, record, settings.resume)
+        config.save(out / "config.json")
+        tokenizer.save_pretrained(str(saved_tokenizer))
+
+    # ---- model, FLOPs, schedule ----
+    set_seed(settings.seed)  # the same initial encoder for every arm that shares an architecture
     model = build_models(config, tokenizer, labels, settings.objective, settings.init_from, meta_head=meta)
     counter = FlopCounter(config, model)
     steps = settings.steps
