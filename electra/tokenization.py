@@ -22,6 +22,9 @@ from electra.errors import UserError
 from electra.text_form import text_form_normalizer, words
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Part of the cache key of a trained vocabulary: 2 numbers the "##x" pieces the same in every process (a cached
+# vocabulary from before was numbered by one process's hash order; it is trained again rather than reused).
+TRAINING_VERSION = 2
 # What transformers writes for a tokenizer saved from `PreTrainedTokenizerFast` (v5 and v4 names).
 GENERIC_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
 
@@ -121,24 +124,36 @@ def train_wordpiece_tokenizer(
     show_progress: bool = False,
     text_form: str = "raw",
 ) -> PreTrainedTokenizerFast:
-    """Train BERT-style WordPiece (`tokenizers`, in Rust) over text in `text_form`, wrapped for `transformers`."""
+    """Train BERT-style WordPiece (`tokenizers`, in Rust) over text in `text_form`, wrapped for `transformers`.
+
+    The same corpus gives the same vocabulary, numbered the same, in every process. `tokenizers`' trainer alone
+    does not (huggingface/tokenizers#1794): it numbers the "##x" pieces in the order a hash map hands it the words,
+    which differs per process, and on tied pair counts it merges the pair with the lower numbers, so even the set
+    of pieces could differ. Every "##x" piece is therefore registered, sorted, before training (`_continuations`,
+    one more pass over the text that only collects its characters; `texts` is read twice, so a one-shot iterator
+    is held in memory first), and removed from the special tokens afterwards.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
+    if iter(texts) is texts:
+        texts = list(texts)
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = text_form_normalizer(text_form, lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
+    continuations = _continuations(texts, tokenizer, "##")
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=[*SPECIAL_TOKENS, *continuations],
         show_progress=show_progress,
     )
     tokenizer.train_from_iterator(_nonempty(texts), trainer=trainer)
-    if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS):
+    if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS) + len(continuations):
         raise UserError(
             "the corpus is too small to train a vocabulary; give more text or pass --vocab vocab.txt."
         )
+    tokenizer = _only_real_special_tokens(tokenizer)
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS]:0 $A:0 [SEP]:0",
@@ -146,6 +161,34 @@ def train_wordpiece_tokenizer(
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     return _wrap(tokenizer, lowercase, generic=text_form != "raw")
+
+
+def _continuations(texts: Iterable[str], tokenizer, prefix: str) -> list[str]:
+    """The "##x" piece of every character x that can continue a word of this corpus, sorted.
+
+    Whether x can is asked of the tokenizer's own normalizer and pre-tokenizer, after a letter and between two
+    (so forms that depend on their neighbours count: a final sigma, an apostrophe inside a word): punctuation,
+    spaces and CJK characters (each its own word) get none, which is what the trainer would have made."""
+    characters: set[str] = set()
+    for text in texts:
+        characters.update(text)
+    continuing: set[str] = set()
+    for character in characters:
+        for context in (f"a{character}", f"a{character}a"):
+            normalized = tokenizer.normalizer.normalize_str(context)
+            for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(normalized):
+                continuing.update(word[1:])
+    return sorted(prefix + character for character in continuing)
+
+
+def _only_real_special_tokens(tokenizer):
+    """The trained tokenizer with only SPECIAL_TOKENS as special tokens: the "##x" pieces registered for the
+    numbering stay ordinary pieces of the vocabulary, with the numbers they were trained under."""
+    from tokenizers import Tokenizer
+
+    layout = json.loads(tokenizer.to_str())
+    layout["added_tokens"] = [t for t in layout["added_tokens"] if t["content"] in SPECIAL_TOKENS]
+    return Tokenizer.from_str(json.dumps(layout))
 
 
 def _nonempty(texts: Iterable[str]) -> Iterator[str]:
@@ -160,6 +203,16 @@ def check_special_tokens(tokenizer: PreTrainedTokenizerFast, source: str) -> Non
             raise UserError(
                 f"tokenizer from {source} has no {name.removesuffix('_id')}; use a BERT-style vocabulary."
             )
+
+
+class _Documents:
+    """The corpus's documents, read afresh by each loop over it (training reads them twice)."""
+
+    def __init__(self, corpus: str | Path, strict_utf8: bool):
+        self.corpus, self.strict_utf8 = corpus, strict_utf8
+
+    def __iter__(self) -> Iterator[str]:
+        return read_documents(self.corpus, strict_utf8=self.strict_utf8)
 
 
 def load_or_train_tokenizer(
@@ -180,6 +233,7 @@ def load_or_train_tokenizer(
     if corpus is None:
         raise UserError("give --vocab vocab.txt or a --corpus to train a vocabulary on.")
     inputs = [corpus_fingerprint(corpus), vocab_size, lowercase] + ([text_form] if text_form != "raw" else [])
+    inputs.append(TRAINING_VERSION)
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:20]
     root = Path(cache_dir) if cache_dir else default_cache_root() / "tokenizers"
     final = root / key
@@ -187,7 +241,7 @@ def load_or_train_tokenizer(
         return load_saved_tokenizer(final)
     if next(read_documents(corpus, strict_utf8=strict_utf8), None) is None:
         raise UserError(f"corpus {corpus} is empty: it holds no text; give a corpus with text in it.")
-    documents = read_documents(corpus, strict_utf8=strict_utf8)
+    documents = _Documents(corpus, strict_utf8)
     print(
         f"training a {vocab_size:,}-piece WordPiece vocabulary on {corpus}"
         f"{' in its words form' if text_form == 'words' else ''} (once; cached in {root})",

@@ -1,4 +1,7 @@
+import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +15,7 @@ from electra.data import (
     build_pretraining_dataset,
 )
 from electra.errors import UserError
-from electra.tokenization import load_or_train_tokenizer, load_vocab_tokenizer
+from electra.tokenization import SPECIAL_TOKENS, load_or_train_tokenizer, load_vocab_tokenizer
 
 CLS, SEP = 101, 102
 
@@ -181,3 +184,49 @@ def test_a_first_run_builds_its_example_cache_once(small_corpus, tmp_path):
         small_corpus, reloaded, config, cache_dir=tmp_path / "ex", num_proc=1, show_progress=False
     )
     assert len([p for p in (tmp_path / "ex").iterdir() if not p.name.startswith(".")]) == 1
+
+
+_TRAIN_IN_A_FRESH_PROCESS = """
+import json, sys
+from electra.tokenization import load_or_train_tokenizer
+tokenizer = load_or_train_tokenizer(None, sys.argv[1], 600, cache_dir=sys.argv[2])
+print(json.dumps(tokenizer.get_vocab(), sort_keys=True))
+"""
+
+
+def test_a_trained_vocabulary_is_the_same_in_every_process(small_corpus, tmp_path):
+    """`tokenizers`' trainer numbers the "##x" pieces in a hash map's order, which differs per process (and on tied
+    counts that order picks the merges): two fresh processes numbered the same corpus's pieces differently in
+    every run we tried. Ours register them sorted first, so the vocabulary is a function of the corpus."""
+    vocabularies = [
+        json.loads(
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    _TRAIN_IN_A_FRESH_PROCESS,
+                    str(small_corpus),
+                    str(tmp_path / f"cache{i}"),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=Path(__file__).parents[1],
+            ).stdout.splitlines()[-1]
+        )
+        for i in range(2)
+    ]
+    assert vocabularies[0] == vocabularies[1]
+    by_id = sorted(vocabularies[0], key=vocabularies[0].get)
+    continuations = [p for p in by_id if p.startswith("##") and len(p) == 3]
+    assert continuations == sorted(continuations) and by_id.index(continuations[0]) == len(SPECIAL_TOKENS)
+
+
+def test_the_registered_pieces_are_not_special_tokens(tokenizer):
+    """The "##x" pieces are handed to the trainer as special tokens only to fix their numbers: afterwards they
+    must split like any piece (a special token is matched whole in raw text and dropped when decoding)."""
+    assert set(tokenizer.all_special_tokens) == set(SPECIAL_TOKENS)
+    piece = next(p for p in tokenizer.get_vocab() if p.startswith("##") and len(p) == 3)
+    assert piece not in tokenizer.tokenize(f"a {piece}")  # split into '#', '#' (or [UNK]) and its character
+    ids = tokenizer.convert_tokens_to_ids(["[CLS]", "the", piece])
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "the" + piece[2:]
