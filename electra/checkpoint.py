@@ -32,6 +32,11 @@ def checkpoint_name(step: int) -> str:
     return f"step-{step:08d}"
 
 
+def checkpoint_step(checkpoint: Path) -> int:
+    """The optimizer step a checkpoint was taken at."""
+    return int(json.loads((checkpoint / "trainer_state.json").read_text())["step"])
+
+
 def latest_checkpoint(checkpoints_dir: Path) -> Path | None:
     pointer = checkpoints_dir / LATEST
     if not pointer.is_file():

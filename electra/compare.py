@@ -28,6 +28,7 @@ import json
 import math
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from safetensors.torch import load_model
 
 from electra.checkpoint import latest_checkpoint
 from electra.compare_settings import (
+    COMPARE_CONTROLS,
     CPU_SIZE_GLUE_LEARNING_RATE,
     PRETRAINING_KEYS,
     Arm,
@@ -43,6 +45,7 @@ from electra.compare_settings import (
     parse_arm,
 )
 from electra.config import with_frozen_generator
+from electra.corpus import read_documents
 from electra.errors import UserError
 from electra.export import finetune_dir, masked_lm_dir
 from electra.files import save_figure_atomically, write_json_atomically, write_text_atomically
@@ -63,7 +66,8 @@ def objective_config(settings: CompareSettings, arm: Arm | str, vocab_size: int)
     overrides = {**settings.overrides, **dict(arm.overrides), "objective": arm.objective}
     config = build_config(settings.size, None, with_frozen_generator(overrides))
     config.vocab_size = vocab_size
-    steps = size_to_budget(config, settings.budget, keep_warmup="warmup_steps" in settings.overrides)
+    keep_warmup = "warmup_steps" in settings.overrides or "warmup_steps" in dict(arm.overrides)
+    steps = size_to_budget(config, settings.budget, keep_warmup=keep_warmup)
     if steps < settings.checkpoints:
         per_step = _per_step(config)
         raise UserError(
@@ -75,29 +79,47 @@ def objective_config(settings: CompareSettings, arm: Arm | str, vocab_size: int)
     return config.validate()
 
 
-def prepare_tokenizer(settings: CompareSettings, config) -> Path:
+def prepare_tokenizer(
+    settings: CompareSettings, config, check: Callable[[int], Any] | None = None, replace: bool = False
+) -> Path:
     """Train (or reuse) the vocabulary once; every arm then loads it from OUT/tokenizer. `--vocab` wins, then a
-    frozen generator's vocabulary (its token ids must mean what they meant when it was trained)."""
+    frozen generator's vocabulary (its token ids must mean what they meant when it was trained). A new vocabulary
+    (or, with `replace`, one that takes the place of OUT/tokenizer) is given to `check` (its size) before
+    OUT/tokenizer is written: a refusal there leaves only the tokenizer cache, keyed by the corpus."""
     directory = settings.out / "tokenizer"
-    if not (directory / "tokenizer.json").is_file():
-        frozen = [
-            dict(arm.overrides)["generator_from"]
-            for arm in settings.arms
-            if "generator_from" in dict(arm.overrides)
-        ]
-        vocab = settings.vocab or (str(masked_lm_dir(frozen[0])) if frozen else None)
-        tokenizer = load_or_train_tokenizer(
-            vocab,
+    if replace or not (directory / "tokenizer.json").is_file():
+        tokenizer = _given_tokenizer(settings, config) or load_or_train_tokenizer(
+            None,
             settings.corpus,
             config.tokenizer_vocab_size,
             config.lowercase,
             _tokenizer_cache(settings),
             text_form=config.text_form,
         )
+        if check is not None:
+            check(len(tokenizer))
         staging = settings.out / ".tokenizer.partial"
+        shutil.rmtree(staging, ignore_errors=True)
         tokenizer.save_pretrained(str(staging))
+        shutil.rmtree(directory, ignore_errors=True)
         os.replace(staging, directory)
     return directory
+
+
+def _given_tokenizer(settings: CompareSettings, config):
+    """The vocabulary every arm must use when one is given (`--vocab`, else a frozen generator's), loaded (cheap,
+    writes nothing); None when it is to be trained on the corpus."""
+    frozen = [
+        dict(arm.overrides)["generator_from"]
+        for arm in settings.arms
+        if "generator_from" in dict(arm.overrides)
+    ]
+    vocab = settings.vocab or (str(masked_lm_dir(frozen[0])) if frozen else None)
+    if vocab is None:
+        return None
+    return load_or_train_tokenizer(
+        vocab, None, config.tokenizer_vocab_size, config.lowercase, text_form=config.text_form
+    )
 
 
 def pretrain_objective(settings: CompareSettings, arm: Arm | str, tokenizer_dir: Path) -> list[dict]:
@@ -530,17 +552,37 @@ def write_report(results: dict, out: Path) -> dict[str, Path]:
 
 # ------------------------------------------------------------------------------------------------------ driver
 def describe_plan(settings: CompareSettings) -> str:
-    """What a run will do: steps per objective and fraction, and the number of fine-tuning runs (trains nothing)."""
-    base = build_config(settings.size, None, dict(settings.overrides))
-    vocab, source = (
-        base.tokenizer_vocab_size,
-        "tokenizer_vocab_size (the trained vocabulary may be a little smaller)",
-    )
-    if (settings.out / "tokenizer" / "tokenizer.json").is_file():
+    """What a run will do: steps per objective and fraction, and the number of fine-tuning runs (trains and writes
+    nothing). It refuses what a run would refuse (`check_inputs`); the steps a budget buys are counted with the
+    vocabulary the run would use, or, before one is trained, with tokenizer_vocab_size pieces (an upper bound: a
+    trained vocabulary is at most that big, and a smaller one makes every step cheaper)."""
+    base, _, _, restart = check_inputs(settings)
+    estimated = False
+    if (settings.out / "tokenizer" / "tokenizer.json").is_file() and not restart:
         vocab, source = len(load_saved_tokenizer(settings.out / "tokenizer")), "OUT/tokenizer"
+    elif (given := _given_tokenizer(settings, base)) is not None:
+        vocab, source = len(given), settings.vocab or "the frozen generator"
+    else:
+        vocab, source, estimated = (
+            base.tokenizer_vocab_size,
+            "tokenizer_vocab_size (the trained vocabulary may be a little smaller)",
+            True,
+        )
     lines = [f"budget {settings.budget:.3g} training FLOPs per objective; vocabulary {vocab} from {source}"]
+    if restart:
+        lines.append(
+            f"{settings.out / 'compare.json'} records other pretraining settings, but no arm was pretrained under "
+            "them: --overwrite starts the comparison over with these"
+        )
     for arm in settings.arms:
-        config = objective_config(settings, arm, vocab)
+        try:
+            config = objective_config(settings, arm, vocab)
+        except UserError as exc:
+            if not estimated:
+                raise
+            raise UserError(
+                f"{exc} (Counted with {vocab} pieces, tokenizer_vocab_size: the vocabulary is not trained yet.)"
+            ) from None
         per_step = _per_step(config)
         steps = [
             math.ceil(settings.budget * k / settings.checkpoints / per_step - 1e-9)
@@ -579,6 +621,12 @@ def check_arms(settings: CompareSettings) -> None:
                 f"--objectives: {arm.objective!r} trains a scorer with no encoder to fine-tune or probe; "
                 "compare it with `electra rescore`, or drop the arm."
             )
+        controlled = [key for key, _ in arm.overrides if key in COMPARE_CONTROLS]
+        if controlled:
+            raise UserError(
+                f"--objectives: the arm {arm.label!r} sets {controlled[0]}, which compare controls "
+                f"({COMPARE_CONTROLS[controlled[0]]}); drop it from the arm."
+            )
         shaping = [key for key, _ in arm.overrides if key in VOCABULARY_KEYS]
         if shaping:
             raise UserError(
@@ -592,18 +640,40 @@ def check_arms(settings: CompareSettings) -> None:
         slugs[arm.slug] = arm.label
 
 
-def run_compare(settings: CompareSettings) -> dict:
+def check_inputs(settings: CompareSettings) -> tuple[Any, FinetuneSettings, dict[str, Any], bool]:
+    """Every refusal that needs no vocabulary, before anything is written (a run and `--plan` both start here):
+    the arms, the corpus, the GLUE files, the report and the manifest in --out. Returns the base config, the
+    fine-tuning settings, the manifest to record, and whether it replaces a stale one (`_check_manifest`). The
+    steps each budget buys are checked once the vocabulary's size is known (`run_compare`, `describe_plan`)."""
     check_arms(settings)
     if not Path(settings.corpus).exists():
         raise UserError(f"{settings.corpus}: corpus not found; give --corpus a text file or directory.")
+    if next(read_documents(settings.corpus), None) is None:
+        raise UserError(
+            f"corpus {settings.corpus} is empty: it holds no text; give a corpus with text in it."
+        )
     check_files([get_task(task) for task in settings.tasks], settings.glue_data, predict_test=False)
     base = build_config(settings.size, None, dict(settings.overrides))
     finetune = glue_settings(settings, base)
     _check_report(settings, finetune)
-    settings.out.mkdir(parents=True, exist_ok=True)
-    manifest = _check_manifest(settings)
-    tokenizer_dir = prepare_tokenizer(settings, base)
-    _record_manifest(settings, manifest)
+    manifest, restart = _check_manifest(settings)
+    return base, finetune, manifest, restart
+
+
+def _arm_configs(settings: CompareSettings, vocab_size: int) -> dict[str, Any]:
+    """Every arm's config for this vocabulary: refuses a budget that buys an arm fewer steps than checkpoints."""
+    return {arm.label: objective_config(settings, arm, vocab_size) for arm in settings.arms}
+
+
+def run_compare(settings: CompareSettings) -> dict:
+    base, finetune, manifest, restart = check_inputs(settings)
+    # The steps each budget buys depend on the vocabulary, so they are checked once it is trained (or loaded) and
+    # before OUT/tokenizer or OUT/compare.json is written: a refused run leaves nothing that binds the next one.
+    tokenizer_dir = prepare_tokenizer(
+        settings, base, check=lambda size: _arm_configs(settings, size), replace=restart
+    )
+    _arm_configs(settings, len(load_saved_tokenizer(tokenizer_dir)))
+    _record_manifest(settings, manifest, replace=restart)
     cells = {arm.label: pretrain_objective(settings, arm, tokenizer_dir) for arm in settings.arms}
     results = collect_results(settings, cells, finetune)
     write_report(results, settings.out)
@@ -621,10 +691,12 @@ def run_compare(settings: CompareSettings) -> dict:
     return results
 
 
-def _check_manifest(settings: CompareSettings) -> dict[str, Any]:
+def _check_manifest(settings: CompareSettings) -> tuple[dict[str, Any], bool]:
     """The pretraining settings OUT/compare.json must match for a rerun to resume (the cells were trained under
-    them); returned for `_record_manifest`, which writes them once the corpus has given a vocabulary, so that an
-    input refused before any work leaves nothing to block the corrected rerun."""
+    them); returned for `_record_manifest`, which writes them once every check has passed, so that an input refused
+    before any work leaves nothing to block the corrected rerun. A manifest under which no arm was pretrained (a
+    run killed or failed before its first checkpoint, or one an older version refused after recording it) binds
+    nothing: with --overwrite it is replaced (the second value is True), and so is OUT/tokenizer."""
     path = settings.out / "compare.json"
     current = {
         "corpus": str(Path(settings.corpus).resolve()),
@@ -641,16 +713,32 @@ def _check_manifest(settings: CompareSettings) -> dict[str, Any]:
             if saved.get(key) != current[key]
         ]
         if changed:
-            raise UserError(
-                f"{path}: this comparison was run with other {', '.join(changed)}; rerun with the same "
-                "settings to resume it, or choose another --out."
-            )
-    return current
+            started = _pretrained_anything(settings)
+            if not started and settings.overwrite:
+                return current, True
+            if started:
+                advice = "rerun with the same settings to resume it, or choose another --out" + (
+                    " (--overwrite replaces a report, never pretrained arms)" if settings.overwrite else ""
+                )
+            else:
+                advice = "no arm was pretrained under them yet: pass --overwrite to start over with these"
+            raise UserError(f"{path}: this comparison was run with other {', '.join(changed)}; {advice}.")
+    return current, False
 
 
-def _record_manifest(settings: CompareSettings, manifest: dict[str, Any]) -> None:
+def _pretrained_anything(settings: CompareSettings) -> bool:
+    """Whether any arm in --out has pretrained: a checkpoint, an export, a cell evaluated, or a report."""
+    out = settings.out
+    if (out / "results.json").exists() or any((out / "pretrain").glob("*/checkpoints/step-*")):
+        return True
+    return any(
+        path.is_file() for name in ("checkpoints", "glue", "probes") for path in (out / name).rglob("*")
+    )
+
+
+def _record_manifest(settings: CompareSettings, manifest: dict[str, Any], replace: bool = False) -> None:
     path = settings.out / "compare.json"
-    if not path.is_file():
+    if replace or not path.is_file():
         _write_json(path, manifest)
 
 

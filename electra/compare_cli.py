@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from electra.compare_settings import (
+    COMPARE_CONTROLS,
     CPU_SIZE_GLUE_LEARNING_RATE,
     DEFAULT_BUDGET,
     DEFAULT_GLUE_EPOCHS,
@@ -110,7 +111,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="evaluate with other GLUE/probe settings than the report in --out was made with, replacing it",
+        help="evaluate with other GLUE/probe settings than the report in --out was made with, replacing it; or "
+        "start over with other pretraining settings where no arm has pretrained yet",
     )
     parser.set_defaults(func=run)
 
@@ -147,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--vocab {args.vocab}: not found; give a vocab.txt or a tokenizer directory.")
     if "objective" in overrides:
         raise UserError("--set objective=... is not allowed here; list objectives with --objectives.")
+    for key in overrides:
+        if key in COMPARE_CONTROLS:
+            raise UserError(f"--set {key}=...: compare controls {key} ({COMPARE_CONTROLS[key]}); drop it.")
     settings = CompareSettings(
         corpus=args.corpus,
         out=Path(args.out),

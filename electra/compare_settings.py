@@ -21,6 +21,17 @@ DEFAULT_OBJECTIVES = "electra,mlm"
 DEFAULT_TASKS = "sst2,mrpc,stsb,rte"
 # Settings that define the pretraining runs: a rerun into the same OUT must agree on them.
 PRETRAINING_KEYS = ("corpus", "size", "overrides", "budget", "checkpoints")
+# Config fields compare sets itself for every arm (`compare.objective_config`, `compare.pretrain_objective`): one given
+# in an arm or with --set would be silently replaced, so it is refused, naming what controls it instead.
+COMPARE_CONTROLS = {
+    "objective": "the arm's OBJECTIVE, the name before its first +",
+    "max_steps": "--flops-budget: every arm runs the steps its budget buys",
+    "flops_budget": "--flops-budget: each budget fraction stops at its share of it",
+    "time_budget_minutes": "--flops-budget: every arm stops at its FLOPs, not after a time",
+    "save_every": "--checkpoints: a checkpoint twice per budget fraction",
+    "keep_checkpoints": "--checkpoints: a fraction's checkpoints are pruned once it is exported",
+    "vocab_size": "the shared vocabulary, OUT/tokenizer or --vocab",
+}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ zero the gradients. Metrics stay on the device until a logging step, so an updat
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import random
 import time
@@ -35,6 +34,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from electra.checkpoint import (
+    checkpoint_step,
     latest_intact_checkpoint,
     load_checkpoint,
     save_checkpoint,
@@ -275,7 +275,7 @@ class Engine:
             )
         step = 0
         if resume_from is not None:
-            step = json.loads((resume_from / "trainer_state.json").read_text())["step"]
+            step = checkpoint_step(resume_from)
         batches = task.batches(step * accumulation)  # may draw from the RNG: before it is restored below
         flops_spent, elapsed_before, best, evaluations = 0.0, 0.0, None, []
         saved_window: dict[str, Any] = {}

@@ -145,11 +145,13 @@ def read_export(path: str | Path) -> Export | None:
     return None
 
 
-def load_pretrained(model_class: Any, directory: str | Path) -> Any:
+def load_pretrained(model_class: Any, directory: str | Path, complete: bool = False) -> Any:
     """`model_class.from_pretrained(directory)` for a local checkpoint, safetensors only, with one-line errors.
 
     Pickled weights (`pytorch_model.bin`) are refused rather than loaded: unpickling can run code. Transformers'
     notes about unused pretraining-head weights are silenced (dropping them is the point of loading an encoder).
+    `complete` refuses a checkpoint that lacks some of the model's weights, which transformers would initialise at
+    random: a model used as it is (a frozen generator) must not run with a random head.
     """
     directory = Path(directory)
     if not (directory / "config.json").is_file():
@@ -167,11 +169,22 @@ def load_pretrained(model_class: Any, directory: str | Path) -> Any:
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        return model_class.from_pretrained(str(directory), use_safetensors=True)
+        model, info = model_class.from_pretrained(
+            str(directory), use_safetensors=True, output_loading_info=True
+        )
     except (OSError, ValueError) as exc:
         raise UserError(f"{directory}: could not be loaded as {model_class.__name__} ({exc}).") from None
     finally:
         hf_logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys") or [])
+    if complete and missing:
+        held = ", ".join(getattr(model.config, "architectures", None) or ["another model"])
+        raise UserError(
+            f"{directory}: holds {held}, not a complete {type(model).__name__}: {len(missing)} of its weights are "
+            f"missing ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}) and would be random; give a "
+            "masked LM (a run, RUN/generator, or a transformers ...ForMaskedLM directory)."
+        )
+    return model
 
 
 def fit_length(requested: int, model_config: Any, flag: str = "--max-seq-length") -> int:

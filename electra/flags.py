@@ -7,7 +7,7 @@ from typing import Any
 
 from electra.config import CPU_DROPOUT
 from electra.errors import UserError
-from electra.overwrite import refuse_file_as_directory
+from electra.overwrite import refuse_file_as_directory, refuse_unwritable_directory
 
 
 def add_output_option(
@@ -26,6 +26,7 @@ def add_output_option(
 def _output_directory(value: str) -> str:
     try:
         refuse_file_as_directory(value, option=None)  # argparse names the option itself
+        refuse_unwritable_directory(value, option=None)
     except UserError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return value

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -78,6 +80,32 @@ def refuse_file_as_directory(directory: str | Path, option: str | None = "--outp
             where = "" if path == directory else f": {path}"
             start = f"{option} " if option else ""
             raise UserError(f"{start}{directory}{where} is a file; choose a directory.")
+
+
+def refuse_unwritable_directory(directory: str | Path, option: str | None = "--output") -> None:
+    """Stop with one line when `directory` cannot be created or written (a read-only or virtual file system, a
+    folder of another user), before any work: otherwise the run trains a vocabulary and builds its examples, then
+    dies with a traceback at its first write. Probed by doing: permission bits do not tell (root may write
+    anywhere but /proc). What the probe creates is removed again."""
+    directory = Path(directory)
+    start = f"{option} " if option else ""
+    made: list[Path] = []
+    try:
+        for path in reversed((directory, *directory.parents)):
+            if not path.exists():
+                path.mkdir()
+                made.append(path)
+        probe, name = tempfile.mkstemp(prefix=".electra-write-test-", dir=directory)
+        os.close(probe)
+        os.unlink(name)
+    except OSError as exc:
+        raise UserError(
+            f"{start}{directory}: cannot write here ({exc.strerror}); choose another directory."
+        ) from None
+    finally:
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                path.rmdir()
 
 
 def _listing(names: list[str]) -> str:

@@ -8,6 +8,7 @@ writes the export (`electra.export`), `summary.json` and the training curves.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import math
@@ -22,7 +23,7 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.utils import set_seed
 
-from electra.checkpoint import latest_checkpoint, latest_intact_checkpoint
+from electra.checkpoint import checkpoint_step, latest_checkpoint, latest_intact_checkpoint
 from electra.config import (
     RUN_RECORD,
     PretrainConfig,
@@ -388,10 +389,18 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
             else ""
         )
     )
+    resumed_at = checkpoint_step(resume_from) if resume_from is not None else None
     result = Engine(args, accelerator).fit(task, resume_from)
 
     last = dict(result.metrics, step=result.step)
-    if accelerator.is_main_process:
+    if result.step == resumed_at and (output_dir / "summary.json").is_file():
+        # A finished run resumed with nothing left to do: its exports, cards and summary describe the training
+        # that happened; rewritten from this invocation they would lose every metric.
+        accelerator.print(
+            f"{output_dir} already finished at step {result.step}; nothing to do (raise --max-steps or the budget "
+            "to train further)."
+        )
+    elif accelerator.is_main_process:
         written = model.export(output_dir, tokenizer)
         facts = card_facts(config, inputs, model, tokenizer, result, len(dataset), held_out)
         write_export_cards(output_dir, written, read_export(output_dir).kinds, facts)
@@ -547,6 +556,46 @@ RUN_FILES = (
 )
 
 
+# Inside the folders a run writes, the names it writes there (fnmatch patterns of the path below the folder; "*"
+# crosses folders). Anything else in them was put there by someone else, and --overwrite keeps it.
+_EXPORT_NAMES = (
+    "config.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "README.md",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "added_tokens.json",
+    "generation_config.json",
+    "two_tower_config.json",
+)
+_WRITTEN_INSIDE = {
+    "checkpoints": ("latest", "step-*", ".*"),
+    "logs": ("events.out.tfevents.*", "*/events.out.tfevents.*"),
+    "tokenizer": _EXPORT_NAMES,
+    "discriminator": _EXPORT_NAMES,
+    "generator": _EXPORT_NAMES,
+    "mlm": _EXPORT_NAMES,
+    "wandb": ("*",),
+}
+
+
+def _files_not_written_by_a_run(path: Path) -> list[Path]:
+    """The files under one of RUN_FILES's folders that a run does not write there (a user's notes in
+    discriminator/, say): `--overwrite` deletes the folder, so it must not hold them."""
+    patterns = _WRITTEN_INSIDE.get(path.name)
+    if patterns is None or not path.is_dir():
+        return []
+    return sorted(
+        file
+        for file in path.rglob("*")
+        if not file.is_dir()
+        and not any(fnmatch.fnmatchcase(file.relative_to(path).as_posix(), p) for p in patterns)
+    )
+
+
 def _holds_own_run(output_dir: Path) -> bool:
     """True when `output_dir` was started by `electra pretrain`: its run record is there and is one of ours.
 
@@ -581,6 +630,13 @@ def _check_output_dir(
                 f"files ({', '.join(ours)}; nothing else) and start over, or choose another --output."
             )
         # A run killed before its first checkpoint, or --overwrite: this command's files go, nothing else.
+        strangers = [path for name in ours for path in _files_not_written_by_a_run(output_dir / name)]
+        if strangers:
+            listing = ", ".join(str(path.relative_to(output_dir)) for path in strangers[:3])
+            raise UserError(
+                f"{output_dir}: --overwrite would delete {listing}{', ...' if len(strangers) > 3 else ''}, which no "
+                "run writes; move them out of the run's folders first."
+            )
         for name in ours:
             target = output_dir / name
             if target.is_dir():

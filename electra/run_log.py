@@ -60,11 +60,29 @@ def default_report_to() -> tuple[str, ...]:
 
 
 def read_csv(path: str | Path) -> list[dict[str, float]]:
-    """The rows of a metrics.csv as numbers (cells a row left empty are absent from its dict)."""
+    """The rows of a metrics.csv as numbers (cells a row left empty are absent from its dict); a cell that is not a
+    number (a file edited by hand, or another program's CSV) is one line naming the file, line and column."""
+    rows = []
     with open(path, newline="") as handle:
-        return [
-            {k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(handle)
-        ]
+        reader = csv.DictReader(handle)
+        for row in reader:
+            parsed = {}
+            for name, value in row.items():
+                if value in ("", None):
+                    continue
+                if name is None:  # csv.DictReader's key for cells beyond the header
+                    raise UserError(
+                        f"{path}:{reader.line_num}: more cells than the header has columns; fix or remove that row."
+                    )
+                try:
+                    parsed[name] = float(value)
+                except (TypeError, ValueError):
+                    raise UserError(
+                        f"{path}:{reader.line_num}: column {name!r} holds {value!r}, not a number; a metrics.csv "
+                        "holds only numbers (fix or remove that row)."
+                    ) from None
+            rows.append(parsed)
+    return rows
 
 
 def read_metrics(run_dir: str | Path, namespace: str = "train") -> list[dict[str, float]]:

@@ -22,6 +22,7 @@ from electra.errors import UserError
 from electra.text_form import text_form_normalizer, words
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+WORDS_ALPHABET = "'abcdefghijklmnopqrstuvwxyz"  # every character the "words" text form keeps
 # Part of the cache key of a trained vocabulary: 2 numbers the "##x" pieces the same in every process (a cached
 # vocabulary from before was numbered by one process's hash order; it is trained again rather than reused).
 TRAINING_VERSION = 2
@@ -141,12 +142,16 @@ def train_wordpiece_tokenizer(
     tokenizer.normalizer = text_form_normalizer(text_form, lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
-    continuations = _continuations(texts, tokenizer, "##")
+    form_alphabet = WORDS_ALPHABET if text_form == "words" else ""
+    continuations = _continuations(texts, tokenizer, "##", form_alphabet)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=[*SPECIAL_TOKENS, *continuations],
         show_progress=show_progress,
+        # The words form writes only these characters: each gets a piece even where the corpus lacks it (a corpus
+        # whose apostrophes are all detached, "it 's", would otherwise turn every "it's" scored later into [UNK]).
+        initial_alphabet=list(form_alphabet),
     )
     tokenizer.train_from_iterator(_nonempty(texts), trainer=trainer)
     if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS) + len(continuations):
@@ -163,13 +168,13 @@ def train_wordpiece_tokenizer(
     return _wrap(tokenizer, lowercase, generic=text_form != "raw")
 
 
-def _continuations(texts: Iterable[str], tokenizer, prefix: str) -> list[str]:
+def _continuations(texts: Iterable[str], tokenizer, prefix: str, also: str = "") -> list[str]:
     """The "##x" piece of every character x that can continue a word of this corpus, sorted.
 
     Whether x can is asked of the tokenizer's own normalizer and pre-tokenizer, after a letter and between two
     (so forms that depend on their neighbours count: a final sigma, an apostrophe inside a word): punctuation,
     spaces and CJK characters (each its own word) get none, which is what the trainer would have made."""
-    characters: set[str] = set()
+    characters = set(also)  # characters to cover whether or not the corpus holds them
     for text in texts:
         characters.update(text)
     continuing: set[str] = set()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from electra.files import write_json_atomically
 from electra.flags import DefaultsHelpFormatter, add_output_option, require_counts
-from electra.overwrite import refuse_to_replace
+from electra.overwrite import refuse_to_replace, refuse_unwritable_directory
 
 DESCRIPTION = """Fit a linear probe (logistic regression by L-BFGS) on the frozen last layer of each --model and
 report its dev accuracy over seeds: sst2 (sentiment from the mean of the tokens) and pos (Brown part-of-speech tags
@@ -40,7 +41,7 @@ def register(subparsers) -> None:
         "--max-train",
         type=int,
         default=None,
-        help="training sentences drawn per seed (None: all for sst2, 2000 for pos)",
+        help="training sentences drawn per seed (None: each probe's own, sst2 10000, pos 2000)",
     )
     parser.add_argument("--max-length", type=int, default=128, help="word-pieces per sentence")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass")
@@ -81,8 +82,6 @@ def format_table(rows: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import tempfile
-
     from electra.errors import UserError
     from glue.finetune import resolve_model_dir
     from probes.run import parse_probe_list, random_encoder_dir, run_probe
@@ -102,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
         resolve_model_dir(model)  # a wrong path stops here, before any reading or extraction
     if args.output:
         refuse_to_replace([args.output], args.overwrite)
+        if Path(args.output).is_dir():
+            raise UserError(f"--output {args.output}: is a folder; give the JSON file to write.")
+        refuse_unwritable_directory(Path(args.output).parent, option=f"--output {args.output}: its folder")
     seeds = [args.seed + i for i in range(args.seeds)]
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="electra-probe-") as scratch:

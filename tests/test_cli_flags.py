@@ -134,6 +134,28 @@ def test_trainer_underscore_spellings_are_aliases():
 @pytest.mark.parametrize(
     "argv, line",
     [
+        (  # ran, and config.json recorded a generator the MLM baseline never had
+            ["pretrain", "--objective", "mlm", "--generator", "unigram"],
+            "electra pretrain: error: config: objective=mlm uses no generator; remove generator=unigram (or "
+            "--generator).",
+        ),
+        (  # --resume used to win silently
+            ["pretrain", "--resume", "--overwrite"],
+            "electra pretrain: error: --resume continues the run in --output and --overwrite deletes it; give one "
+            "of them.",
+        ),
+    ],
+)
+def test_contradicting_pretrain_flags_are_refused_before_any_work(tmp_path, monkeypatch, capsys, argv, line):
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--corpus", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [line]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
         (
             ["pretrain", "--max-stpes", "5"],
             "electra pretrain: error: unrecognized arguments: --max-stpes 5 (did you mean --max-steps?)",

@@ -203,7 +203,8 @@ def test_cli_rejects_bad_input(tmp_path, small_corpus, capsys):
     probe = ["--glue-tasks", "none", "--probes", "sst2", "--probe-data", str(tmp_path)]
     assert main(["compare", "--corpus", str(empty), "--out", str(out), *probe]) == 2
     capsys.readouterr()
-    assert not (out / "compare.json").exists()
+    assert not out.exists()  # refused before anything was written, OUT included
+    out.mkdir()
     (out / "compare.json").write_text(json.dumps({"corpus": str(empty.resolve()), "budget": "1e12"}))
     assert main(["compare", "--corpus", str(small_corpus), "--out", str(out), *probe]) == 2
     err = capsys.readouterr().err
@@ -497,3 +498,137 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     assert main([*argv, "--objectives", "electra"]) == 2
     err = capsys.readouterr().err.strip()
     assert "other --objectives (this run leaves out mlm)" in err and "pass --overwrite" in err
+
+
+def _probe_only(tmp_path: Path, corpus: Path, out: Path, micro_overrides: dict, budget: str) -> list[str]:
+    """A compare command line that needs no GLUE data (probes only) on the micro model."""
+    (tmp_path / "probe-data").mkdir(exist_ok=True)
+    argv = ["compare", "--corpus", str(corpus), "--out", str(out), "--glue-tasks", "none", "--probes", "sst2"]
+    argv += ["--probe-data", str(tmp_path / "probe-data"), "--flops-budget", budget, "--checkpoints", "2"]
+    for key, value in _micro(micro_overrides).items():
+        argv += ["--set", f"{key}={value}"]
+    return argv
+
+
+def _stop_before_pretraining(monkeypatch):
+    import electra.compare
+
+    def started(*args, **kwargs):
+        raise RuntimeError("pretraining started")
+
+    monkeypatch.setattr(electra.compare, "pretrain_objective", started)
+
+
+def test_a_budget_refused_leaves_nothing_that_blocks_the_corrected_rerun(
+    small_corpus, tmp_path, micro_overrides, capsys, monkeypatch
+):
+    """Before: a budget too small for the checkpoints was refused only after OUT/compare.json was written, and that
+    manifest then refused the corrected rerun ("run with other budget"), --overwrite or not."""
+    out = tmp_path / "out"
+    small = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1")
+    assert main(small) == 2
+    err = capsys.readouterr().err
+    assert "--flops-budget 1 buys only 1 step(s)" in err and err.count("\n") == 1
+    assert not (out / "compare.json").exists() and not (out / "tokenizer").exists()
+    # --plan refuses it too (counting with the untrained vocabulary's full size), and writes nothing
+    assert main([*small, "--plan"]) == 2
+    assert "buys only 1 step(s)" in capsys.readouterr().err
+    _stop_before_pretraining(monkeypatch)
+    corrected = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1e12")
+    with pytest.raises(RuntimeError, match="pretraining started"):
+        main(corrected)
+    assert json.loads((out / "compare.json").read_text())["budget"] == 1e12
+    assert (out / "tokenizer" / "tokenizer.json").is_file()
+
+
+def test_a_manifest_no_arm_was_pretrained_under_gives_way_to_overwrite(
+    small_corpus, tmp_path, micro_overrides, capsys, monkeypatch
+):
+    """A compare.json left by a run that never pretrained (killed early, or refused by an older version after
+    recording it) binds nothing: --overwrite starts over, with a fresh vocabulary. Once an arm has a checkpoint,
+    other pretraining settings stay refused, --overwrite or not."""
+    from electra.tokenization import load_saved_tokenizer
+
+    out = tmp_path / "out"
+    argv = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1e12")
+    stale = {
+        "corpus": str(small_corpus.resolve()),
+        "size": "tiny",
+        "overrides": {},
+        "budget": 1e9,
+        "checkpoints": 2,
+    }
+    (out / "tokenizer").mkdir(parents=True)
+    (out / "tokenizer" / "tokenizer.json").write_text("not the vocabulary these settings train")
+    (out / "compare.json").write_text(json.dumps(stale))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no arm was pretrained under them yet: pass --overwrite" in err and err.count("\n") == 1
+    assert main([*argv, "--plan"]) == 2  # the plan refuses what the run refuses
+    capsys.readouterr()
+    assert main([*argv, "--plan", "--overwrite"]) == 0
+    assert (
+        "no arm was pretrained under them: --overwrite starts the comparison over" in capsys.readouterr().out
+    )
+    assert json.loads((out / "compare.json").read_text()) == stale  # a plan writes nothing
+    _stop_before_pretraining(monkeypatch)
+    with pytest.raises(RuntimeError, match="pretraining started"):
+        main([*argv, "--overwrite"])
+    assert json.loads((out / "compare.json").read_text())["budget"] == 1e12
+    assert len(load_saved_tokenizer(out / "tokenizer")) > 5  # the stale vocabulary was replaced
+
+    # an arm pretrained under the recorded settings: other ones are refused even with --overwrite
+    (out / "checkpoints" / "electra" / "1of2").mkdir(parents=True)
+    (out / "checkpoints" / "electra" / "1of2" / "cell.json").write_text("{}")
+    other = _probe_only(tmp_path, small_corpus, out, micro_overrides, "2e12")
+    assert main([*other, "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "other budget (saved 1000000000000.0, now 2000000000000.0)" in err
+    assert "--overwrite replaces a report, never pretrained arms" in err
+
+
+def test_plan_refuses_what_a_run_refuses(small_corpus, tmp_path, micro_overrides, capsys):
+    """Before: --plan printed a plan for arms sharing a folder, an arm setting max_steps (silently replaced by the
+    budget's steps), and a missing corpus; only the run refused (or, for max_steps, nothing did)."""
+    out = tmp_path / "out"
+    argv = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1e12") + ["--plan"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main([*argv, "--objectives", "a:electra,a:mlm"]) == 2
+    assert "'a' and 'a' would share a folder" in capsys.readouterr().err
+    assert main([*argv, "--objectives", "electra+max_steps=3"]) == 2
+    err = capsys.readouterr().err
+    assert "sets max_steps, which compare controls (--flops-budget" in err and err.count("\n") == 1
+    missing = [tmp_path / "missing" if a == str(small_corpus) else a for a in argv]
+    assert main([str(a) for a in missing]) == 2
+    assert "corpus not found" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("key", ["max_steps", "flops_budget", "save_every", "keep_checkpoints", "vocab_size"])
+def test_an_arm_or_set_may_not_give_what_compare_controls(
+    key, small_corpus, tmp_path, micro_overrides, capsys
+):
+    from electra.compare import check_arms
+
+    settings = CompareSettings(
+        corpus="c", out=tmp_path, objectives=["mlm", f"electra+{key}=3"], tasks=[], glue_data=None
+    )
+    with pytest.raises(UserError, match=f"'electra\\+{key}=3' sets {key}, which compare controls"):
+        check_arms(settings)
+    argv = _probe_only(tmp_path, small_corpus, tmp_path / "out", micro_overrides, "1e12")
+    assert main([*argv, "--plan", "--set", f"{key}=3"]) == 2
+    assert f"--set {key}=...: compare controls {key}" in capsys.readouterr().err
+
+
+def test_an_arms_warmup_is_kept_like_a_set_one(tmp_path):
+    """Before: an arm's warmup_steps was cut to a tenth of the budget's steps, while --set warmup_steps was kept."""
+    from electra.compare import objective_config
+    from electra.compare_settings import parse_arm
+
+    settings = CompareSettings(
+        corpus="c", out=tmp_path, objectives=["electra"], tasks=[], glue_data=None, budget=1e12, checkpoints=1
+    )
+    config = objective_config(settings, parse_arm("electra+warmup_steps=5"), 8192)
+    assert config.max_steps < 50 and config.warmup_steps == 5
+    assert objective_config(settings, "electra", 8192).warmup_steps == max(1, config.max_steps // 10)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from electra.cli import main
@@ -105,6 +107,25 @@ def test_an_output_that_is_a_file_is_refused_in_one_line(
     assert afile.read_text() == "mine" and sorted(tmp_path.iterdir()) == sorted([afile, small_corpus])
 
 
+@pytest.mark.skipif(
+    not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where nothing can be created"
+)
+def test_an_output_that_cannot_be_created_is_refused_before_any_work(small_corpus, tmp_path, capsys):
+    """Before: `--output /proc/x` trained the vocabulary and built the examples, then died in a FileNotFoundError
+    traceback at its first write. Now argparse answers in one line, and a probe leaves nothing behind."""
+    with pytest.raises(SystemExit) as exit:
+        main(["pretrain", "--corpus", str(small_corpus), "--output", "/proc/electra-test/run"])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--output" in err[0] and "/proc/electra-test/run: cannot write here" in err[0], (
+        err
+    )
+    writable = tmp_path / "new" / "deeper"
+    assert main(["pretrain", "--corpus", str(tmp_path / "missing"), "--output", str(writable)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert sorted(tmp_path.iterdir()) == [small_corpus]  # the probe made new/deeper and removed it
+
+
 def test_pretrain_overwrite_never_touches_files_it_did_not_write(small_corpus, tmp_path, capsys):
     """Before: --overwrite in a folder of the user's deleted every name a run writes (their config.json, their
     logs/ with its notes), although the refusal said it would "write into it". A folder that is not a run of
@@ -158,6 +179,15 @@ def test_pretrain_overwrite_of_its_own_run_says_what_it_deletes(small_corpus, tm
         "--overwrite to delete that run's files (checkpoints, logs, metrics.csv" in err
         and "nothing else" in err
     )
+    # A file of the user's inside one of the run's folders: --overwrite deleted it with the folder. Now it is
+    # refused, naming it, and nothing is deleted; once it is moved out, --overwrite goes ahead.
+    (out / "discriminator" / "my_eval.txt").write_text("mine")
+    (out / "checkpoints" / "keep.txt").write_text("mine")
+    err = _refused(capsys, [*base, "--overwrite"], "which no run writes")
+    assert "checkpoints/keep.txt, discriminator/my_eval.txt" in err, err
+    assert (out / "discriminator" / "my_eval.txt").is_file() and (out / "checkpoints" / "latest").is_file()
+    (out / "discriminator" / "my_eval.txt").rename(tmp_path / "my_eval.txt")
+    (out / "checkpoints" / "keep.txt").unlink()
     assert main([*base, "--overwrite"]) == 0
     assert (out / "notes.txt").read_text() == "mine"
 

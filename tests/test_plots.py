@@ -141,3 +141,15 @@ def test_plot_replaces_a_users_file_only_when_asked_but_always_its_own_curves(tm
         (run / "curves.png").write_bytes(b"old")
         assert main(["plot", str(run), *extra]) == 0
         assert (run / "curves.png").read_bytes().startswith(PNG)
+
+
+def test_a_metrics_csv_with_text_in_it_is_one_line(tmp_path, capsys):
+    """A hand-edited metrics.csv was a ValueError traceback from float()."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for body, says in (("1,abc\n", "column 'train/loss' holds 'abc', not a number"), ("1,2,3\n", "more cells")):
+        (run / "metrics.csv").write_text("step,train/loss\n" + body)
+        assert main(["plot", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{run / 'metrics.csv'}:2: {says}" in err, err
+        assert not (run / "curves.png").exists()

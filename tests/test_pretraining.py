@@ -57,6 +57,13 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(
     rows = lambda d: [(r["step"], r["loss"]) for r in read_metrics(d)]  # noqa: E731
     assert rows(tmp_path / "straight") == rows(tmp_path / "killed")
 
+    # Resuming the finished run has nothing to do, and must not rewrite its summary and cards from an invocation
+    # that trained nothing (they had lost every metric).
+    finished = {name: (tmp_path / "killed" / name).read_bytes() for name in ("summary.json", "README.md")}
+    assert "loss" in json.loads(finished["summary.json"])
+    assert _run(small_corpus, tmp_path / "killed", cache, micro_overrides, resume=True).step == 6
+    assert {name: (tmp_path / "killed" / name).read_bytes() for name in finished} == finished
+
 
 def test_a_kill_during_a_save_keeps_the_previous_checkpoint(
     small_corpus, tmp_path, micro_overrides, monkeypatch

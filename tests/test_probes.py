@@ -202,3 +202,37 @@ def test_real_data_readers(shared_data):
     tags = {tag for sentence in sentences for _, tag in sentence}
     assert len(sentences) == 300 and {"nn", "np", "at"} <= tags
     assert not any(t.endswith(("-tl", "-hl", "-nc")) or "+" in t for t in tags)
+
+
+def test_help_states_each_probes_own_training_sample(capsys):
+    """Before: the help said `--max-train` defaulted to all of SST-2's training set, while the probe draws 10,000."""
+    with pytest.raises(SystemExit):
+        main(["probe", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, spec in PROBES.items():
+        assert f"{name} {spec.default_max_train}" in text
+    assert "all for sst2" not in text
+
+
+def test_an_unwritable_output_is_one_line_before_any_work(micro_encoder, tmp_path, capsys, monkeypatch):
+    """Before: the probes ran, and then writing --output raised a traceback (FileNotFoundError, NotADirectoryError)."""
+    import probes.run
+
+    def probed(*args, **kwargs):
+        raise AssertionError("probing started")
+
+    monkeypatch.setattr(probes.run, "run_probe", probed)
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    (tmp_path / "a-file").write_text("")
+    argv = ["probe", "--model", str(micro_encoder), "--probes", "sst2", "--data", str(root), "--output"]
+    for output in [tmp_path / "a-file" / "results.json", tmp_path / "a-file" / "deeper" / "results.json"]:
+        assert main([*argv, str(output)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"electra probe: error: --output {output}: its folder {output.parent}: cannot write")
+        assert err.count("\n") == 1
+    assert main([*argv, str(tmp_path), "--overwrite"]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    # a writable path is tried for real and left as it was: the folders made to try it are gone again
+    with pytest.raises(AssertionError, match="probing started"):
+        main([*argv, str(tmp_path / "new" / "deeper" / "results.json")])
+    assert not (tmp_path / "new").exists()

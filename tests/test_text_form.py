@@ -43,6 +43,16 @@ def test_the_tokenizer_applies_the_form_and_learns_no_punctuation(words_tokenize
     assert "," in raw.tokenize(WRITTEN) and "," not in words_tokenizer.tokenize(WRITTEN)
 
 
+def test_a_words_vocabulary_covers_its_whole_form_even_where_the_corpus_does_not():
+    """wikitext writes "it 's": trained there, the vocabulary had no apostrophe, and "it's" scored later was
+    `it [UNK] s`. Every character the form keeps has a piece, whatever the corpus held."""
+    detached = train_wordpiece_tokenizer(
+        ["it 's the cat 's hat and it 's big"] * 10, vocab_size=200, text_form="words"
+    )
+    assert "[UNK]" not in detached.tokenize("It's Zoë's quiz, Jack.")
+    assert "'" in detached.tokenize("it's")
+
+
 def test_a_saved_words_tokenizer_loads_with_its_form(words_tokenizer, tmp_path):
     """BERT's tokenizer class rebuilds BERT's normalizer on load, so the form must survive a save as written."""
     words_tokenizer.save_pretrained(str(tmp_path / "tok"))

@@ -27,6 +27,10 @@ class MaskedLM(Objective):
     def validate(self, config: PretrainConfig) -> None:
         if config.generator_from is not None:
             raise UserError("config: objective=mlm trains no generator beside it; remove generator_from.")
+        if config.generator != "mlm":  # it would run without one and be recorded in config.json as if it had
+            raise UserError(
+                f"config: objective=mlm uses no generator; remove generator={config.generator} (or --generator)."
+            )
 
     def build(self, model: Parts, token_counts=None) -> None:
         model.discriminator = None
