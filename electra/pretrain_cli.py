@@ -237,7 +237,9 @@ def check_paths(args: argparse.Namespace) -> None:
     """The mistakes that need no model to spot: a corpus, vocabulary or config file that is not there, and flags
     that contradict each other."""
     if args.resume and args.overwrite:
-        raise UserError("--resume continues the run in --output and --overwrite deletes it; give one of them.")
+        raise UserError(
+            "--resume continues the run in --output and --overwrite deletes it; give one of them."
+        )
     if args.corpus is not None and not Path(args.corpus).exists():
         raise UserError(
             f"corpus {args.corpus} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset."

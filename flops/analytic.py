@@ -31,8 +31,11 @@ sequence; training doubles it):
 * the generator beside it: a masked LM of the configured width (runs the shared embeddings again, projects them to
   its width, layers, MLM head at predicted positions); a two-tower cloze generator (`generators.two_tower`: one
   pass of the shared embeddings and projection, two generator-width towers, and one output head on the
-  concatenated 2 x width states) whose head runs at every position (Electric needs the noise probability
-  of every token) or at the predicted ones only (ELECTRA-TT); a unigram table (free); or none (the MLM baseline).
+  concatenated 2 x width states) whose vocabulary projection runs at every position (Electric needs the noise
+  probability of every token; the cloze objective's loss is at every token) or at the predicted ones only (any
+  objective that corrupts with ELECTRA's `corrupt`: ELECTRA, ELECTRA-TT, the stepping stones); a unigram table
+  (free); or none (the MLM baseline). (`TwoTowerGenerator` builds its head's dense-GELU-LayerNorm states at every
+  position before `head_at` picks rows, a few tenths of a percent more than charged for ELECTRA-TT.)
   embedding_sharing only changes parameter counts.
 
 The measured counterpart (`flops.measured`) runs the real modules under `FlopCounterMode`; matmul terms of this
@@ -170,12 +173,16 @@ def token_classifier_terms(hidden: int, seq_len: int, network: str = "discrimina
     return _terms(network, "head", seq_len, items)
 
 
-def masked_lm_main_head_terms(head: str, disc: EncoderShape, seq_len: int, n_pred: float) -> list[Term]:
-    """A kept masked LM's head: at the predicted positions, or at every position plus a copy probability."""
+def masked_lm_main_head_terms(
+    head: str, disc: EncoderShape, seq_len: int, n_pred: float, everywhere: float | None = None
+) -> list[Term]:
+    """A kept masked LM's head: at the predicted positions, or at every position plus a copy probability
+    (`everywhere` positions per sequence when given: the real tokens a padded batch runs it on)."""
     if head == "masked_lm":
         return mlm_head_terms(disc.hidden, disc.embedding, disc.vocab, n_pred, "discriminator")
-    terms = mlm_head_terms(disc.hidden, disc.embedding, disc.vocab, seq_len, "discriminator")
-    return terms + _terms("discriminator", "head", seq_len, [("copy_logit", MATMUL, 2 * disc.hidden)])
+    at = seq_len if everywhere is None else everywhere
+    terms = mlm_head_terms(disc.hidden, disc.embedding, disc.vocab, at, "discriminator")
+    return terms + _terms("discriminator", "head", at, [("copy_logit", MATMUL, 2 * disc.hidden)])
 
 
 def masked_lm_main_head_params(head: str, disc: EncoderShape) -> int:
@@ -347,19 +354,25 @@ def count_flops(
     paper_quirks: bool = True,
     inference_seq_len: int = 128,
     cloze_positions: float | None = None,
+    main_head_positions: float | None = None,
 ) -> FlopReport:
     """Parameters, inference and training FLOPs of a `PretrainConfig` training what `plan` says.
 
     Callers with only a config use `electra.objectives.flop_report(config)`, which asks the config's objective
     for its plan. `seq_len` defaults to `config.max_seq_length` (training length); inference is always counted
     for one sequence of `inference_seq_len` (128, the paper's convention), capped at the training length.
-    `cloze_positions` is where a two-tower generator's vocabulary head runs per sequence when the plan says
-    `candidates`: every position by default (the convention for a full-length sequence); the model itself skips
-    [CLS]/[SEP]/padding, which the start-up check passes here.
+
+    Heads that run "at every position" are charged for the full sequence by default: the paper's accounting, and
+    what a step on packed, full-length text runs. Two arguments count what a particular padded batch executes
+    instead (the start-up check, `flops.measured.executed_report`, uses them):
+    `cloze_positions`: where a two-tower generator's vocabulary head runs per sequence when the plan says
+    `candidates` (the model runs it at every position, padding included, so this stays the sequence length);
+    `main_head_positions`: where All-Tokens MLM's head runs per sequence (its step runs it at the real tokens only,
+    padding skipped).
     """
-    seq_len = int(seq_len or config.max_seq_length)
+    seq_len = config.max_seq_length if seq_len is None else int(seq_len)
     if seq_len < 1:
-        raise UserError(f"sequence length must be positive, got {seq_len}.")
+        raise UserError(f"sequence length must be at least 1, got {seq_len}.")
     disc = discriminator_shape(config)
     gen = plan.generator_shape or generator_shape(config)
     n_pred = predicted_positions(config.mask_prob, seq_len, output_positions)
@@ -369,7 +382,7 @@ def count_flops(
     train: list[Term] = []  # head "none": no discriminator, the generator below is the whole model
     if plan.head in ("masked_lm", "masked_lm_everywhere_with_copy"):
         train += encoder_terms(disc, seq_len, "discriminator", paper_quirks)
-        train += masked_lm_main_head_terms(plan.head, disc, seq_len, n_pred)
+        train += masked_lm_main_head_terms(plan.head, disc, seq_len, n_pred, main_head_positions)
         params["discriminator"] = (
             embedding_params(disc) + layers_params(disc) + masked_lm_main_head_params(plan.head, disc)
         )

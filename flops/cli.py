@@ -43,7 +43,9 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--measure",
         action="store_true",
-        help="also measure the transformers modules under FlopCounterMode (meta device: shapes only, seconds even for large)",
+        help="also run one training step of the objective's own model (random weights, a synthetic full-length batch "
+        "of 2, CPU) under FlopCounterMode and compare its matmuls with the analytic count, as pretraining's start-up "
+        "check does (seconds for tiny to base; large takes a minute and a few GB)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
@@ -72,9 +74,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     from electra.config import parse_overrides
-    from electra.objectives import build_config, flop_report, get_objective
+    from electra.objectives import build_config, flop_report
     from flops.report import format_report
 
+    if args.seq_len is not None and args.seq_len < 1:
+        raise UserError(f"--seq-len must be at least 1, got {args.seq_len}.")
     config = build_config(args.size, args.config, parse_overrides(args.overrides))
     if args.seq_len is not None and args.seq_len > config.max_position_embeddings:
         raise UserError(
@@ -85,16 +89,15 @@ def run(args: argparse.Namespace) -> int:
     report = flop_report(config, seq_len=args.seq_len, output_positions=positions)
     measured = None
     if args.measure:
-        from flops.measured import matmul_flops_of_config
+        from flops.measured import MIN_MEASURED_LENGTH
+        from flops.objective_step import measure_objective_step
 
-        measured = matmul_flops_of_config(
-            config,
-            get_objective(config.objective).flop_plan(config),
-            seq_len=args.seq_len,
-            backward=True,
-            output_positions=positions,
-            attn_implementation=config.attn_implementation,
-        )
+        if report.seq_len < MIN_MEASURED_LENGTH:
+            raise UserError(
+                f"--measure runs a training step, which needs sequences of at least {MIN_MEASURED_LENGTH} tokens "
+                f"([CLS] a [SEP] [SEP]), not {report.seq_len}."
+            )
+        measured = measure_objective_step(config, seq_len=report.seq_len)
     if args.json:
         payload = report.to_dict()
         if measured is not None:

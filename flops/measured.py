@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from electra.masking import slots_per_row
-from flops.analytic import FlopPlan, count_flops
+from flops.analytic import FlopPlan, FlopReport, count_flops
 from flops.shapes import EncoderShape, discriminator_shape, generator_shape, predicted_positions
 
 
@@ -140,11 +140,15 @@ class _MaskedLMHead(nn.Module):
 class ReferencePretrainingModel(nn.Module):
     """The modules a `PretrainConfig` trains, built from `transformers` parts, for measuring FLOPs only.
 
-    It mirrors the library's model (ElectraModel discriminator + ElectraDiscriminatorPredictions; generator
-    ElectraModel of generator width sharing the embeddings module, its masked-LM head run at the predicted
-    positions only; or the two-tower generator's shared embedding pass, two encoders and a head at every
-    position), but skips masking and sampling: the generator sees the input, the first `n_pred` positions
-    count as masked, and the discriminator sees the same input. Those shortcuts change no matmul shape.
+    It mirrors the library's model for every `FlopPlan`: the kept model (ElectraModel) with its head (ELECTRA's
+    and Electric's per-token classifier, a masked-LM head at the predicted positions, or one at every position
+    plus All-Tokens MLM's copy logit), and the generator beside it (ElectraModel of generator width sharing the
+    embeddings module, its masked-LM head at the predicted positions; or the two-tower generator's shared
+    embedding pass, two encoders and a head at every position or at the predicted ones), or the two-tower model
+    alone (head `none`, the cloze objective). It skips masking and sampling: the generator sees the input, the
+    first `n_pred` positions count as masked, and the kept model sees the same input. Those shortcuts change no
+    matmul shape. It checks the analytic arithmetic against independent modules; `measure_objective_step`
+    measures the library's own training step.
     """
 
     def __init__(self, config: Any, plan: FlopPlan, n_pred: int, attn_implementation: str = "eager"):
@@ -156,28 +160,37 @@ class ReferencePretrainingModel(nn.Module):
             ElectraModel,
         )
 
-        self.masked_lm_only = plan.head == "masked_lm" and plan.generator is None  # the MLM baseline
-        self.kind, self.n_pred = plan.generator, n_pred
+        self.head, self.kind, self.n_pred = plan.head, plan.generator, n_pred
         self.cloze_everywhere = plan.two_tower_head_at == "candidates"
-        disc_shape, gen_shape = discriminator_shape(config), generator_shape(config)
+        disc_shape = discriminator_shape(config)
+        gen_shape = plan.generator_shape or generator_shape(config)
         disc_config = _hf_config(disc_shape, attn_implementation)
-        self.discriminator = ElectraModel(disc_config)
-        word_embeddings = self.discriminator.embeddings.word_embeddings
+        gen_config = _hf_config(gen_shape, attn_implementation)
+        self.discriminator: nn.Module | None = None
         self.generator: nn.Module | None = None
         self.towers: nn.ModuleList | None = None
-        if self.masked_lm_only:
-            self.mlm_head = _MaskedLMHead(
-                disc_shape.hidden, disc_shape.embedding, disc_shape.vocab, word_embeddings
-            )
-            return
-        self.discriminator_head = ElectraDiscriminatorPredictions(disc_config)
+        self.mlm_head: nn.Module | None = None
+        self.copy_head: nn.Module | None = None
+        self.discriminator_head: nn.Module | None = None
+        shared_embeddings = None
+        if self.head != "none":
+            self.discriminator = ElectraModel(disc_config)
+            shared_embeddings = self.discriminator.embeddings
+            word_embeddings = shared_embeddings.word_embeddings
+            if self.head in ("masked_lm", "masked_lm_everywhere_with_copy"):
+                self.mlm_head = _MaskedLMHead(
+                    disc_shape.hidden, disc_shape.embedding, disc_shape.vocab, word_embeddings
+                )
+                if self.head == "masked_lm_everywhere_with_copy":
+                    self.copy_head = nn.Linear(disc_shape.hidden, 1)
+            else:
+                self.discriminator_head = ElectraDiscriminatorPredictions(disc_config)
         if self.kind in ("unigram", None):
             return
-        gen_config = _hf_config(gen_shape, attn_implementation)
         if self.kind == "two-tower":
             # generators.two_tower: one embedding pass (+ projection) feeding two encoders; head on both states
-            embeddings = self.discriminator.embeddings
-            if config.embedding_sharing in ("none", "gdes"):  # gdes: the generator owns its table
+            embeddings = shared_embeddings
+            if embeddings is None or config.embedding_sharing in ("none", "gdes"):  # gdes: its own table
                 embeddings = ElectraEmbeddings(gen_config)
             self.tower_embeddings = embeddings
             self.tower_project = (
@@ -203,15 +216,23 @@ class ReferencePretrainingModel(nn.Module):
             logits.reshape(-1, logits.shape[-1]).float(), input_ids[:, :n].reshape(-1)
         )
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> dict[str, torch.Tensor]:
-        kwargs = dict(attention_mask=attention_mask, token_type_ids=token_type_ids)
+    def _main_loss(self, input_ids, kwargs) -> torch.Tensor:
         hidden = self.discriminator(input_ids, **kwargs).last_hidden_state
-        if self.masked_lm_only:
-            return {"loss": self._masked_lm_loss(self.mlm_head, hidden, input_ids, self.n_pred)}
+        if self.head == "masked_lm":
+            return self._masked_lm_loss(self.mlm_head, hidden, input_ids, self.n_pred)
+        if self.head == "masked_lm_everywhere_with_copy":
+            loss = self._masked_lm_loss(self.mlm_head, hidden, input_ids, input_ids.shape[1])
+            return loss + self.copy_head(hidden).float().mean()
         logits = self.discriminator_head(hidden)
-        loss = nn.functional.binary_cross_entropy_with_logits(
+        return nn.functional.binary_cross_entropy_with_logits(
             logits.float(), torch.zeros_like(logits.float())
         )
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> dict[str, torch.Tensor]:
+        kwargs = dict(attention_mask=attention_mask, token_type_ids=token_type_ids)
+        loss = torch.zeros((), device=input_ids.device)
+        if self.discriminator is not None:
+            loss = loss + self._main_loss(input_ids, kwargs)
         if self.towers is not None:
             embedded = self.tower_project(self.tower_embeddings(input_ids, token_type_ids=token_type_ids))
             states = torch.cat([tower(embedded).last_hidden_state for tower in self.towers], dim=-1)
@@ -325,29 +346,62 @@ def fvcore_forward_flops(
     return 2.0 * float(sum(count for op, count in by_op.items() if op in FVCORE_MATMUL_OPS))
 
 
+def executed_report(config: Any, plan: FlopPlan, batch: dict[str, Any]) -> FlopReport:
+    """The analytic count, per sequence, of what one training step on `batch` executes.
+
+    The batch's padded length is the sequence length, and a step computes what its shape says, whatever the
+    padding: heads at the predicted positions run on K slots per row (`electra.masking.slots_per_row`, fillers
+    included), a two-tower head that serves Electric's noise or the cloze loss at every position. The one
+    data-dependent head is All-Tokens MLM's, which runs at the real tokens only: it is counted at the batch's mean
+    real tokens per row. (The logged and budgeted count, `flop_report`, charges every position, the paper's
+    accounting for full-length sequences; the two agree on packed text.)
+    """
+    input_ids = batch["input_ids"]
+    seq_len = int(input_ids.shape[1])
+    main_head_positions = None
+    if plan.head == "masked_lm_everywhere_with_copy":
+        mask = batch.get("attention_mask")
+        if mask is not None:
+            main_head_positions = float(mask.sum()) / int(input_ids.shape[0])
+    return count_flops(
+        config,
+        plan,
+        seq_len=seq_len,
+        output_positions=float(slots_per_row(seq_len, config.mask_prob)),
+        main_head_positions=main_head_positions,
+    )
+
+
 def startup_check(
-    model: nn.Module, batch: dict[str, Any], config: Any, plan: FlopPlan, tolerance: float = 0.02
+    model: nn.Module,
+    batch: dict[str, Any],
+    config: Any,
+    plan: FlopPlan,
+    tolerance: float = 0.02,
+    backward: bool = False,
 ) -> dict[str, Any]:
     """Measure one forward of the training model and compare its matmuls with the analytic count.
 
     Meant to run once when training starts: it guards the analytic counter (which the loop then uses for every
-    step) against a model that computes something else. The batch's padded length is the sequence length. A step
-    computes what its shape says, whatever the padding: heads at the predicted positions run on K slots per row
-    (`electra.masking.slots_per_row`), a two-tower head that serves Electric's noise at every position. Run it
+    step) against a model that computes something else; what it compares with is `executed_report`. Run it
     under `generators.fused_nll.plain_head()`, as pretraining does: on a CPU Electric's fused head projects the
-    rows it samples from a second time, which is not the model's arithmetic.
+    rows it samples from a second time, which is not the model's arithmetic. `backward` also backpropagates the
+    step's loss (its gradients are left populated) and reports the measured backward/forward ratio.
     """
     input_ids = batch["input_ids"]
     batch_size, seq_len = int(input_ids.shape[0]), int(input_ids.shape[1])
-    with torch.no_grad():
-        measured = measure_training_step(model, batch, backward=False)
-    report = count_flops(
-        config, plan, seq_len=seq_len, output_positions=float(slots_per_row(seq_len, config.mask_prob))
-    )
+    if backward:
+        measured = measure_training_step(model, batch, backward=True)
+    else:
+        with torch.no_grad():
+            measured = measure_training_step(model, batch, backward=False)
+    report = executed_report(config, plan, batch)
     analytic = report.matmul_flops("train") * batch_size
     ratio = measured["forward"] / analytic if analytic else float("nan")
     return {
         "measured_forward": measured["forward"],
+        "measured_backward": measured["backward"],
+        "backward_to_forward": measured["backward_to_forward"],
         "analytic_forward": analytic,
         "ratio": ratio,
         "ok": abs(ratio - 1.0) <= tolerance,
@@ -355,3 +409,37 @@ def startup_check(
         "batch_size": batch_size,
         "predicted_positions": report.predicted_positions,
     }
+
+
+MIN_MEASURED_LENGTH = 4  # [CLS] a [SEP] [SEP]: the shortest row with a token to mask
+
+
+def synthetic_batch(
+    config: Any,
+    special: Any,
+    seq_len: int,
+    batch_size: int = 2,
+    lengths: list[int] | None = None,
+    seed: int = 0,
+) -> dict[str, torch.Tensor]:
+    """Rows shaped like pretraining's: [CLS] A [SEP] B [SEP] of random ordinary tokens, two segments, padded to
+    `seq_len` after `lengths[i]` real tokens (full length by default)."""
+    lengths = lengths or [seq_len] * batch_size
+    if len(lengths) != batch_size or not all(MIN_MEASURED_LENGTH <= n <= seq_len for n in lengths):
+        raise ValueError(
+            f"lengths {lengths} must give {batch_size} rows of {MIN_MEASURED_LENGTH}..{seq_len} tokens"
+        )
+    first = max(special.as_list()) + 1  # ordinary tokens only: none of them is masked out of the candidates
+    if first >= config.vocab_size:
+        raise ValueError("the vocabulary has no ordinary tokens")
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(first, config.vocab_size, (batch_size, seq_len), generator=generator)
+    mask = torch.zeros_like(ids)
+    types = torch.zeros_like(ids)
+    for row, n in enumerate(lengths):
+        middle = n // 2
+        ids[row, 0], ids[row, middle], ids[row, n - 1] = special.cls, special.sep, special.sep
+        ids[row, n:] = special.pad
+        mask[row, :n] = 1
+        types[row, middle + 1 : n] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}

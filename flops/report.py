@@ -46,11 +46,17 @@ def format_report(report: FlopReport, config: Any, measured: dict[str, Any] | No
     if measured is not None:
         lines += [
             "",
-            f"measured (FlopCounterMode on the transformers modules, {measured['device']} device, length "
-            f"{measured['seq_len']}): forward matmuls "
-            f"{sci(measured['measured_forward'])} vs analytic {sci(measured['analytic_forward'])} "
+            f"measured (one training step of the objective's model under FlopCounterMode, {measured['device']}, "
+            f"batch {measured['batch_size']} of length {measured['seq_len']}, "
+            f"{measured['predicted_positions']:g} predicted slots per row): forward matmuls "
+            f"{sci(measured['measured_forward'])} vs analytic {sci(measured['analytic_forward'])} per sequence "
             f"(ratio {measured['ratio']:.4f}); backward/forward {measured['backward_to_forward']:.3f}",
         ]
+        if not measured.get("startup_flop_check", True):
+            lines.append(
+                "note: this objective's steps differ by design (its plan charges the run's average), so the "
+                "ratio of one step is not expected to be 1; pretraining skips its start-up check."
+            )
     return "\n".join(lines)
 
 

@@ -169,6 +169,16 @@ class TwoTowerGenerator(Generator):
 
         Positions 0 and L-1 get zeros for the missing side (never wrap around, which would leak x_t).
         """
+        return self.predictions(self.tower_states(input_ids, attention_mask, token_type_ids))
+
+    def tower_states(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """[B, L, 2 x hidden]: the two towers' states beside position t, before the head's dense layer (which works
+        row by row, so a caller that needs a few positions runs it on those rows alone)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
@@ -187,7 +197,7 @@ class TwoTowerGenerator(Generator):
         else:
             sources = self.right_sources(input_ids)  # index L: past the end, the zero state
             right = F.pad(right, (0, 0, 0, 1)).gather(1, sources[..., None].expand(-1, -1, right.shape[-1]))
-        return self.predictions(torch.cat([left, right], dim=-1))
+        return torch.cat([left, right], dim=-1)
 
     def right_sources(self, input_ids: torch.Tensor) -> torch.Tensor:
         """[..., L] long: the position whose right-tower state the prediction at t reads (L: none, past the end).
@@ -248,7 +258,11 @@ class TwoTowerGenerator(Generator):
         token_type_ids: torch.Tensor | None,
         positions: Picked,
     ) -> LinearHead:
-        contexts = positions.rows(self.contexts(input_ids, attention_mask, token_type_ids))
+        # The head's dense layer, GELU and LayerNorm at the picked rows only: at every position they cost as much
+        # as the rows the head is asked for again, and the FLOP count charges them at the picked rows.
+        contexts = self.predictions(
+            positions.rows(self.tower_states(input_ids, attention_mask, token_type_ids))
+        )
         return LinearHead(contexts, self.word_embeddings.weight, self.output_bias)
 
     def forward(

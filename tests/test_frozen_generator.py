@@ -164,6 +164,18 @@ def test_bad_settings_are_refused_in_one_line(micro_overrides, mlm_run, tmp_path
         build_pretraining_model(config, other)
 
 
+def test_a_discriminator_is_refused_as_the_generator(micro_overrides, mlm_run, tmp_path):
+    """transformers loads an ELECTRA discriminator into ...ForMaskedLM with a random vocabulary head (its weights
+    are not in the file): the run trained against random replacements, with generator accuracy 0 and no word."""
+    from transformers import AutoConfig, ElectraForPreTraining
+
+    discriminator = tmp_path / "discriminator"
+    ElectraForPreTraining(AutoConfig.from_pretrained(mlm_run / "mlm")).save_pretrained(discriminator)
+    config = _frozen_config(micro_overrides, discriminator)
+    with pytest.raises(UserError, match="holds ElectraForPreTraining, not a complete ElectraForMaskedLM"):
+        build_pretraining_model(config, _tokenizer(mlm_run))
+
+
 def test_cli_generator_from_turns_sharing_off_and_trains(small_corpus, tmp_path, mlm_run):
     from electra.cli import main
 

@@ -51,6 +51,7 @@ FLOORS = {
     "electra.engine": 2,
     "electra.pretraining": 2,
     "electra.continued": 2,
+    "flops.objective_step": 2,
     "glue": 3,
     "squad": 3,
     "pll": 3,

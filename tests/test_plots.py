@@ -147,7 +147,10 @@ def test_a_metrics_csv_with_text_in_it_is_one_line(tmp_path, capsys):
     """A hand-edited metrics.csv was a ValueError traceback from float()."""
     run = tmp_path / "run"
     run.mkdir()
-    for body, says in (("1,abc\n", "column 'train/loss' holds 'abc', not a number"), ("1,2,3\n", "more cells")):
+    for body, says in (
+        ("1,abc\n", "column 'train/loss' holds 'abc', not a number"),
+        ("1,2,3\n", "more cells"),
+    ):
         (run / "metrics.csv").write_text("step,train/loss\n" + body)
         assert main(["plot", str(run)]) == 2
         err = capsys.readouterr().err

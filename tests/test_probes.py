@@ -228,7 +228,9 @@ def test_an_unwritable_output_is_one_line_before_any_work(micro_encoder, tmp_pat
     for output in [tmp_path / "a-file" / "results.json", tmp_path / "a-file" / "deeper" / "results.json"]:
         assert main([*argv, str(output)]) == 2
         err = capsys.readouterr().err
-        assert err.startswith(f"electra probe: error: --output {output}: its folder {output.parent}: cannot write")
+        assert err.startswith(
+            f"electra probe: error: --output {output}: its folder {output.parent}: cannot write"
+        )
         assert err.count("\n") == 1
     assert main([*argv, str(tmp_path), "--overwrite"]) == 2
     assert "is a folder" in capsys.readouterr().err

@@ -75,6 +75,26 @@ def test_positions_select_the_same_logits():
     assert torch.allclose(picked[0], full[0, [1, 3]]) and torch.allclose(picked[1], full[1, [6, 2]])
 
 
+def test_the_head_at_picked_rows_equals_the_full_head_picked():
+    """`head_at` runs the head's dense layer, GELU and LayerNorm on the picked rows only (they work row by row):
+    its states, and their gradients into the towers, equal the full head's at those rows to fp32 rounding."""
+    from electra.masking import Picked
+
+    torch.manual_seed(0)
+    model = TwoTowerGenerator(_config())
+    ids = torch.randint(5, 50, (3, 9))
+    attention = torch.ones_like(ids)
+    attention[2, 6:] = 0
+    picked = Picked.from_mask(torch.rand(ids.shape) < 0.3)
+    fast = model.head_at(ids, attention, None, picked).contexts
+    fast_grads = torch.autograd.grad(fast.square().sum(), list(model.parameters()), allow_unused=True)
+    slow = picked.rows(model.contexts(ids, attention, None))
+    slow_grads = torch.autograd.grad(slow.square().sum(), list(model.parameters()), allow_unused=True)
+    assert fast.shape == slow.shape and torch.allclose(fast, slow, atol=1e-6, rtol=1e-5)
+    for a, b in zip(fast_grads, slow_grads):
+        assert (a is None) == (b is None) and (a is None or torch.allclose(a, b, atol=1e-6, rtol=1e-5))
+
+
 @pytest.mark.parametrize("rows", [1, 3, 7, 512])
 def test_log_q_equals_the_log_softmax_of_the_projection(rows):
     """The buffered scoring head gives log_softmax(project(c))[target] for every row, whatever the chunking."""

@@ -154,7 +154,7 @@ def build_generator_for(
     if config.generator_from is None:
         return build_generator(config, special, discriminator_encoder, token_counts)
     directory = masked_lm_dir(config.generator_from)
-    hf_model = load_pretrained(AutoModelForMaskedLM, directory)
+    hf_model = load_pretrained(AutoModelForMaskedLM, directory, complete=True)
     if hf_model.config.vocab_size != config.vocab_size:
         raise UserError(
             f"{directory}: the generator's vocabulary has {hf_model.config.vocab_size} entries, the run's "

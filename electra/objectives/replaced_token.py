@@ -12,7 +12,7 @@ sequence, so its prediction at t never sees x_t; its export scores text in one p
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,7 @@ from electra.objectives.base import (
     Parts,
     build_generator_for,
     generator_flop_plan,
+    generator_scoring,
     masked_input,
     require_generator,
 )
@@ -35,6 +36,7 @@ from electra.outputs import StepOutput
 from flops.analytic import FlopPlan
 from generators import fused_nll
 from generators.fused_nll import SampledHead
+from generators.two_tower import TwoTowerGenerator
 
 
 class Corruption(NamedTuple):
@@ -99,6 +101,13 @@ def corrupt(
         samples = sample_tokens(logits, temperature)
     entropy = output_entropy(log_probs, probs, positions.weights())
     return Corruption(positions.replace(input_ids, samples), logits, log_probs, entropy)
+
+
+def corruption_flop_plan(config: PretrainConfig) -> dict[str, Any]:
+    """FlopPlan fields for a generator that runs `corrupt`: whatever its kind, its vocabulary head runs at the K
+    picked slots per row only (`head_at`), so a two-tower generator is charged `predicted`, not every position
+    (Electric's noise needs every position; `corrupt` never does). A frozen generator adds its shape and passes."""
+    return {"generator": config.generator, "two_tower_head_at": "predicted", **generator_flop_plan(config)}
 
 
 def add_generator_loss(
@@ -178,7 +187,18 @@ class Electra(Objective):
         return StepOutput(loss, metrics)
 
     def flop_plan(self, config: PretrainConfig) -> FlopPlan:
-        return FlopPlan(head="binary", generator=config.generator, **generator_flop_plan(config))
+        # corrupt() runs a two-tower head at the masked positions only (the reference scores every position
+        # and then gathers; we count what runs, which is what the start-up check measures).
+        return FlopPlan(head="binary", **corruption_flop_plan(config))
+
+    def scoring(self, model: Parts) -> dict[str, list[str]]:
+        """With a two-tower generator this is ELECTRA-TT whatever the objective's name (ElectraTT only sets the
+        default): a discriminator trained on every real token at the base rate k/n of replacements, beside a
+        generator that gives q(x_t | x_\\t) in one pass, so `pll`'s `electra-tt` estimate applies; the generator
+        alone also scores (`cloze`). With a masked-LM generator, what it can score (`mlm`)."""
+        if isinstance(model.generator, TwoTowerGenerator):
+            return {"electra-tt": ["discriminator", "generator"], "cloze": ["generator"]}
+        return generator_scoring(model.generator)
 
 
 @register_objective
@@ -189,11 +209,3 @@ class ElectraTT(Electra):
 
     def validate(self, config: PretrainConfig) -> None:
         require_generator(config, self.name, ("two-tower",))
-
-    def flop_plan(self, config: PretrainConfig) -> FlopPlan:
-        # corrupt() runs the two-tower head at the masked positions only (the reference scores every position
-        # and then gathers; we count what runs, which is what the start-up check measures).
-        return FlopPlan(head="binary", generator=config.generator, two_tower_head_at="predicted")
-
-    def scoring(self, model: Parts) -> dict[str, list[str]]:
-        return {"electra-tt": ["discriminator", "generator"], "cloze": ["generator"]}

@@ -29,9 +29,9 @@ from discriminators.masked_lm import MaskedLMDiscriminator, copy_mechanism_nll
 from electra.config import PretrainConfig
 from electra.hf_configs import discriminator_hf_config
 from electra.masking import Picked, pick_positions
-from electra.objectives.base import Objective, Parts, build_generator_for, generator_flop_plan
+from electra.objectives.base import Objective, Parts, build_generator_for, generator_scoring
 from electra.objectives.registry import register_objective
-from electra.objectives.replaced_token import Electra, add_generator_loss, corrupt
+from electra.objectives.replaced_token import Electra, add_generator_loss, corrupt, corruption_flop_plan
 from electra.outputs import StepOutput
 from flops.analytic import FlopPlan
 
@@ -46,6 +46,11 @@ class Electra15(Electra):
 
     def loss_positions(self, attention_mask: torch.Tensor, positions: Picked) -> torch.Tensor:
         return positions.mask
+
+    def scoring(self, model: Parts) -> dict[str, list[str]]:
+        # Its discriminator's loss covers the picked positions only, so its D is not the one `electra-tt` reads
+        # (odds of "original" at the base rate k/n over every real token): only the generator scores.
+        return generator_scoring(model.generator)
 
 
 class _MaskedLMMain(Objective):
@@ -95,7 +100,7 @@ class ReplaceMLM(_MaskedLMMain):
         return loss, metrics
 
     def flop_plan(self, config: PretrainConfig) -> FlopPlan:
-        return FlopPlan(head="masked_lm", generator=config.generator, **generator_flop_plan(config))
+        return FlopPlan(head="masked_lm", **corruption_flop_plan(config))
 
 
 @register_objective
@@ -128,6 +133,4 @@ class AllTokensMLM(_MaskedLMMain):
         return loss, metrics
 
     def flop_plan(self, config: PretrainConfig) -> FlopPlan:
-        return FlopPlan(
-            head="masked_lm_everywhere_with_copy", generator=config.generator, **generator_flop_plan(config)
-        )
+        return FlopPlan(head="masked_lm_everywhere_with_copy", **corruption_flop_plan(config))
