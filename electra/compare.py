@@ -704,6 +704,8 @@ def _check_manifest(settings: CompareSettings) -> tuple[dict[str, Any], bool]:
         "overrides": settings.overrides,
         "budget": settings.budget,
         "checkpoints": settings.checkpoints,
+        # every arm reads OUT/tokenizer, made from it: another --vocab on a rerun would have been ignored
+        "vocab": str(Path(settings.vocab).resolve()) if settings.vocab else None,
     }
     if path.is_file():
         saved = json.loads(path.read_text())

@@ -20,7 +20,7 @@ CPU_SIZE_GLUE_LEARNING_RATE = 1e-3
 DEFAULT_OBJECTIVES = "electra,mlm"
 DEFAULT_TASKS = "sst2,mrpc,stsb,rte"
 # Settings that define the pretraining runs: a rerun into the same OUT must agree on them.
-PRETRAINING_KEYS = ("corpus", "size", "overrides", "budget", "checkpoints")
+PRETRAINING_KEYS = ("corpus", "size", "overrides", "budget", "checkpoints", "vocab")
 # Config fields compare sets itself for every arm (`compare.objective_config`, `compare.pretrain_objective`): one given
 # in an arm or with --set would be silently replaced, so it is refused, naming what controls it instead.
 COMPARE_CONTROLS = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -585,6 +586,20 @@ def test_a_manifest_no_arm_was_pretrained_under_gives_way_to_overwrite(
     err = capsys.readouterr().err
     assert "other budget (saved 1000000000000.0, now 2000000000000.0)" in err
     assert "--overwrite replaces a report, never pretrained arms" in err
+    # another --vocab: every arm reads OUT/tokenizer, so it used to be ignored without a word
+    tokenizer_copy = tmp_path / "tokenizer-copy"
+    shutil.copytree(out / "tokenizer", tokenizer_copy)
+    assert (
+        main(
+            [
+                *_probe_only(tmp_path, small_corpus, out, micro_overrides, "1e12"),
+                "--vocab",
+                str(tokenizer_copy),
+            ]
+        )
+        == 2
+    )
+    assert f'other vocab (saved null, now "{tokenizer_copy.resolve()}")' in capsys.readouterr().err
 
 
 def test_plan_refuses_what_a_run_refuses(small_corpus, tmp_path, micro_overrides, capsys):
