@@ -13,11 +13,13 @@ New objectives subclass `electra.Objective` and register with `@electra.register
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from electra.embedded_corpus import ensure_embedded_corpus
+from electra.errors import UserError
 from electra.export import Export, finetune_dir, read_export
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.objectives import (
@@ -66,7 +68,25 @@ def pretrain(
     keywords are `electra.pretraining.RunInputs` fields (vocab, cache_dir, resume, num_proc, ...).
     """
     source = str(corpus) if corpus is not None else str(ensure_embedded_corpus())
-    return _pretrain(config, RunInputs(corpus=source, output_dir=Path(output_dir), **inputs))
+    try:
+        return _pretrain(config, RunInputs(corpus=source, output_dir=Path(output_dir), **inputs))
+    except UserError as exc:  # the messages are written for the command line
+        raise UserError(_in_python_terms(str(exc))) from None
+
+
+# How the command line's flags are spelled as this function's arguments.
+_PYTHON_SPELLINGS = (
+    ("--resume", "resume=True"),
+    ("--overwrite", "overwrite=True"),
+    ("--output", "output_dir"),
+)
+
+
+def _in_python_terms(message: str) -> str:
+    """A refusal told to a Python caller names its arguments ("pass resume=True"), not flags it never typed."""
+    for flag, argument in _PYTHON_SPELLINGS:
+        message = re.sub(rf"{flag}(?![\w-])", argument, message)
+    return message
 
 
 def finetune_glue(

@@ -91,6 +91,14 @@ def test_a_toy_objective_trains_three_steps_through_the_public_api(small_corpus,
     model = ElectraForPreTraining.from_pretrained(str(electra.finetune_dir(tmp_path / "run")))
     assert model.config.electra_objective == "toy-uniform-rtd"
 
+    # From Python a refusal names the function's arguments, not the command line's flags.
+    with pytest.raises(UserError) as refused:
+        electra.pretrain(
+            config, output_dir=tmp_path / "run", corpus=small_corpus, cache_dir=str(tmp_path / "cache")
+        )
+    assert "pass resume=True to continue it, overwrite=True to delete" in str(refused.value)
+    assert "--" not in str(refused.value)
+
 
 def test_the_lazy_package_names_exactly_the_api():
     import electra.api
