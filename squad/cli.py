@@ -152,12 +152,12 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         original_layer_decay=args.original_layer_decay,
     )
-    check_inputs(settings)
+    parsed = check_inputs(settings)
     if not args.resume:  # the inputs are sound: only now does --overwrite delete the earlier run
         start_over(
             args.output, produced, args.overwrite, reads=(args.model, args.tokenizer, args.train, args.eval)
         )
-    results = finetune(settings)
+    results = finetune(settings, parsed)
     if "eval" in results:
         print(json.dumps(results["eval"], indent=2))
     return 0

@@ -143,9 +143,10 @@ def collate(rows: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torc
     return batch
 
 
-def check_inputs(settings: SquadSettings) -> None:
+def check_inputs(settings: SquadSettings) -> dict[str, list[SquadExample]]:
     """What can be checked before any work (and before `--overwrite` deletes an earlier run): there is something
-    to do, the model directory exists, and the data files are SQuAD files of the version asked for."""
+    to do, the model directory exists, and the data files are SQuAD files of the version asked for. Returns the
+    questions read ("train", "eval"), for `finetune` to use instead of parsing the files again."""
     if settings.train is None and settings.eval is None:
         raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
     model_dir = finetune_dir(settings.model) if settings.train is not None else Path(settings.model)
@@ -154,15 +155,18 @@ def check_inputs(settings: SquadSettings) -> None:
             f"{model_dir}/config.json: not found; --model must be a checkpoint directory (a pretraining run, its "
             "discriminator/, or a fine-tuned SQuAD model for --eval alone)."
         )
-    for path in (settings.train, settings.eval):
-        if path is not None:
-            read_squad(
-                path, settings.version
-            )  # every question parsed: a bad --eval must not wait for training
+    # every question parsed: a bad --eval must not wait for training
+    return {
+        split: read_squad(path, settings.version)
+        for split, path in (("train", settings.train), ("eval", settings.eval))
+        if path is not None
+    }
 
 
-def finetune(settings: SquadSettings) -> dict[str, Any]:
-    """Train (when `settings.train`), save the model, evaluate (when `settings.eval`); returns the eval results."""
+def finetune(settings: SquadSettings, parsed: dict[str, list[SquadExample]] | None = None) -> dict[str, Any]:
+    """Train (when `settings.train`), save the model, evaluate (when `settings.eval`); returns the eval results.
+    `parsed` is what `check_inputs` read from the same settings."""
+    parsed = parsed or {}
     if settings.train is None and settings.eval is None:
         raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
     accelerator = Accelerator(mixed_precision=settings.mixed_precision)
@@ -185,7 +189,7 @@ def finetune(settings: SquadSettings) -> dict[str, Any]:
     settings.max_seq_length = fit_length(settings.max_seq_length, model.encoder.config)
     results: dict[str, Any] = {}
     if settings.train is not None:
-        examples = read_squad(settings.train, settings.version)
+        examples = parsed.get("train") or read_squad(settings.train, settings.version)
         if settings.max_train_examples:
             examples = examples[: settings.max_train_examples]
         with accelerator.main_process_first():  # the main process writes the cache, the others read it
@@ -196,7 +200,7 @@ def finetune(settings: SquadSettings) -> dict[str, Any]:
         if accelerator.is_main_process:
             accelerator.unwrap_model(model).save(output / "model", tokenizer)
     if settings.eval is not None:
-        examples = read_squad(settings.eval, settings.version)
+        examples = parsed.get("eval") or read_squad(settings.eval, settings.version)
         predictions, has_classifier = predict(model, tokenizer, examples, settings, accelerator, cache_dir)
         if accelerator.is_main_process:
             results["eval"] = score_and_write(examples, predictions, settings, output)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import squad.data
 from electra.cli import main
 from squad.data import read_squad
 from squad.synthetic import construct_lookup, construct_v2, split_articles, swap_questions, write_json
@@ -102,8 +103,11 @@ def test_an_interrupted_fine_tune_resumes_to_the_same_predictions(files, tmp_pat
     assert predictions[0] == predictions[1]
 
 
-def test_v11_train_save_reload_and_official_eval(files, tmp_path: Path, capsys) -> None:
+def test_v11_train_save_reload_and_official_eval(files, tmp_path: Path, capsys, monkeypatch) -> None:
     out = tmp_path / "v1"
+    parsed = []
+    real_read = squad.data.load_squad_json
+    monkeypatch.setattr(squad.data, "load_squad_json", lambda path: parsed.append(path) or real_read(path))
     results = _squad(
         files,
         out,
@@ -119,6 +123,8 @@ def test_v11_train_save_reload_and_official_eval(files, tmp_path: Path, capsys) 
         "200",
     )
     assert results["train"]["steps"] == 6
+    # checked up front, then trained on: each file is parsed once (the training JSON of SQuAD 2.0 is 40 MB)
+    assert sorted(map(str, parsed)) == sorted([str(files["eval_one"]), str(files["train"])])
     for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md"):
         assert (out / "model" / name).is_file()
     card = (out / "model" / "README.md").read_text()
