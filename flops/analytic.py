@@ -34,8 +34,8 @@ sequence; training doubles it):
   concatenated 2 x width states) whose vocabulary projection runs at every position (Electric needs the noise
   probability of every token; the cloze objective's loss is at every token) or at the predicted ones only (any
   objective that corrupts with ELECTRA's `corrupt`: ELECTRA, ELECTRA-TT, the stepping stones); a unigram table
-  (free); or none (the MLM baseline). (`TwoTowerGenerator` builds its head's dense-GELU-LayerNorm states at every
-  position before `head_at` picks rows, a few tenths of a percent more than charged for ELECTRA-TT.)
+  (free); or none (the MLM baseline). At the predicted positions the whole head runs there only: `head_at` picks
+  the rows before its dense layer, GELU and LayerNorm.
   embedding_sharing only changes parameter counts.
 
 The measured counterpart (`flops.measured`) runs the real modules under `FlopCounterMode`; matmul terms of this
