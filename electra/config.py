@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from electra.errors import UserError
-from electra.files import write_json_atomically
+from electra.files import require_file, write_json_atomically
 from electra.text_form import TEXT_FORMS
 
 CPU_DROPOUT = ("lanes", "torch")  # electra.dropout
@@ -446,9 +446,7 @@ def assemble_config(
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """A JSON object, or YAML (`.yaml`/`.yml`) mapping, of field: value."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"config file {path} does not exist.")
+    path = require_file(path, "config file")
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             data = yaml.safe_load(path.read_text())

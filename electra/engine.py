@@ -318,8 +318,10 @@ class Engine:
         run_start = time.perf_counter()
         last: dict[str, float] = {}
         stop_reason = "max_steps"
+        if resume_from is not None:  # a resumed run whose budget was already spent takes no further step
+            stop_reason = self._budget_spent_before(flops_spent, elapsed_before, clock) or stop_reason
         try:
-            while step < args.max_steps:
+            while step < args.max_steps and stop_reason == "max_steps":
                 micro_batches = []
                 for micro in range(accumulation):
                     host_batch = next(batches)
@@ -464,6 +466,22 @@ class Engine:
         `_orig_mod.` prefixes), what evaluation runs (eager: no recompilation for eval mode or another batch
         size) and what the start-up FLOP check measures (FlopCounterMode does not run inside a compiled graph)."""
         return self.accelerator.unwrap_model(model, keep_torch_compile=False)
+
+    def _budget_spent_before(
+        self, flops_spent: float, elapsed_before: float, clock: TimeBudgetClock | None
+    ) -> str | None:
+        """The budget a checkpoint has already spent, if any: resuming it under the same or a smaller budget
+        must not train one more step (and re-export) before the check after that step notices. Only the time
+        clock's budget is the whole run's; on the steps clock `--time-budget` counts from each start."""
+        if self.args.flops_budget is not None and flops_spent >= self.args.flops_budget:
+            return "flops_budget"
+        if (
+            clock is not None
+            and self.args.time_budget is not None
+            and elapsed_before >= self.args.time_budget
+        ):
+            return "time_budget"
+        return None
 
     def _out_of_time(
         self, run_start: float, elapsed_before: float, clock: TimeBudgetClock | None, step: int

@@ -12,6 +12,18 @@ from typing import Any
 from electra.errors import UserError
 
 
+def require_file(path: str | Path, what: str, hint: str = "") -> Path:
+    """`path` as a Path when it names a file; otherwise one line that says which of the two mistakes it is (a
+    folder given where a file belongs reads as a missing file otherwise) and `hint`, what to pass instead."""
+    path = Path(path)
+    tail = f"; {hint}" if hint else ""
+    if path.is_dir():
+        raise UserError(f"{path} is a directory; give the path of the {what}, not a folder{tail}.")
+    if not path.is_file():
+        raise UserError(f"{path}: {what} does not exist{tail}.")
+    return path
+
+
 def write_text_atomically(path: str | Path, text: str, durable: bool = False) -> None:
     """`path` holds `text` after one rename; its folder is made if needed. `durable` also flushes it to the disk
     first (checkpoint pointers: a crash of the machine, not just the process, must not leave an empty file)."""

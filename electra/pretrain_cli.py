@@ -7,6 +7,7 @@ from pathlib import Path
 
 from electra.config import GENERATORS, SCHEDULE_CLOCKS, SIZES
 from electra.errors import UserError
+from electra.files import require_file
 from electra.flags import add_output_option
 from electra.plot import plot_run
 
@@ -258,8 +259,8 @@ def check_paths(args: argparse.Namespace) -> None:
             f"--generator-from {args.generator_from}: not a directory; give a run of this library or a "
             "transformers ...ForMaskedLM directory."
         )
-    if args.config_file is not None and not Path(args.config_file).is_file():
-        raise UserError(f"config file {args.config_file} does not exist.")
+    if args.config_file is not None:
+        require_file(args.config_file, "config file")
 
 
 def register(subparsers) -> None:

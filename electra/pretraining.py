@@ -396,10 +396,8 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     if result.step == resumed_at and (output_dir / "summary.json").is_file():
         # A finished run resumed with nothing left to do: its exports, cards and summary describe the training
         # that happened; rewritten from this invocation they would lose every metric.
-        accelerator.print(
-            f"{output_dir} already finished at step {result.step}; nothing to do (raise --max-steps or the budget "
-            "to train further)."
-        )
+        how = _how_to_go_on(result.stop_reason, output_dir)
+        accelerator.print(f"{output_dir} already finished at step {result.step}; nothing to do ({how}).")
     elif accelerator.is_main_process:
         written = model.export(output_dir, tokenizer)
         facts = card_facts(config, inputs, model, tokenizer, result, len(dataset), held_out)
@@ -659,6 +657,19 @@ def _check_output_dir(
         ignore=RESUMABLE_CHANGES | {"vocab_size"},
     )
     return existing
+
+
+def _how_to_go_on(stop_reason: str, output_dir: Path) -> str:
+    """What trains a finished run further. Its schedule decayed to zero at max_steps, which a resume must keep
+    (`RESUMABLE_CHANGES`), so only a budget can be raised; past max_steps it is continued pretraining."""
+    if stop_reason == "flops_budget":
+        return "raise --flops-budget to train further"
+    if stop_reason == "time_budget":
+        return "raise --time-budget to train further"
+    return (
+        f"its schedule ends at max_steps, which a resume keeps; to train further, continue from it with "
+        f"--init-from {output_dir} and a new --output"
+    )
 
 
 def _is_main_process() -> bool:

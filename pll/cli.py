@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from electra.errors import UserError
-from electra.files import write_json_atomically, write_text_atomically
+from electra.files import require_file, write_json_atomically, write_text_atomically
 from electra.flags import add_output_option, require_counts
 from electra.overwrite import refuse_to_replace
 from pll.methods import METHODS, WITHIN_WORD
@@ -241,9 +241,7 @@ def _read_input(raw: str) -> tuple[str, str]:
         data = sys.stdin.buffer.read()
         name = "<stdin>"
     else:
-        path = Path(raw)
-        if not path.is_file():
-            raise UserError(f"{path}: input file does not exist.")
+        path = require_file(raw, "input file", "'-' reads standard input")
         data, name = path.read_bytes(), str(path)
     try:
         return name, data.decode("utf-8-sig")
@@ -574,8 +572,8 @@ def run_nbest(args: argparse.Namespace) -> int:
         raise UserError("--nbest must be at least 1.")
     _check_output_file(args.output, args.overwrite, example="nbest.json")
     refs_path = Path(args.refs) if args.refs else Path(args.audio) / "transcription"
-    if args.refs and not refs_path.is_file():
-        raise UserError(f"{refs_path}: references file does not exist.")
+    if args.refs:
+        require_file(refs_path, "references file")
     refs = read_transcription(refs_path) if refs_path.is_file() else None
     utts = decode_nbest(args.audio, args.nbest, refs)
     write_nbest(args.output, utts, "list", lam=0.0)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import UserError
-from electra.files import write_text_atomically
+from electra.files import require_file, write_text_atomically
 
 FORMATS = ("mlm-scoring", "list")
 
@@ -69,8 +69,7 @@ def read_nbest(path: str | Path, text: str | None = None) -> tuple[list[Utteranc
 
 def read_utf8(path: Path, kind: str, expected: str) -> str:
     """A file's text, or a one-line error naming it: missing, or not UTF-8 (saying what was expected)."""
-    if not path.is_file():
-        raise UserError(f"{path}: {kind} does not exist.")
+    require_file(path, kind)
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

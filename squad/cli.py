@@ -210,13 +210,10 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _load_mapping(path: str, kind: type | tuple[type, ...]) -> dict:
-    from pathlib import Path
-
     from electra.errors import UserError
+    from electra.files import require_file
 
-    file = Path(path)
-    if not file.is_file():
-        raise UserError(f"{path}: no such file.")
+    file = require_file(path, "JSON file")
     try:
         mapping = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

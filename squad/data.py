@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import UserError
+from electra.files import require_file
 
 VERSIONS = ("1.1", "2.0")
 
@@ -42,9 +43,7 @@ class SquadExample:
 
 def load_squad_json(path: str | Path) -> dict[str, Any]:
     """The parsed file, with a one-line error for a missing file, bad JSON or a missing top-level `data`."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no such file; pass the official SQuAD JSON (e.g. dev-v1.1.json).")
+    path = require_file(path, "SQuAD JSON file", "e.g. the official dev-v1.1.json")
     try:
         with path.open(encoding="utf-8") as handle:
             payload = json.load(handle)

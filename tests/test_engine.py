@@ -206,6 +206,11 @@ def test_the_time_clock_anneals_to_zero_at_the_budget_stops_there_and_resumes_ex
     assert rows(tmp_path / "a") == rows(tmp_path / "b")
     a, b = _weights(straight.model), _weights(resumed.model)
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # The whole budget is spent: resuming the finished run takes no further step (it took one before).
+    engine = Engine(_args(tmp_path / "b", **timed))
+    again = engine.fit(TimedRegression(now), engine.latest_checkpoint())
+    assert (again.step, again.stop_reason) == (20, "time_budget")
+    assert rows(tmp_path / "b") == rows(tmp_path / "a")
     with pytest.raises(UserError, match="give one"):
         _args(tmp_path, schedule_clock="time")
     with pytest.raises(UserError, match="schedule_clock must be one of"):

@@ -153,6 +153,34 @@ CASES: list[Case] = [
         "does not exist",
     ),
     (
+        "score input that is a folder",
+        lambda r: ["score", "--model", str(r), "--input", str(r)],
+        "is a directory; give the path of the input file, not a folder",
+    ),
+    (
+        "SQuAD training file that is a folder",
+        lambda r: ["squad", "--model", str(_pickled(r)), "--train", str(r), "--output", str(r / "s")],
+        "is a directory; give the path of the SQuAD JSON file",
+    ),
+    (
+        "TLM task file that is a folder",
+        lambda r: [
+            "tlm",
+            "train",
+            "--task-train",
+            str(r),
+            "--task-dev",
+            str(r),
+            "--task-test",
+            str(r),
+            "--retrieved",
+            str(_corpus(r)),
+            "--out",
+            str(r / "t"),
+        ],
+        "is a directory; give the path of the task file",
+    ),
+    (
         "results.json of an earlier run in --output",
         lambda r: [
             "glue",

@@ -27,7 +27,7 @@ def _weights(run_dir):
 
 
 def test_resume_after_a_kill_matches_an_uninterrupted_run(
-    small_corpus, tmp_path, micro_overrides, monkeypatch
+    small_corpus, tmp_path, micro_overrides, monkeypatch, capsys
 ):
     cache = tmp_path / "cache"
     micro_overrides = {**micro_overrides, "log_every": 1}
@@ -61,7 +61,9 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(
     # that trained nothing (they had lost every metric).
     finished = {name: (tmp_path / "killed" / name).read_bytes() for name in ("summary.json", "README.md")}
     assert "loss" in json.loads(finished["summary.json"])
+    capsys.readouterr()
     assert _run(small_corpus, tmp_path / "killed", cache, micro_overrides, resume=True).step == 6
+    assert "--init-from" in capsys.readouterr().out  # the hint names what trains it further, not --max-steps
     assert {name: (tmp_path / "killed" / name).read_bytes() for name in finished} == finished
 
 
@@ -121,6 +123,22 @@ def test_flops_budget_stops_within_one_step(small_corpus, tmp_path, micro_overri
     assert summary["stop_reason"] == "flops_budget"
     assert latest_checkpoint(tmp_path / "run" / "checkpoints").name == f"step-{result.step:08d}"
     assert (tmp_path / "run" / "discriminator" / "model.safetensors").is_file()
+
+
+def test_resuming_a_spent_flops_budget_trains_nothing(small_corpus, tmp_path, micro_overrides, capsys):
+    """Before: each such resume trained one more step past the budget and rewrote the exports and the card."""
+    settings = {**micro_overrides, "max_steps": 1000, "flops_budget": 1e9}
+    first = _run(small_corpus, tmp_path / "run", tmp_path / "cache", settings)
+    finished = {name: (tmp_path / "run" / name).read_bytes() for name in ("summary.json", "README.md")}
+    capsys.readouterr()
+    for budget in (1e9, 5e8):
+        again = _run(
+            small_corpus, tmp_path / "run", tmp_path / "cache", {**settings, "flops_budget": budget}, True
+        )
+        assert (again.step, again.stop_reason) == (first.step, "flops_budget")
+        assert "nothing to do (raise --flops-budget to train further)" in capsys.readouterr().out
+    assert {name: (tmp_path / "run" / name).read_bytes() for name in finished} == finished
+    assert [row["step"] for row in read_metrics(tmp_path / "run")][-1] == first.step
 
 
 def test_resume_refuses_another_corpus_vocabulary_or_process_count(small_corpus, tmp_path, micro_overrides):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra.errors import UserError
+from electra.files import require_file
 
 Column = str | int
 
@@ -50,9 +51,7 @@ def read_task_file(
     fmt: str | None = None,
 ) -> list[TaskExample]:
     """Examples of a TSV, CSV or JSONL file (see the module doc for how columns are resolved)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: task file does not exist.")
+    path = require_file(path, "task file")
     kind = _format_of(path, fmt)
     examples = (
         _read_jsonl(path, text_columns, label_column)
@@ -244,9 +243,7 @@ def build_sciie(path: str | Path) -> list[TaskExample]:
     DyGIE stores spans as document-level token offsets; each relation lies inside one sentence, so offsets are made
     sentence-relative. The counts match DSP's sciie splits (train 3,219 / dev 455 / test 974).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: SciERC file does not exist.")
+    path = require_file(path, "SciERC file")
     examples = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
