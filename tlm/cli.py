@@ -217,10 +217,13 @@ def start_over_run(args) -> None:
     """Once the flags are read, before any work: the inputs must exist, and only then does --overwrite delete the
     earlier run in --out (`electra.overwrite.start_over`), so that a mistyped path costs no results."""
     from electra.errors import UserError
+    from electra.files import require_file
 
     reads = [getattr(args, name, None) for name in TLM_READS]
-    for path in reads:
-        if path is not None and not Path(path).exists():
+    for name, path in zip(TLM_READS, reads):
+        if path is not None and name.startswith("task_"):
+            require_file(path, "task file")  # a folder here would pass `exists` and fail after --overwrite
+        elif path is not None and not Path(path).exists():
             raise UserError(f"{path}: no such file or directory; check the path.")
     if not args.resume:
         start_over(args.out, TLM_OUTPUTS, args.overwrite, reads)
