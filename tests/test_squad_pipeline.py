@@ -453,7 +453,8 @@ def test_resume_refuses_another_model_or_settings_and_writes_no_nan(tmp_path: Pa
     # --overwrite starts over: the earlier run's checkpoints go (the engine refuses a fresh run beside them).
     capsys.readouterr()
     assert squad("tiny", "--max-steps", "2", "--eval", "nowhere.json", "--overwrite") == 2
-    assert "nowhere.json: SQuAD JSON file does not exist" in capsys.readouterr().err  # checked before anything is deleted
+    # checked before anything is deleted
+    assert "nowhere.json: SQuAD JSON file does not exist" in capsys.readouterr().err
     assert (out / "train" / "checkpoints" / "step-00000004").is_dir()
     assert squad("tiny", "--max-steps", "2", "--overwrite") == 0
     steps = sorted(p.name for p in (out / "train" / "checkpoints").glob("step-*"))

@@ -388,7 +388,8 @@ def test_overwrite_starts_over_and_a_missing_input_deletes_nothing(data, retriev
     assert tlm("--steps", "4") == 0
     assert tlm("--steps", "2", "--overwrite", "--task-dev", str(data / "missing.tsv")) == 2
     assert "missing.tsv: task file does not exist" in capsys.readouterr().err
-    assert tlm("--steps", "2", "--overwrite", "--task-dev", str(data)) == 2  # a folder: refused before deleting
+    # a folder for a file: refused before --overwrite deletes anything
+    assert tlm("--steps", "2", "--overwrite", "--task-dev", str(data)) == 2
     assert "is a directory; give the path of the task file" in capsys.readouterr().err
     assert (out / "stage1" / "checkpoints" / "step-00000004").is_dir()
     assert tlm("--steps", "2", "--overwrite") == 0
