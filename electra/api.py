@@ -13,28 +13,38 @@ New objectives subclass `electra.Objective` and register with `@electra.register
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from electra.config import PretrainConfig, load_config_file, settings_from
+from electra.continued import continued_settings
 from electra.embedded_corpus import ensure_embedded_corpus
-from electra.errors import UserError
-from electra.export import Export, finetune_dir, read_export
+from electra.errors import ElectraWarning, UserError
+from electra.export import Export, finetune_dir
+from electra.export import read_export as _read_export
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.objectives import (
     Objective,
-    build_config,
     flop_report,
     get_objective,
     objective_names,
     register_objective,
 )
+from electra.objectives import build_config as _build_config
+from electra.overwrite import refuse_file_as_directory, refuse_unwritable_directory
 from electra.pretraining import PretrainResult, RunInputs
 from electra.pretraining import pretrain as _pretrain
+from glue.cli import prepare_output as _prepare_glue_output
 from glue.finetune import FinetuneSettings, run_glue
-from glue.tasks import get_task
-from pll.scoring import Scorer, load_scorer
+from glue.tasks import parse_task_list
+from pll.scoring import Scorer
+from pll.scoring import load_scorer as _load_scorer
+from squad.cli import prepare_output as _prepare_squad_output
 from squad.train import SquadSettings
 from squad.train import finetune as _finetune_squad
 
@@ -59,57 +69,167 @@ __all__ = [
 ]
 
 
+def build_config(
+    size: str | None = None,
+    config_file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> PretrainConfig:
+    """Size preset < the objective's defaults < config file < `overrides` (later wins), validated; `size` None is
+    tiny. Values are coerced as `--set` does ("200" for max_steps is 200; 2.5 is refused).
+
+    With `init_from` in `overrides` (continued pretraining), the config takes that checkpoint's shape and vocabulary
+    size, and `size=None` the recipe of the preset it was built as, as `electra pretrain --init-from` does."""
+    with _in_python_terms():
+        from_file = load_config_file(config_file) if config_file is not None else {}
+        given = overrides if isinstance(overrides, Mapping) else {}
+        init_from = given.get("init_from") or from_file.get("init_from")
+        if init_from:  # the file's shape fields are checked against the checkpoint, as `overrides` are
+            size, overrides, note = continued_settings(init_from, {**from_file, **given}, size)
+            if note:
+                warnings.warn(_python_terms(note), ElectraWarning, stacklevel=2)
+        return _build_config(size or "tiny", config_file, overrides)
+
+
 def pretrain(
-    config, output_dir: str | Path, corpus: str | Path | None = None, **inputs: Any
+    config: PretrainConfig, output_dir: str | Path, corpus: str | Path | None = None, **inputs: Any
 ) -> PretrainResult:
-    """Pretrain `config` into `output_dir` (a new directory, or an interrupted run with `resume=True`).
+    """Pretrain `config` (from `electra.build_config`) into `output_dir` (a new directory, or an interrupted run
+    with `resume=True`).
 
     `corpus` is a text file, a directory, JSONL or a saved dataset; None trains on the embedded corpus. Other
-    keywords are `electra.pretraining.RunInputs` fields (vocab, cache_dir, resume, num_proc, ...).
-    """
-    source = str(corpus) if corpus is not None else str(ensure_embedded_corpus())
-    try:
-        return _pretrain(config, RunInputs(corpus=source, output_dir=Path(output_dir), **inputs))
-    except UserError as exc:  # the messages are written for the command line
-        raise UserError(_in_python_terms(str(exc))) from None
+    keywords are `electra.pretraining.RunInputs` fields (vocab, cache_dir, resume, overwrite, num_proc, ...)."""
+    if not isinstance(config, PretrainConfig):
+        raise TypeError(
+            f"config must be a PretrainConfig, not {type(config).__name__}; make one with "
+            "electra.build_config(size, overrides={...})."
+        )
+    with _in_python_terms():
+        fields = settings_from(RunInputs, {"corpus": "", "output_dir": "", **inputs}, "electra.pretrain")
+        _writable(output_dir)
+        source = str(corpus) if corpus is not None else str(ensure_embedded_corpus())
+        return _pretrain(config, replace(fields, corpus=source, output_dir=Path(output_dir)))
 
 
-# How the command line's flags are spelled as this function's arguments.
+# How the command line's flags are spelled as the API's arguments.
 _PYTHON_SPELLINGS = (
     ("--resume", "resume=True"),
     ("--overwrite", "overwrite=True"),
     ("--output", "output_dir"),
+    ("--model", "model"),
+    ("--data-dir", "data_dir"),
+    ("--init-from", "init_from"),
+    ("--tokenizer", "tokenizer"),
+    ("--train", "train"),
+    ("--eval", "eval"),
+    ("--predict-test", "predict_test=True"),
+    ("--save-best", "save_best=True"),
+    ("--save-every", "save_every"),
+    ("--seeds", "seeds"),
+    ("--method", "method"),
+    ("--size", "size"),
 )
 
 
-def _in_python_terms(message: str) -> str:
-    """A refusal told to a Python caller names its arguments ("pass resume=True"), not flags it never typed."""
+@contextlib.contextmanager
+def _in_python_terms() -> Iterator[None]:
+    """A refusal told to a Python caller names its arguments ("pass resume=True"), not flags it never typed: the
+    messages are written for the command line."""
+    try:
+        yield
+    except UserError as exc:
+        raise UserError(_python_terms(str(exc))) from None
+
+
+def _python_terms(message: str) -> str:
     for flag, argument in _PYTHON_SPELLINGS:
         message = re.sub(rf"{flag}(?![\w-])", argument, message)
     return message
 
 
+def _writable(output_dir: str | Path) -> None:
+    """What the command line checks while it reads --output: not a file, and writable (`/proc/x`, a read-only
+    mount), before any work; otherwise the run reads its corpus, builds its model and dies at its first write."""
+    refuse_file_as_directory(output_dir)
+    refuse_unwritable_directory(output_dir)
+
+
+def read_export(path: str | Path) -> Export | None:
+    """The manifest of a run's export (`path` is the run, or one of its parts); None for a directory that is not
+    one. A path that does not exist is refused: a mistyped run must not read as "not an export"."""
+    if not Path(path).exists():
+        raise UserError(f"{path} does not exist; give the output_dir of a pretraining run.")
+    return _read_export(path)
+
+
+def load_scorer(
+    model_dir: str | Path,
+    method: str = "auto",
+    device: str = "auto",
+    batch_size: int = 64,
+    within_word: str = "none",
+) -> Scorer:
+    """The PLL scorer of a run's export, one of its parts, or a local `transformers` masked-LM directory:
+    `method="auto"` takes what the export's objective declares (`pll.scoring.load_scorer`)."""
+    with _in_python_terms():
+        return _load_scorer(model_dir, method, device, batch_size, within_word)
+
+
 def finetune_glue(
     model: str | Path,
-    tasks: Sequence[str],
-    data_dir: str | Path,
+    tasks: str | Sequence[str],
+    data_dir: str | Path | None = None,
     seeds: Sequence[int] = (1,),
     output_dir: str | Path | None = None,
+    init_from: str | Path | None = None,
+    predict_test: bool = False,
+    save_best: bool = False,
+    resume: bool = False,
+    overwrite: bool = False,
     **settings: Any,
 ) -> dict:
-    """Fine-tune an export (or any local ELECTRA/BERT checkpoint) on GLUE tasks; `settings` are
-    `glue.finetune.FinetuneSettings` fields (learning_rate, epochs, max_steps, ...). Returns the results dict."""
-    return run_glue(
-        model,
-        [get_task(task) for task in tasks],
-        Path(data_dir),
-        FinetuneSettings(**settings),
-        list(seeds),
-        output_dir=Path(output_dir) if output_dir is not None else None,
-    )
+    """Fine-tune an export (or any local ELECTRA/BERT checkpoint) on GLUE tasks, as `electra glue` does; returns
+    the results dict.
+
+    `tasks` is a list of names or one string as `--task` takes it ("rte", "sst2,mrpc", "all"); `data_dir` None
+    reads $GLUE_DIR. An `output_dir` holding an earlier run's results is refused unless `resume=True` (continue
+    it) or `overwrite=True` (delete that run's files first; a user's other files stay). `settings` are
+    `glue.finetune.FinetuneSettings` fields (learning_rate, epochs, max_steps, ...), coerced to their types."""
+    with _in_python_terms():
+        specs = parse_task_list(tasks if isinstance(tasks, str) else ",".join(tasks))
+        finetune = settings_from(FinetuneSettings, settings, "electra.finetune_glue")
+        if (predict_test or save_best or resume or finetune.save_every) and output_dir is None:
+            raise UserError("predict_test, save_best, save_every and resume need an output_dir.")
+        if output_dir is not None:
+            _writable(output_dir)
+        data = _prepare_glue_output(
+            output_dir, model, init_from, specs, data_dir, predict_test, overwrite, resume
+        )
+        return run_glue(
+            model,
+            specs,
+            data,
+            finetune,
+            list(seeds),
+            output_dir=Path(output_dir) if output_dir is not None else None,
+            init_from=init_from,
+            predict_test=predict_test,
+            save_best=save_best,
+            resume=resume,
+        )
 
 
-def finetune_squad(model: str | Path, output_dir: str | Path, **settings: Any) -> dict:
-    """Fine-tune on SQuAD and/or evaluate (`train=`, `eval=` file paths, `version="1.1"|"2.0"`, and any other
-    `squad.train.SquadSettings` field); returns the evaluation results."""
-    return _finetune_squad(SquadSettings(model=str(finetune_dir(model)), output=str(output_dir), **settings))
+def finetune_squad(
+    model: str | Path, output_dir: str | Path, overwrite: bool = False, **settings: Any
+) -> dict:
+    """Fine-tune on SQuAD and/or evaluate (`train=`, `eval=` file paths, `version="1.1"|"2.0"`, `resume=True`, and
+    any other `squad.train.SquadSettings` field), as `electra squad` does; returns the evaluation results. An
+    `output_dir` holding earlier results is refused unless `resume=True` or `overwrite=True`."""
+    with _in_python_terms():
+        chosen = settings_from(
+            SquadSettings,
+            {**settings, "model": finetune_dir(model), "output": output_dir},
+            "electra.finetune_squad",
+        )
+        _writable(output_dir)
+        parsed = _prepare_squad_output(chosen, overwrite)
+        return _finetune_squad(chosen, parsed)

@@ -159,6 +159,11 @@ def latest_intact_checkpoint(checkpoints_dir: Path, notice=print) -> Path | None
     return None
 
 
+def checkpoint_processes(path: Path) -> int:
+    """How many processes wrote this checkpoint: each one saves its own RNG state in it."""
+    return len(list(path.glob("rng-rank*.safetensors")))
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 

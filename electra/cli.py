@@ -156,6 +156,18 @@ def _one_line_warnings(format_warning):
     return format
 
 
+def _refuse_a_launch_it_does_not_use(args: argparse.Namespace) -> None:
+    """Under torchrun or `accelerate launch` with several processes, a command that does not share its work
+    (its parser sets no `several_processes`) would run whole in every process, each writing the same files. Every
+    process refuses alike, so none waits on another."""
+    processes = int(os.environ.get("WORLD_SIZE") or 1)
+    if processes > 1 and not getattr(args, "several_processes", False):
+        raise UserError(
+            f"runs in one process, and the launcher started {processes}; run it without torchrun or accelerate "
+            "launch (pretrain, glue, squad, tlm train and tartan are the commands that use several)."
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         bind_siblings(strict=True)
@@ -172,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     format_warning = warnings.formatwarning
     warnings.formatwarning = _one_line_warnings(format_warning)
     try:
+        _refuse_a_launch_it_does_not_use(args)
         if getattr(args, "no_progress", False):
             bars_to_restore = _progress_bars_off()
         if getattr(args, "report_to", None) is not None:

@@ -6,7 +6,9 @@ run reproducible from its saved `config.json`. Unknown keys are errors: a typo m
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -43,6 +45,53 @@ COUNTS = (
     "log_every",
     "save_every",
 )
+
+# Float fields outside these ranges would not fail where they are read: a negative max_grad_norm turns clipping
+# into a sign flip (gradient ascent), a negative loss weight trains the wrong way, a dropout rate or Adam beta of 1
+# or more fails only once the model or optimizer is built, after the corpus is read. Each range: (test, wording).
+Range = tuple[Callable[[float], bool], str]
+_RATE: Range = (lambda v: 0.0 <= v < 1.0, "in [0, 1)")
+_FRACTION: Range = (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+_NON_NEGATIVE: Range = (lambda v: v >= 0.0, "at least 0")
+_POSITIVE: Range = (lambda v: v > 0.0, "positive")
+_DECAY: Range = (lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+RANGES: dict[str, Range] = {
+    **dict.fromkeys(
+        ("hidden_dropout_prob", "attention_probs_dropout_prob", "adam_beta1", "adam_beta2"), _RATE
+    ),
+    **dict.fromkeys(
+        ("mask_token_prob", "random_token_prob", "single_segment_prob", "short_seq_prob"), _FRACTION
+    ),
+    **dict.fromkeys(
+        (
+            "adam_epsilon",
+            "weight_decay",
+            "max_grad_norm",  # 0: no clipping
+            "generator_loss_weight",
+            "discriminator_loss_weight",
+            "initializer_range",
+            "layer_norm_eps",
+        ),
+        _NON_NEGATIVE,
+    ),
+    **dict.fromkeys(("generator_hidden_multiplier", "sampling_temperature"), _POSITIVE),
+}
+
+# The fine-tuners' (GLUE's, SQuAD's) float settings, for the same reasons; None means "the default" and passes.
+FINETUNE_RANGES: dict[str, Range] = {
+    **dict.fromkeys(("learning_rate", "epochs"), _POSITIVE),
+    "layer_decay": _DECAY,
+    "warmup_fraction": _FRACTION,
+    **dict.fromkeys(("weight_decay", "adam_epsilon", "max_grad_norm", "answerable_weight"), _NON_NEGATIVE),
+}
+
+
+def check_ranges(settings: Any, ranges: Mapping[str, Range], source: str = "") -> None:
+    """One line naming the first of `settings`' fields (those it has of `ranges`) that lies outside its range."""
+    for name, (within, wording) in ranges.items():
+        value = getattr(settings, name, None)
+        if value is not None and not within(value):
+            raise UserError(f"{source + ': ' if source else ''}{name} must be {wording}, got {value}.")
 
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -231,6 +280,7 @@ class PretrainConfig:
             raise UserError(f"config: flops_budget must be positive (e.g. 1e15), got {self.flops_budget}.")
         if not self.learning_rate > 0:
             raise UserError(f"config: learning_rate must be positive, got {self.learning_rate}.")
+        check_ranges(self, RANGES, "config")
         return self
 
     # ---- derived generator shape ----
@@ -365,14 +415,18 @@ def field_names() -> set[str]:
 
 
 def _coerce(name: str, raw: Any, source: str = "config") -> Any:
-    """Turn a CLI string or a JSON value into the field's type, strictly; errors name the field.
+    """Turn a CLI string or a JSON value into the config field's type, strictly (`coerce_value`)."""
+    return coerce_value(name, raw, str({f.name: f for f in fields(PretrainConfig)}[name].type), source)
+
+
+def coerce_value(name: str, raw: Any, kind: str, source: str = "config") -> Any:
+    """Turn a CLI string or a JSON value into the type `kind` ("int", "float | None", ...), strictly; errors name
+    the field.
 
     An integer field takes an integral number only (2, 2.0, "1e3"; not 2.5 or "5e-1", which would floor to another
     value silently), a boolean field a boolean (or yes/no words from the command line), a float field a number, a
     string field a string.
     """
-    f = {f.name: f for f in fields(PretrainConfig)}[name]
-    kind = str(f.type)
     nullable = "None" in kind
     if nullable and isinstance(raw, str) and raw.lower() in ("none", "null"):
         return None
@@ -401,13 +455,33 @@ def _coerce(name: str, raw: Any, source: str = "config") -> Any:
         if not isinstance(number, (int, float)) or number != number:  # not a number, or NaN
             raise wrong
         if kind.startswith("int"):
+            if number in (float("inf"), float("-inf")):
+                raise wrong
             if number != int(number):
                 raise UserError(f"{source}: {name}={raw!r} is not a whole number; give an integer.")
             return int(number)
         return float(number)
+    if isinstance(raw, os.PathLike):  # a path field given a pathlib.Path
+        raw = os.fspath(raw)
     if not isinstance(raw, str):
         raise wrong
     return raw
+
+
+def settings_from(cls: type, values: Mapping[str, Any], source: str) -> Any:
+    """`cls(**values)` for a settings dataclass (GLUE's, SQuAD's) given from Python: each value coerced to its
+    field's type as config fields are (`coerce_value`: "200" for an int is 200, "fast" for a float is refused,
+    where the dataclass took anything and failed deep inside training), and an unknown name refused (TypeError,
+    as for any unknown keyword) with the names it may have meant."""
+    known = {f.name: str(f.type) for f in fields(cls) if f.init}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        close = sorted({m for name in unknown for m in difflib.get_close_matches(name, known, n=2)})
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise TypeError(
+            f"{source}: unknown setting(s) {', '.join(unknown)}{hint}; the settings are {', '.join(known)}."
+        )
+    return cls(**{name: coerce_value(name, value, known[name], source) for name, value in values.items()})
 
 
 def assemble_config(
@@ -425,6 +499,11 @@ def assemble_config(
         raise UserError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}.")
     values: dict[str, Any] = dict(SIZES[size])
     from_file = load_config_file(config_file) if config_file is not None else {}
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise TypeError(
+            "overrides must be a dict of config field: value (e.g. {'max_steps': 200}), not "
+            f"{type(overrides).__name__}."
+        )
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     for layer in (from_file, given):
         unknown = sorted(set(layer) - field_names())

@@ -19,7 +19,7 @@ from torch import nn
 
 from electra.config import SIZES, PretrainConfig
 from electra.errors import UserError
-from electra.export import finetune_dir, read_export
+from electra.export import finetune_dir, read_export, require_safetensors
 
 # Fields of a transformers ElectraConfig that fix the kept model's shape.
 SHAPE_FIELDS = (
@@ -55,7 +55,7 @@ def kept_dir(directory: str | Path) -> Path:
             f"{path}: model_type {config.get('model_type')!r}; --init-from continues ELECTRA checkpoints "
             "(model_type electra)."
         )
-    return path
+    return require_safetensors(path)  # before the corpus is read: a pickle-only checkpoint is refused at once
 
 
 # The fields a size preset is recognised by: a checkpoint with all of them equal to a preset's is of that size.
@@ -85,6 +85,13 @@ def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str
     user set differently is refused, since those weights could not load. The `size` preset's sequence length is
     cut to the checkpoint's positions when it has fewer."""
     kept = _hf_config(kept_dir(directory))
+    activation = kept.get("hidden_act", "gelu")
+    if activation != "gelu":  # the run's layers are built as electra.hf_configs builds them: with gelu
+        raise UserError(
+            f"--init-from {directory}: its hidden_act is {activation!r}; continued pretraining builds ELECTRA's "
+            "gelu layers, in which these weights would compute something else. Fine-tune it as it is with "
+            "`electra glue` or `electra squad`, which load its own config."
+        )
     shape: dict[str, Any] = {k: kept[k] for k in SHAPE_FIELDS if k in kept}
     preset_length = SIZES.get(size, {}).get("max_seq_length", PretrainConfig.max_seq_length)
     positions = int(kept.get("max_position_embeddings", preset_length))
@@ -106,6 +113,25 @@ def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str
     return {**overrides, **shape, **vocabulary}  # the checkpoint's vocabulary is the run's, whatever was set
 
 
+def continued_settings(
+    directory: str | Path, overrides: dict[str, Any], size: str | None = None
+) -> tuple[str, dict[str, Any], str | None]:
+    """(size, overrides, note) of a run continued from DIR, for `electra pretrain --init-from` and
+    `electra.build_config(overrides={"init_from": DIR})` alike: `size` or, when None, the preset DIR was built as
+    (tiny, with the returned note, for a shape no preset has), and `overrides` with `init_from` and DIR's shape and
+    vocabulary size (`checkpoint_shape`)."""
+    note = None
+    if size is None:
+        size = preset_of(directory)
+        if size is None:
+            size = "tiny"
+            note = (
+                f"--init-from {directory}: its shape is no size preset's, so the tiny recipe (learning rate, batch, "
+                "warmup) trains it; pass --size to choose another."
+            )
+    return size, checkpoint_shape(directory, {**overrides, "init_from": str(directory)}, size), note
+
+
 def init_vocabulary(directory: str | Path) -> Path:
     """The tokenizer directory of DIR's kept model."""
     path = kept_dir(directory)
@@ -119,7 +145,7 @@ def init_vocabulary(directory: str | Path) -> Path:
 def _load(module: nn.Module, directory: Path, required_prefix: str) -> list[str]:
     """Load DIR's safetensors weights into `module`: every tensor under `required_prefix` must be there with its
     shape; other tensors (a head) load when they match and stay fresh otherwise. Returns the fresh ones."""
-    weights = directory / "model.safetensors"
+    weights = require_safetensors(directory) / "model.safetensors"
     if not weights.is_file():
         raise UserError(
             f"{directory}: no model.safetensors (only safetensors are loaded, since unpickling can run code)."

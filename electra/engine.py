@@ -27,13 +27,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, PartialState
+from accelerate.state import AcceleratorState
 from safetensors.torch import load_file
 from torch import nn
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from electra.checkpoint import (
+    checkpoint_processes,
     checkpoint_step,
     latest_intact_checkpoint,
     load_checkpoint,
@@ -198,10 +200,41 @@ class Task:
         pass
 
 
+def make_accelerator(mixed_precision: str = "no") -> Accelerator:
+    """The Accelerator every command trains and evaluates through. Without a GPU it asks for the CPU outright:
+    Accelerate then joins the processes `torchrun` or `accelerate launch` started into one gloo group (left to
+    itself on a CPU-only machine, each of them would run alone, on all the data, writing the same files).
+
+    Accelerate keeps one precision per process and refuses another: a Python caller's second run (a bf16
+    `electra.pretrain`, then `electra.finetune_glue`) would fail. The earlier precision is dropped here; the
+    processes and their group (Accelerate's PartialState) stay as they are."""
+    if AcceleratorState._shared_state.get("_mixed_precision", mixed_precision) != mixed_precision:
+        AcceleratorState._reset_state()
+    return Accelerator(mixed_precision=mixed_precision, cpu=not torch.cuda.is_available())
+
+
+def process_count() -> int:
+    """How many processes the launcher started, before an Accelerator exists (for sizes that depend on it).
+    Accelerate's process state is made once per process, so it is made here as `make_accelerator` would."""
+    return PartialState(cpu=not torch.cuda.is_available()).num_processes
+
+
+def per_process_batch(batch_size: int, processes: int, flag: str = "--batch-size") -> int:
+    """The sequences each process takes per optimizer step when `batch_size` is the whole step's, over all
+    processes (as `pretrain`'s --batch-size is): a launch with more processes trains the same recipe. A batch
+    the processes cannot share evenly is refused (every process decides alike) rather than quietly changed."""
+    if batch_size % processes:
+        raise UserError(
+            f"{flag} {batch_size} is the batch of one optimizer step over all processes and does not split evenly "
+            f"over {processes}; give a multiple of {processes}."
+        )
+    return batch_size // processes
+
+
 class Engine:
     def __init__(self, args: TrainArgs, accelerator: Any = None):
         if accelerator is None:
-            accelerator = Accelerator(cpu=not torch.cuda.is_available())
+            accelerator = make_accelerator()
         self.args = args
         self.accelerator = accelerator
 
@@ -229,6 +262,22 @@ class Engine:
                 "--resume, or start over with --overwrite or another output."
             )
 
+    def _refuse_other_process_count(self, checkpoint: Path) -> None:
+        """A checkpoint continues only with as many processes as wrote it: each process restores its own random
+        stream, and a task's batches are sharded by process. Every process reads the same files, so all of them
+        refuse together (none is left waiting for another at a collective)."""
+        saved, now = checkpoint_processes(checkpoint), self.accelerator.num_processes
+        if saved and saved != now:
+            launch = (
+                "in one process (no launcher)"
+                if saved == 1
+                else f"with {saved} (torchrun --nproc_per_node {saved}, or accelerate launch --num_processes {saved})"
+            )
+            raise UserError(
+                f"--resume: {checkpoint} was written by {saved} process(es), this launch has {now}; resume it "
+                f"{launch}, or start over with --overwrite."
+            )
+
     # ------------------------------------------------------------------------------------------------------
     def fit(self, task: Task, resume_from: Path | None = None) -> TrainResult:
         """Train `task` from scratch, or from the checkpoint `resume_from`, until a stop rule fires.
@@ -242,6 +291,8 @@ class Engine:
         args, acc = self.args, self.accelerator
         if resume_from is None:
             self._refuse_earlier_checkpoints()
+        else:
+            self._refuse_other_process_count(resume_from)
         accumulation = args.gradient_accumulation_steps
         model = task.model
         split_rng_per_process(acc.process_index, acc.num_processes)  # a resumed run then restores its own

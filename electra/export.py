@@ -145,6 +145,23 @@ def read_export(path: str | Path) -> Export | None:
     return None
 
 
+def require_safetensors(directory: str | Path) -> Path:
+    """`directory`, when it holds safetensors weights; otherwise one line naming what it holds and the fix.
+
+    Every command that loads a checkpoint's weights asks this first (and, where it can, before any other work):
+    pickled weights (`pytorch_model.bin`) are never loaded, since unpickling can run code."""
+    directory = Path(directory)
+    if not any(directory.glob("*.safetensors")):
+        entries = directory.iterdir() if directory.is_dir() else ()
+        pickles = sorted(p.name for p in entries if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
+        held = f"it holds {pickles[0]}, a pickle; " if pickles else ""
+        raise UserError(
+            f"{directory}: no .safetensors weights ({held}only safetensors are loaded, since unpickling can run "
+            "code); convert it where you trust it: model.save_pretrained(dir, safe_serialization=True)."
+        )
+    return directory
+
+
 def load_pretrained(model_class: Any, directory: str | Path, complete: bool = False) -> Any:
     """`model_class.from_pretrained(directory)` for a local checkpoint, safetensors only, with one-line errors.
 
@@ -159,13 +176,7 @@ def load_pretrained(model_class: Any, directory: str | Path, complete: bool = Fa
             f"{directory}/config.json: not found; give a Hugging Face checkpoint directory (e.g. RUN/discriminator) "
             "or a pretraining run directory."
         )
-    if not any(directory.glob("*.safetensors")):
-        pickles = sorted(p.name for p in directory.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
-        held = f"it holds {pickles[0]}, a pickle; " if pickles else ""
-        raise UserError(
-            f"{directory}: no .safetensors weights ({held}only safetensors are loaded, since unpickling can run "
-            "code); convert it where you trust it: model.save_pretrained(dir, safe_serialization=True)."
-        )
+    require_safetensors(directory)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
@@ -177,14 +188,38 @@ def load_pretrained(model_class: Any, directory: str | Path, complete: bool = Fa
     finally:
         hf_logging.set_verbosity(verbosity)
     missing = sorted(info.get("missing_keys") or [])
+    encoder = [key for key in missing if _is_encoder_weight(model, key)]
+    if (
+        encoder
+    ):  # transformers would start them at random, and a fine-tune would report a random encoder's score
+        raise UserError(
+            f"{directory}: {len(encoder)} of the encoder's weights are not in its safetensors "
+            f"({_some(encoder)}), so {type(model).__name__} would start them at random; give a checkpoint saved "
+            "from this architecture (model.save_pretrained(dir)), e.g. RUN/discriminator."
+        )
     if complete and missing:
         held = ", ".join(getattr(model.config, "architectures", None) or ["another model"])
         raise UserError(
             f"{directory}: holds {held}, not a complete {type(model).__name__}: {len(missing)} of its weights are "
-            f"missing ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}) and would be random; give a "
-            "masked LM (a run, RUN/generator, or a transformers ...ForMaskedLM directory)."
+            f"missing ({_some(missing)}) and would be random; give a checkpoint that holds them (for a masked LM: "
+            "a run, RUN/generator, or a transformers ...ForMaskedLM directory)."
         )
     return model
+
+
+def _is_encoder_weight(model: Any, key: str) -> bool:
+    """Whether a parameter name belongs to the pretrained encoder (not a task head, and not BERT's pooler, which
+    pretraining checkpoints such as ELECTRA's do not have)."""
+    if ".pooler." in f".{key}" or key.startswith("pooler."):
+        return False
+    if getattr(model, "base_model", model) is model:  # the encoder itself (AutoModel): every weight is its
+        return True
+    prefix = getattr(model, "base_model_prefix", "")
+    return bool(prefix) and key.startswith(f"{prefix}.")
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 
 
 def fit_length(requested: int, model_config: Any, flag: str = "--max-seq-length") -> int:
@@ -281,7 +316,7 @@ def masked_lm_dir(path: str | Path) -> Path:
             f"{path}: no config.json or {MANIFEST} here; give a run directory of this library or a transformers "
             "...ForMaskedLM directory."
         )
-    return path
+    return require_safetensors(path)  # before any other work: its weights are what it is for
 
 
 def finetune_dir(path: str | Path) -> Path:

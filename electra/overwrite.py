@@ -87,6 +87,10 @@ def refuse_unwritable_directory(directory: str | Path, option: str | None = "--o
     folder of another user), before any work: otherwise the run trains a vocabulary and builds its examples, then
     dies with a traceback at its first write. Probed by doing: permission bits do not tell (root may write
     anywhere but /proc). What the probe creates is removed again."""
+    if os.environ.get("RANK", "0") != "0":
+        # under torchrun or accelerate launch only the main process writes outputs, so it alone probes: two
+        # processes making and removing the same folder at once failed each other's probe ("File exists")
+        return
     directory = Path(directory)
     start = f"{option} " if option else ""
     made: list[Path] = []

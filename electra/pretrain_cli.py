@@ -177,30 +177,25 @@ def run(args: argparse.Namespace) -> int:
         if value is not None:
             overrides[name] = value
     overrides = with_frozen_generator(overrides)
-    if args.init_from is not None:
-        from electra.continued import checkpoint_shape, preset_of
+    from_file = load_config_file(args.config_file) if args.config_file else {}
+    init_from = args.init_from or overrides.get("init_from") or from_file.get("init_from")
+    if init_from:  # however it is given (flag, --set, config file), the checkpoint's shape is the run's
+        from electra.continued import continued_settings
 
-        if args.size is None:
-            args.size = preset_of(args.init_from)
-            if args.size is None:
-                args.size = "tiny"
-                print(
-                    f"--init-from {args.init_from}: its shape is no size preset's, so the tiny recipe (learning "
-                    "rate, batch, warmup) trains it; pass --size to choose another."
-                )
-        overrides = checkpoint_shape(args.init_from, {**overrides, "init_from": args.init_from}, args.size)
+        # the file's shape fields are checked against the checkpoint too, not silently replaced by its shape
+        args.size, overrides, note = continued_settings(init_from, {**from_file, **overrides}, args.size)
+        if note:
+            print(note)
     args.size = args.size or "tiny"
     if args.per_device_batch_size is not None:
         if args.train_batch_size is not None:
             raise UserError("give --batch-size (global) or --per-device-batch-size, not both.")
-        from accelerate import PartialState
+        from electra.engine import process_count
 
         accumulation = int(overrides.get("gradient_accumulation_steps") or 1)
-        overrides["train_batch_size"] = (
-            args.per_device_batch_size * PartialState().num_processes * accumulation
-        )
+        overrides["train_batch_size"] = args.per_device_batch_size * process_count() * accumulation
     config = build_config(args.size, args.config_file, overrides)
-    explicit = {**(load_config_file(args.config_file) if args.config_file else {}), **overrides}
+    explicit = {**from_file, **overrides}
     if args.help_config:
         for name, value in sorted(config.to_dict().items()):
             print(f"{name} = {value!r}")
@@ -266,4 +261,4 @@ def check_paths(args: argparse.Namespace) -> None:
 def register(subparsers) -> None:
     parser = subparsers.add_parser("pretrain", help="pretrain ELECTRA / Electric / an MLM baseline")
     add_pretrain_arguments(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, several_processes=True)

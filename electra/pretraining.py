@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate import Accelerator, PartialState
+from accelerate import PartialState
 from accelerate.utils import set_seed
 
 from electra.checkpoint import checkpoint_step, latest_checkpoint, latest_intact_checkpoint
@@ -40,7 +40,7 @@ from electra.data import (
     token_counts,
     tokenizer_fingerprint,
 )
-from electra.engine import Engine, Task, TrainArgs
+from electra.engine import Engine, Task, TrainArgs, make_accelerator
 from electra.errors import ElectraWarning, UserError
 from electra.export import masked_lm_dir, read_export, save_tokenizer
 from electra.files import write_json_atomically
@@ -314,7 +314,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         config, output_dir, output_dir / "checkpoints", inputs.resume, inputs.overwrite, inputs.size_to_budget
     )
 
-    accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=not torch.cuda.is_available())
+    accelerator = make_accelerator(config.mixed_precision)
     world = accelerator.num_processes
     if config.train_batch_size % (world * config.gradient_accumulation_steps):
         raise UserError(

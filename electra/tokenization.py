@@ -92,10 +92,23 @@ def load_vocab_tokenizer(vocab: str | Path, lowercase: bool = True) -> PreTraine
     return ElectraTokenizerFast(vocab=str(path), do_lower_case=lowercase)
 
 
-def load_saved_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
+def require_tokenizer(directory: str | Path) -> Path:
+    """`directory`, when it holds a saved tokenizer (tokenizer.json or vocab.txt); otherwise one line naming the fix.
+
+    Asked before any work by every command that tokenizes with a checkpoint's tokenizer: where there is none,
+    transformers 5's AutoTokenizer does not fail but builds an empty five-piece one, and a fine-tune would train
+    on nothing but [UNK] and report a result."""
     directory = Path(directory)
     if not (directory / "tokenizer.json").is_file() and not (directory / "vocab.txt").is_file():
-        raise UserError(f"{directory} holds no tokenizer (tokenizer.json or vocab.txt).")
+        raise UserError(
+            f"{directory} holds no tokenizer (tokenizer.json or vocab.txt); save the one the model was trained "
+            "with beside it: tokenizer.save_pretrained(dir)."
+        )
+    return directory
+
+
+def load_saved_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
+    directory = require_tokenizer(directory)
     config = directory / "tokenizer_config.json"
     if (directory / "tokenizer.json").is_file() and config.is_file():
         if json.loads(config.read_text()).get("tokenizer_class") in GENERIC_CLASSES:

@@ -103,30 +103,55 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace the results an earlier run left in the output"
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, several_processes=True)
+
+
+def prepare_output(
+    output: str | Path | None,
+    model: str | Path,
+    init_from: str | Path | None,
+    specs: list,
+    data_dir: str | Path | None,
+    predict_test: bool,
+    overwrite: bool,
+    resume: bool,
+) -> Path:
+    """What `electra glue` and `electra.finetune_glue` check before any work, in this order: an earlier run's
+    results in `output` (refused unless `overwrite` or `resume`), the model, the data files; then, the inputs being
+    sound, `overwrite` deletes the earlier run's files (never a user's). Returns the GLUE data folder."""
+    from electra.export import finetune_dir, require_safetensors
+    from electra.tokenization import require_tokenizer
+    from glue.finetune import check_files, resolve_model_dir
+    from glue.tasks import resolve_data_dir
+
+    produced = [Path(output) / name for name in GLUE_OUTPUTS] if output and not resume else []
+    refuse_to_replace(produced, overwrite, resume_hint=True)
+    data = resolve_data_dir(data_dir)
+    resolve_model_dir(model)
+    if init_from:
+        resolve_model_dir(init_from, "--init-from")
+    check_files(specs, data, predict_test)
+    for directory in (model, init_from):  # pickled weights: refused before run.json is written
+        if directory:
+            require_safetensors(finetune_dir(directory))
+    require_tokenizer(finetune_dir(model))  # where it has none, AutoTokenizer makes an empty one
+    if produced:  # the inputs are sound: only now does --overwrite delete the earlier run
+        start_over(output, GLUE_OUTPUTS, overwrite, reads=(model, init_from, data))
+    return data
 
 
 def run(args: argparse.Namespace) -> int:
     from electra.errors import UserError
-    from glue.finetune import FinetuneSettings, check_files, resolve_model_dir, run_glue
-    from glue.tasks import parse_task_list, resolve_data_dir
+    from glue.finetune import FinetuneSettings, run_glue
+    from glue.tasks import parse_task_list
 
     require_counts(args, ("seeds", "batch_size", "max_seq_length"), optional=("max_steps",))
     if (args.predict_test or args.save_best or args.resume or args.save_every) and not args.output:
         raise UserError("--predict-test, --save-best, --save-every and --resume need --output DIR.")
     if args.save_every < 0:
         raise UserError("--save-every must not be negative (0 turns checkpoints off).")
-    produced = [Path(args.output) / name for name in GLUE_OUTPUTS] if args.output and not args.resume else []
-    refuse_to_replace(produced, args.overwrite, resume_hint=True)
     specs = parse_task_list(args.task)
-    data_dir = resolve_data_dir(args.data_dir)
-    resolve_model_dir(args.model)
-    if args.init_from:
-        resolve_model_dir(args.init_from, "--init-from")
-    check_files(specs, data_dir, args.predict_test)
-    if produced:  # the inputs are sound: only now does --overwrite delete the earlier run
-        start_over(args.output, GLUE_OUTPUTS, args.overwrite, reads=(args.model, args.init_from, data_dir))
-    settings = FinetuneSettings(
+    settings = FinetuneSettings(  # checked here, before --overwrite deletes anything
         learning_rate=args.learning_rate,
         layer_decay=args.layer_decay,
         epochs=args.epochs,
@@ -143,6 +168,16 @@ def run(args: argparse.Namespace) -> int:
         save_every=args.save_every,
         cpu_dropout=args.cpu_dropout,
         progress=not args.no_progress,  # what results.json records; the bars themselves follow the global switch
+    )
+    data_dir = prepare_output(
+        args.output,
+        args.model,
+        args.init_from,
+        specs,
+        args.data_dir,
+        args.predict_test,
+        args.overwrite,
+        args.resume,
     )
     run_glue(
         args.model,

@@ -20,13 +20,19 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoTokenizer
 
-from electra.config import check_run_record, keep_run_record
-from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
+from electra.config import FINETUNE_RANGES, check_ranges, check_run_record, keep_run_record
+from electra.engine import (
+    Engine,
+    Task,
+    TrainArgs,
+    make_accelerator,
+    per_process_batch,
+    shuffled_epochs,
+)
 from electra.errors import UserError
 from electra.export import finetune_dir, fit_length
 from electra.files import write_json_atomically
@@ -80,6 +86,10 @@ class FinetuneSettings:
     save_every: int = 0  # checkpoint every N updates (needs an output directory), so a killed run can resume
     log_every: int = 10
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        # a learning rate of 0 read as "the default", a negative one trained the wrong way
+        check_ranges(self, FINETUNE_RANGES)
 
 
 @dataclass
@@ -269,7 +279,7 @@ def run_seed(
     decay = settings.layer_decay or size_decay
 
     collator = Collator(tokenizer.pad_token_id or 0, spec.is_regression)
-    per_device = max(1, settings.batch_size // accelerator.num_processes)
+    per_device = per_process_batch(settings.batch_size, accelerator.num_processes)
     steps_per_epoch = math.ceil(len(data.train) / (per_device * accelerator.num_processes))
     epochs = settings.epochs if settings.epochs is not None else paper_epochs(spec.name)
     total = settings.max_steps or max(1, round(epochs * steps_per_epoch))
@@ -435,7 +445,7 @@ def run_glue(
     if not seeds:
         raise UserError("--seeds must be at least 1.")
     check_files(specs, data_dir, predict_test)
-    accelerator = Accelerator(mixed_precision=settings.mixed_precision)
+    accelerator = make_accelerator(settings.mixed_precision)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     config = AutoConfig.from_pretrained(str(model_dir))
     settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))

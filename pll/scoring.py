@@ -458,11 +458,11 @@ def _build_scorer(
     dirs = layout.methods[method]
     tok = load_tokenizer([*dirs, layout.root, *layout.tokenizer_dirs])
     if method == "mlm":
-        model = load_pretrained(AutoModelForMaskedLM, dirs[0])
+        model = load_pretrained(AutoModelForMaskedLM, dirs[0], complete=True)  # a random head scores nothing
         return MaskedLMScorer(model, tok, dev, batch_size, within_word)
     if method == "cloze":
         return ClozeScorer(TwoTowerGenerator.from_pretrained(dirs[0]), tok, dev, batch_size)
-    disc = load_pretrained(ElectraForPreTraining, dirs[0])
+    disc = load_pretrained(ElectraForPreTraining, dirs[0], complete=True)
     if method == "electric":
         return ElectricScorer(disc, tok, dev, batch_size)
     generator = TwoTowerGenerator.from_pretrained(dirs[1])

@@ -88,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, several_processes=True)
 
     ev = subparsers.add_parser(
         "squad-eval",
@@ -110,13 +110,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 SQUAD_EVAL_OUTPUTS = ("results.json", "predictions.json", "nbest_predictions.json", "null_odds.json")
 
 
+def prepare_output(settings, overwrite: bool) -> dict:
+    """What `electra squad` and `electra.finetune_squad` check before any work, in this order: an earlier run's
+    results in the output (refused unless `overwrite` or `settings.resume`), the model and data files; then, the
+    inputs being sound, `overwrite` deletes the earlier run's files (never a user's). Returns the questions read
+    (`squad.train.check_inputs`)."""
+    from electra.export import finetune_dir, require_safetensors
+    from electra.tokenization import require_tokenizer
+    from squad.train import check_inputs
+
+    produced = SQUAD_EVAL_OUTPUTS + (("model", "train") if settings.train else ())
+    if not settings.resume:
+        refuse_to_replace([Path(settings.output) / name for name in produced], overwrite, resume_hint=True)
+    parsed = check_inputs(settings)
+    if settings.train is not None:  # pickled weights: refused before run.json is written
+        require_safetensors(finetune_dir(settings.model))
+    # where there is none, AutoTokenizer makes an empty one (a hub name is answered by squad.model.load_tokenizer)
+    tokenizer = Path(settings.tokenizer or finetune_dir(settings.model))
+    if tokenizer.is_dir():
+        require_tokenizer(tokenizer)
+    if not settings.resume:  # the inputs are sound: only now does --overwrite delete the earlier run
+        reads = (settings.model, settings.tokenizer, settings.train, settings.eval)
+        start_over(settings.output, produced, overwrite, reads=reads)
+    return parsed
+
+
 def run(args: argparse.Namespace) -> int:
-    produced = SQUAD_EVAL_OUTPUTS + (("model", "train") if args.train else ())
-    if not args.resume:
-        refuse_to_replace([Path(args.output) / name for name in produced], args.overwrite, resume_hint=True)
     import logging
 
-    from squad.train import SquadSettings, check_inputs, finetune
+    from squad.train import SquadSettings, finetune
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     settings = SquadSettings(
@@ -152,11 +174,7 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         original_layer_decay=args.original_layer_decay,
     )
-    parsed = check_inputs(settings)
-    if not args.resume:  # the inputs are sound: only now does --overwrite delete the earlier run
-        start_over(
-            args.output, produced, args.overwrite, reads=(args.model, args.tokenizer, args.train, args.eval)
-        )
+    parsed = prepare_output(settings, args.overwrite)
     results = finetune(settings, parsed)
     if "eval" in results:
         print(json.dumps(results["eval"], indent=2))

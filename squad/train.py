@@ -21,14 +21,20 @@ from typing import Any
 
 import numpy as np
 import torch
-from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from electra.config import check_run_record, keep_run_record
+from electra.config import FINETUNE_RANGES, check_ranges, check_run_record, keep_run_record
 from electra.data import pad_batch
-from electra.engine import Engine, Task, TrainArgs, shuffled_epochs
+from electra.engine import (
+    Engine,
+    Task,
+    TrainArgs,
+    make_accelerator,
+    per_process_batch,
+    shuffled_epochs,
+)
 from electra.errors import UserError
 from electra.export import finetune_dir, fit_length
 from electra.files import write_json_atomically
@@ -84,6 +90,9 @@ class SquadSettings:
     save_every: int = 0  # checkpoint every N updates under OUTPUT/train/checkpoints (0: never)
     resume: bool = False  # continue from the latest checkpoint there
     log_every: int = 20
+
+    def __post_init__(self) -> None:
+        check_ranges(self, FINETUNE_RANGES)  # a negative rate would train the wrong way
 
     def feature_settings(self) -> FeatureSettings:
         return FeatureSettings(self.max_seq_length, self.doc_stride, self.max_query_length)
@@ -169,7 +178,7 @@ def finetune(settings: SquadSettings, parsed: dict[str, list[SquadExample]] | No
     parsed = parsed or {}
     if settings.train is None and settings.eval is None:
         raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
-    accelerator = Accelerator(mixed_precision=settings.mixed_precision)
+    accelerator = make_accelerator(settings.mixed_precision)
     set_seed(settings.seed)
     output = Path(settings.output)
     output.mkdir(parents=True, exist_ok=True)
@@ -282,13 +291,14 @@ class SquadTask(Task):
     ):
         self.model, self.features, self.pad_token_id = model, features, pad_token_id
         self.settings, self.accelerator = settings, accelerator
+        self.per_process = per_process_batch(settings.batch_size, accelerator.num_processes)
         self.first_loss: torch.Tensor | float | None = None
         self.recent: deque = deque(maxlen=20)
 
     def batches(self, start: int):
         collate_rows = partial(collate, pad_token_id=self.pad_token_id)
         s = self.settings
-        return shuffled_epochs(self.features, s.batch_size, s.seed, collate_rows, self.accelerator, start)
+        return shuffled_epochs(self.features, self.per_process, s.seed, collate_rows, self.accelerator, start)
 
     def step(self, model, batch) -> StepOutput:
         loss = model(**batch).loss
@@ -323,7 +333,7 @@ def train_model(
     """Fine-tune `model` on the training windows; logs (and checkpoints, with `settings.save_every`) in `log_dir`."""
     if len(features) == 0:
         raise UserError(f"{settings.train}: no training windows were built.")
-    per_epoch = math.ceil(math.ceil(len(features) / settings.batch_size) / accelerator.num_processes)
+    per_epoch = math.ceil(len(features) / settings.batch_size)  # batch_size: all processes' together
     total_steps = settings.max_steps or max(1, math.ceil(settings.epochs * per_epoch))
     args = TrainArgs(
         max_steps=total_steps,

@@ -93,3 +93,30 @@ def pair_batch(tokenizer) -> dict:
         return_tensors="pt",
     )
     return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+def save_tiny_electra(directory: Path, dropout: bool = True) -> Path:
+    """A tiny random ELECTRA encoder (seed 0) and its word-level tokenizer saved as `transformers` saves them, for
+    fine-tuning tests that need no shared data; `dropout=False` makes its outputs independent of the random stream
+    (runs over several processes draw differently)."""
+    import torch
+    from transformers import ElectraConfig, ElectraModel, ElectraTokenizerFast
+
+    from tests.golden_trace import WORDS
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "what", "?", *WORDS]
+    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    torch.manual_seed(0)
+    config = ElectraConfig(
+        vocab_size=len(vocab),
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        **({} if dropout else {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
+    )
+    ElectraModel(config).save_pretrained(str(directory))
+    tokenizer.save_pretrained(str(directory))
+    return directory

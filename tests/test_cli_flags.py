@@ -219,3 +219,19 @@ def test_an_error_names_the_whole_command(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("electra tlm retrieve: error: ")
     assert main(["glue", "--model", str(tmp_path), "--task", "rte", "--data-dir", str(tmp_path / "no")]) == 2
     assert capsys.readouterr().err.startswith("electra glue: error: ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["flops", "--size", "tiny"], ["tlm", "retrieve", "--corpus", "c", "--task-train", "t", "--out", "o"]],
+)
+def test_a_one_process_command_under_a_launcher_is_refused(monkeypatch, capsys, argv):
+    """Before: `torchrun --nproc_per_node 2 -m electra.cli tlm retrieve ...` ran the whole retrieval in each
+    process, both writing the same selection files (torn writes, the summary twice). Commands that do not share
+    their work now refuse a multi-process launch in one line; the ones that do still run (pretrain's settings)."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runs in one process, and the launcher started 2" in err[0], err
+    assert main(["pretrain", "--help-config"]) == 0
+    assert "max_steps = " in capsys.readouterr().out

@@ -89,6 +89,11 @@ CASES: list[Case] = [
     ),
     ("--set max_steps=5e-1", lambda r: _pretrain(r, "--set", "max_steps=5e-1"), "is not a whole number"),
     ("--save-every 0", lambda r: _pretrain(r, "--save-every", "0"), "save_every must be at least 1"),
+    (
+        "--set max_grad_norm=-1 (clipping would flip every gradient)",
+        lambda r: _pretrain(r, "--corpus", str(_corpus(r)), *MICRO_FLAGS, "--set", "max_grad_norm=-1"),
+        "max_grad_norm must be at least 0",
+    ),
     ("unknown objective", lambda r: _pretrain(r, "--set", "objective=xlnet"), "is not one of electra"),
     (
         "output directory holding other files",
@@ -120,6 +125,16 @@ CASES: list[Case] = [
         "checkpoint with pickled weights only",
         lambda r: ["glue", "--model", str(_pickled(r)), "--task", "sst2", "--data-dir", str(_sst2(r))],
         "no .safetensors weights",
+    ),
+    (
+        "--init-from a checkpoint with pickled weights only",
+        lambda r: _pretrain(r, "--init-from", str(_pickled(r)), "--corpus", str(_corpus(r))),
+        "no .safetensors weights",
+    ),
+    (
+        "checkpoint without a tokenizer (transformers would make an empty one)",
+        lambda r: ["glue", "--model", str(_untokenized(r)), "--task", "sst2", "--data-dir", str(_sst2(r))],
+        "holds no tokenizer",
     ),
     (
         "SQuAD tokenizer given as a hub name",
@@ -205,6 +220,20 @@ def _pickled(root: Path) -> Path:
         json.dumps({"model_type": "electra", "architectures": ["ElectraModel"]})
     )
     torch.save({"w": torch.zeros(1)}, directory / "pytorch_model.bin")
+    return directory
+
+
+def _untokenized(root: Path) -> Path:
+    """A checkpoint saved without its tokenizer: config.json and safetensors weights only."""
+    import torch
+    from safetensors.torch import save_file
+
+    directory = root / "untokenized"
+    directory.mkdir(exist_ok=True)
+    (directory / "config.json").write_text(
+        json.dumps({"model_type": "electra", "architectures": ["ElectraModel"]})
+    )
+    save_file({"w": torch.zeros(1)}, str(directory / "model.safetensors"))
     return directory
 
 

@@ -225,3 +225,64 @@ def test_start_over_deletes_a_runs_own_files_and_nothing_else(tmp_path):
         start_over(foreign, produced, overwrite=True)
     assert (foreign / "runs").is_dir()
     start_over(tmp_path / "new", produced, overwrite=False)  # nothing there: nothing to refuse
+
+
+@pytest.mark.parametrize(
+    "command, args, fragment",
+    [
+        ("glue", ["--task", "sst2", "--learning-rate", "0"], "learning_rate must be positive, got 0.0"),
+        ("glue", ["--task", "sst2", "--layer-decay", "1.5"], "layer_decay must be in (0, 1], got 1.5"),
+        ("squad", ["--eval", "e.json", "--learning-rate=-1e-4"], "learning_rate must be positive"),
+        ("squad", ["--eval", "e.json", "--warmup-fraction", "2"], "warmup_fraction must be in [0, 1]"),
+    ],
+)
+def test_fine_tuning_settings_out_of_range_are_refused_before_overwrite_deletes(
+    tmp_path, capsys, command, args, fragment
+):
+    """Before: GLUE read a learning rate of 0 as "the size's default", a negative rate trained the wrong way and a
+    layer decay over 1 gave the lowest layers the largest rates; GLUE built its settings only after --overwrite
+    had deleted the earlier run's results. Now the settings are checked first, in one line."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text('{"earlier": true}')
+    assert main([command, "--model", str(tmp_path / "m"), *args, "--output", str(out), "--overwrite"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0], err
+    assert (out / "results.json").read_text() == '{"earlier": true}'
+
+
+def _probe_rounds(rank: int, root: str, rounds: int, barrier, failures) -> None:
+    """One launcher process: probe a fresh --output each round, at the same moment as the other process."""
+    import os
+
+    from electra.errors import UserError
+    from electra.overwrite import refuse_unwritable_directory
+
+    os.environ["RANK"] = str(rank)
+    for i in range(rounds):
+        barrier.wait()
+        try:
+            refuse_unwritable_directory(Path(root) / f"run{i}" / "out")
+        except UserError as exc:
+            failures.put(str(exc))
+
+
+def test_processes_of_one_launch_do_not_fail_each_others_output_probe(tmp_path):
+    """Before: under torchrun every process probed --output by making the missing folders and removing them again,
+    and two processes doing that at once failed each other ("cannot write here (File exists)", seen in
+    `tests/test_multiprocess_consumers.py`). Only the main process writes outputs, so it alone probes now."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    barrier, failures = context.Barrier(2), context.Queue()
+    workers = [
+        context.Process(target=_probe_rounds, args=(rank, str(tmp_path), 300, barrier, failures))
+        for rank in (0, 1)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert all(worker.exitcode == 0 for worker in workers)
+    assert failures.empty(), failures.get()
+    assert not any(tmp_path.iterdir())  # the probe still leaves nothing behind

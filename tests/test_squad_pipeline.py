@@ -368,25 +368,10 @@ def _self_contained(root: Path) -> dict[str, Path]:
     import random
     import shutil
 
-    import torch
-    from transformers import ElectraConfig, ElectraModel, ElectraTokenizerFast
-
+    from tests.conftest import save_tiny_electra
     from tests.golden_trace import WORDS
 
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "what", "?", *WORDS]
-    tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
-    torch.manual_seed(0)
-    config = ElectraConfig(
-        vocab_size=len(vocab),
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    ElectraModel(config).save_pretrained(str(root / "tiny"))
-    tokenizer.save_pretrained(str(root / "tiny"))
+    save_tiny_electra(root / "tiny")
     shutil.copytree(root / "tiny", root / "other")
     rng = random.Random(0)
     paragraphs = []

@@ -153,7 +153,7 @@ def register(subparsers) -> None:
     train.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
     )
-    train.set_defaults(func=run_train)
+    train.set_defaults(func=run_train, several_processes=True)
 
     sciie = sub.add_parser(
         "sciie", help="build DSP's sciie relation-classification task from SciERC jsonl files"

@@ -92,7 +92,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, several_processes=True)
 
 
 def parse_aux(spec: str) -> list[str]:

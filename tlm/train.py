@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from accelerate import Accelerator
 from accelerate.utils import set_seed
 from safetensors.torch import load_model
 from sklearn.metrics import accuracy_score, f1_score
@@ -45,7 +44,7 @@ from electra.config import (
 )
 from electra.continued import checkpoint_shape, load_initial_weights, preset_of
 from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset
-from electra.engine import EarlyStopping, Engine, Task, TrainArgs
+from electra.engine import EarlyStopping, Engine, Task, TrainArgs, make_accelerator, per_process_batch
 from electra.errors import UserError
 from electra.export import save_tokenizer
 from electra.files import write_json_atomically
@@ -600,7 +599,7 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     record = resume_record(settings)
     if settings.resume:
         check_resume(out, record, config)
-    accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=not torch.cuda.is_available())
+    accelerator = make_accelerator(config.mixed_precision)
     set_seed(settings.seed)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
@@ -643,8 +642,10 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     dev_rows = encode_task(dev_examples, dev_labels, tokenizer, config.max_seq_length)
     test_rows = encode_task(test_examples, test_labels, tokenizer, config.max_seq_length)
 
-    batch_size = settings.batch_size or config.train_batch_size
     rank, world = accelerator.process_index, accelerator.num_processes
+    # --batch-size is the task batch of one step over all processes (external batches match it), as pretrain's
+    batch_size = per_process_batch(settings.batch_size or config.train_batch_size, world)
+    ft_batch = per_process_batch(settings.finetune_batch_size, world, "--finetune-batch-size")
     rho1 = settings.rho1 if use_lm else 0
     rho2 = settings.rho2 if use_lm else 0.0
     dataset = None
@@ -750,7 +751,6 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
 
     # ---- stage 2: fine-tune on the task alone, keeping the best dev epoch ----
     classifier = model.classifier
-    ft_batch = settings.finetune_batch_size
     per_epoch = max(1, len(train_rows) // (ft_batch * world))
     ft_steps = per_epoch * settings.finetune_epochs
     total_flops, best_epoch = stage1_flops, 0
