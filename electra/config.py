@@ -85,6 +85,13 @@ FINETUNE_RANGES: dict[str, Range] = {
     **dict.fromkeys(("weight_decay", "adam_epsilon", "max_grad_norm", "answerable_weight"), _NON_NEGATIVE),
 }
 
+# TLM's and TARTAN's (`tlm.train.TLMSettings`): stage 1's and META-TARTAN's rates, stage 2's fine-tuning.
+TASK_AWARE_RANGES: dict[str, Range] = {
+    **dict.fromkeys(("learning_rate", "finetune_lr", "meta_lr", "meta_head_lr"), _POSITIVE),
+    "finetune_layer_decay": _DECAY,
+    **dict.fromkeys(("rho1", "rho2", "finetune_epochs"), _NON_NEGATIVE),  # 0 epochs: no stage 2
+}
+
 
 def check_ranges(settings: Any, ranges: Mapping[str, Range], source: str = "") -> None:
     """One line naming the first of `settings`' fields (those it has of `ranges`) that lies outside its range."""

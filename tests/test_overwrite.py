@@ -228,24 +228,67 @@ def test_start_over_deletes_a_runs_own_files_and_nothing_else(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "command, args, fragment",
+    "argv, fragment",
     [
-        ("glue", ["--task", "sst2", "--learning-rate", "0"], "learning_rate must be positive, got 0.0"),
-        ("glue", ["--task", "sst2", "--layer-decay", "1.5"], "layer_decay must be in (0, 1], got 1.5"),
-        ("squad", ["--eval", "e.json", "--learning-rate=-1e-4"], "learning_rate must be positive"),
-        ("squad", ["--eval", "e.json", "--warmup-fraction", "2"], "warmup_fraction must be in [0, 1]"),
+        (
+            ["glue", "--model", "m", "--task", "sst2", "--learning-rate", "0"],
+            "learning_rate must be positive, got 0.0",
+        ),
+        (
+            ["glue", "--model", "m", "--task", "sst2", "--layer-decay", "1.5"],
+            "layer_decay must be in (0, 1], got 1.5",
+        ),
+        (
+            ["squad", "--model", "m", "--eval", "e.json", "--learning-rate=-1e-4"],
+            "learning_rate must be positive",
+        ),
+        (
+            ["squad", "--model", "m", "--eval", "e.json", "--warmup-fraction", "2"],
+            "warmup_fraction must be in [0, 1]",
+        ),
+        (
+            [
+                "tlm",
+                "train",
+                "--task-train",
+                "t",
+                "--task-dev",
+                "d",
+                "--task-test",
+                "e",
+                "--finetune-lr",
+                "0",
+            ],
+            "finetune_lr must be positive, got 0.0",
+        ),
+        (
+            [
+                "tartan",
+                "--init-from",
+                "m",
+                "--task-train",
+                "t",
+                "--task-dev",
+                "d",
+                "--task-test",
+                "e",
+                "--meta-lr=-1",
+            ],
+            "meta_lr must be positive, got -1.0",
+        ),
     ],
 )
 def test_fine_tuning_settings_out_of_range_are_refused_before_overwrite_deletes(
-    tmp_path, capsys, command, args, fragment
+    tmp_path, capsys, argv, fragment
 ):
     """Before: GLUE read a learning rate of 0 as "the size's default", a negative rate trained the wrong way and a
-    layer decay over 1 gave the lowest layers the largest rates; GLUE built its settings only after --overwrite
-    had deleted the earlier run's results. Now the settings are checked first, in one line."""
+    layer decay over 1 gave the lowest layers the largest rates (GLUE, SQuAD, TLM's stage 2, META-TARTAN's η);
+    GLUE built its settings only after --overwrite had deleted the earlier run's results. Now the settings are
+    checked first, in one line."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.json").write_text('{"earlier": true}')
-    assert main([command, "--model", str(tmp_path / "m"), *args, "--output", str(out), "--overwrite"]) == 2
+    assert main([*argv, "--output", str(out), "--overwrite"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and fragment in err[0], err
     assert (out / "results.json").read_text() == '{"earlier": true}'

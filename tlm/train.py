@@ -36,7 +36,9 @@ from transformers import ElectraForSequenceClassification
 
 from electra.config import (
     RESUME_FIX,
+    TASK_AWARE_RANGES,
     PretrainConfig,
+    check_ranges,
     check_run_record,
     keep_run_record,
     load_saved_config,
@@ -126,6 +128,9 @@ class TLMSettings:
     metric: str = "macro_f1"  # dev metric for keeping the best state: macro_f1 | accuracy
     # Divide every stage-1 term by its running mean before weighting (tlm.tartan.LossScales).
     balance_losses: bool = False
+
+    def __post_init__(self) -> None:
+        check_ranges(self, TASK_AWARE_RANGES)  # a negative rate trains the wrong way; a zero one not at all
 
     def read_split(self, path: str) -> list[TaskExample]:
         """A task split read with these settings' columns, header and format."""
