@@ -357,12 +357,18 @@ def train_model(
     engine = Engine(args, accelerator)
     result = engine.fit(task, engine.latest_checkpoint() if settings.resume else None)
     recent = [float(loss) for loss in task.recent]
+    # None (JSON null), never NaN (not JSON): a resume from a checkpoint written before the losses travelled with
+    # it, at its last step, trains nothing and so has no loss of its own to report.
+    first = float(task.first_loss) if task.first_loss is not None else None
+    final = float(np.mean(recent)) if recent else None
+    if accelerator.num_processes > 1 and first is not None and final is not None:
+        # each process saw its share of every batch: the batch's loss is their mean (as metrics.csv logs it)
+        both = accelerator.reduce(torch.tensor([first, final], device=accelerator.device), "mean")
+        first, final = (float(value) for value in both)
     summary: dict[str, Any] = {
         "steps": result.step,
-        # None (JSON null), never NaN (not JSON): a resume from a checkpoint written before the losses travelled
-        # with it, at its last step, trains nothing and so has no loss of its own to report.
-        "first_loss": float(task.first_loss) if task.first_loss is not None else None,
-        "final_loss": float(np.mean(recent)) if recent else None,
+        "first_loss": first,
+        "final_loss": final,
         "seconds": time.time() - started,
         "windows": len(features),
     }

@@ -185,6 +185,8 @@ def test_squad_batch_is_split_over_processes_and_predictions_match_one_process(t
     assert done.returncode == 0, done.stderr[-3000:]
     first, second = (json.loads((out / "results.json").read_text()) for out in (one, two))
     assert second["train"]["steps"] == first["train"]["steps"] == 4
+    for loss in ("first_loss", "final_loss"):  # the whole batch's, not the main process's share
+        assert second["train"][loss] == pytest.approx(first["train"][loss], rel=1e-4)
     assert second["eval"]["total"] == first["eval"]["total"] == 35
     assert second["eval"]["f1"] == pytest.approx(first["eval"]["f1"], abs=1e-9)
     losses = [float(row["train/loss"]) for row in _rows(two / "train" / "metrics.csv")]
