@@ -92,14 +92,23 @@ def load_vocab_tokenizer(vocab: str | Path, lowercase: bool = True) -> PreTraine
     return ElectraTokenizerFast(vocab=str(path), do_lower_case=lowercase)
 
 
+def holds_tokenizer(directory: str | Path) -> bool:
+    """Whether `directory` holds a tokenizer's vocabulary: tokenizer.json (fast), vocab.txt (WordPiece), vocab.json
+    (byte-level BPE) or a SentencePiece *.model. A tokenizer_config.json alone is not one."""
+    directory = Path(directory)
+    return any((directory / name).is_file() for name in ("tokenizer.json", "vocab.txt", "vocab.json")) or any(
+        directory.glob("*.model")
+    )
+
+
 def require_tokenizer(directory: str | Path) -> Path:
-    """`directory`, when it holds a saved tokenizer (tokenizer.json or vocab.txt); otherwise one line naming the fix.
+    """`directory`, when it holds a saved tokenizer (`holds_tokenizer`); otherwise one line naming the fix.
 
     Asked before any work by every command that tokenizes with a checkpoint's tokenizer: where there is none,
     transformers 5's AutoTokenizer does not fail but builds an empty five-piece one, and a fine-tune would train
     on nothing but [UNK] and report a result."""
     directory = Path(directory)
-    if not (directory / "tokenizer.json").is_file() and not (directory / "vocab.txt").is_file():
+    if not holds_tokenizer(directory):
         raise UserError(
             f"{directory} holds no tokenizer (tokenizer.json or vocab.txt); save the one the model was trained "
             "with beside it: tokenizer.save_pretrained(dir)."

@@ -27,6 +27,7 @@ from electra.export import load_pretrained, read_export
 from electra.files import feed_file
 from electra.objectives import get_objective, objective_names
 from electra.run_log import progress_off
+from electra.tokenization import holds_tokenizer
 from generators.shared_towers import cloze_log_q
 from generators.two_tower import TwoTowerGenerator, is_two_tower_dir
 from pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
@@ -416,10 +417,8 @@ def resolve_method(layout: ModelLayout, method: str) -> str:
 
 
 def load_tokenizer(candidates: Sequence[Path]) -> Any:
-    for directory in candidates:
-        if directory and any(
-            (directory / f).is_file() for f in ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
-        ):
+    for directory in candidates:  # a tokenizer_config.json alone would load as an empty tokenizer
+        if directory and holds_tokenizer(directory):
             return AutoTokenizer.from_pretrained(str(directory))
     names = ", ".join(str(d) for d in candidates if d)
     raise UserError(

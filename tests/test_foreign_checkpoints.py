@@ -248,3 +248,20 @@ def test_init_from_takes_the_checkpoints_shape_however_it_is_given(hub, tmp_path
     assert "its hidden_size is 32, not 64" in capsys.readouterr().err
     with pytest.raises(UserError, match="its hidden_size is 32, not 64"):
         electra.build_config(config_file=config)
+
+
+def test_a_tokenizer_config_alone_is_no_tokenizer(hub, tmp_path):
+    """Before: the scorer took a folder holding tokenizer_config.json (and no vocabulary) as having a tokenizer,
+    and transformers 5 built an empty five-piece one from it, so every word scored as [UNK]. Vocabularies of other
+    kinds (byte-level BPE's vocab.json, a SentencePiece model) still count."""
+    from electra.tokenization import holds_tokenizer
+
+    bare = tmp_path / "generator"
+    shutil.copytree(hub / "generator", bare)
+    for name in ("tokenizer.json", "vocab.txt"):
+        (bare / name).unlink(missing_ok=True)
+    assert (bare / "tokenizer_config.json").is_file()
+    with pytest.raises(UserError, match="no tokenizer"):
+        electra.load_scorer(bare, device="cpu")
+    (bare / "spiece.model").write_bytes(b"")
+    assert holds_tokenizer(bare)
