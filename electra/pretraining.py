@@ -8,6 +8,7 @@ writes the export (`electra.export`), `summary.json` and the training curves.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import hashlib
 import json
@@ -308,6 +309,9 @@ def train_args(
 
 def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     """Run (or resume) one pretraining run; returns the final metrics, the step and why it stopped."""
+    # the run fills in its vocabulary size and budget-sized schedule on its own copy: a caller's config, reused for
+    # a second run on another corpus, must not carry the first one's
+    config = copy.deepcopy(config)
     check_config(config)
     output_dir = inputs.output_dir
     resume_from = _check_output_dir(

@@ -159,3 +159,18 @@ def test_an_output_dir_that_cannot_be_written_is_refused_before_any_work(
     assert not (tmp_path / "cache").exists()
     with pytest.raises(UserError, match="cannot write here"):
         electra.finetune_glue(run, ["stsb"], glue_data, output_dir="/proc/electra-x", **FAST)
+
+
+def test_pretrain_leaves_the_callers_config_as_it_was(tmp_path, small_corpus):
+    """Before: the run wrote its vocabulary size (and, sized to a FLOP budget, its steps and warmup) into the
+    caller's config, so the same config reused on another corpus carried the first run's vocabulary size."""
+    from dataclasses import asdict
+
+    from tests.conftest import MICRO
+
+    config = electra.build_config("tiny", overrides={**MICRO, "max_steps": 2, "flops_budget": 1e9})
+    before = asdict(config)
+    electra.pretrain(
+        config, tmp_path / "run", corpus=small_corpus, cache_dir=tmp_path / "cache", size_to_budget=True
+    )
+    assert asdict(config) == before
