@@ -9,6 +9,7 @@ import pytest
 from electra.cli import main
 from tests.conftest import MICRO
 
+TASK_FILES = ["--task-train", "t", "--task-dev", "d", "--task-test", "e"]
 MICRO_FLAGS = [f"--set={k}={v}" for k, v in {**MICRO, "max_steps": 2, "save_every": 2}.items()]
 
 
@@ -247,33 +248,11 @@ def test_start_over_deletes_a_runs_own_files_and_nothing_else(tmp_path):
             "warmup_fraction must be in [0, 1]",
         ),
         (
-            [
-                "tlm",
-                "train",
-                "--task-train",
-                "t",
-                "--task-dev",
-                "d",
-                "--task-test",
-                "e",
-                "--finetune-lr",
-                "0",
-            ],
+            ["tlm", "train", *TASK_FILES, "--finetune-lr", "0"],
             "finetune_lr must be positive, got 0.0",
         ),
         (
-            [
-                "tartan",
-                "--init-from",
-                "m",
-                "--task-train",
-                "t",
-                "--task-dev",
-                "d",
-                "--task-test",
-                "e",
-                "--meta-lr=-1",
-            ],
+            ["tartan", "--init-from", "m", *TASK_FILES, "--meta-lr=-1"],
             "meta_lr must be positive, got -1.0",
         ),
     ],
