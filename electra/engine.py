@@ -208,8 +208,11 @@ def make_accelerator(mixed_precision: str = "no") -> Accelerator:
     Accelerate keeps one precision per process and refuses another: a Python caller's second run (a bf16
     `electra.pretrain`, then `electra.finetune_glue`) would fail. The earlier precision is dropped here; the
     processes and their group (Accelerate's PartialState) stay as they are."""
-    if AcceleratorState._shared_state.get("_mixed_precision", mixed_precision) != mixed_precision:
-        AcceleratorState._reset_state()
+    # Accelerate's own (private) state: read defensively, so a release that renames it only loses the reset
+    shared = getattr(AcceleratorState, "_shared_state", {})
+    reset = getattr(AcceleratorState, "_reset_state", None)
+    if reset is not None and shared.get("_mixed_precision", mixed_precision) != mixed_precision:
+        reset()
     return Accelerator(mixed_precision=mixed_precision, cpu=not torch.cuda.is_available())
 
 
