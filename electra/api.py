@@ -36,7 +36,7 @@ from electra.objectives import (
     register_objective,
 )
 from electra.objectives import build_config as _build_config
-from electra.overwrite import refuse_file_as_directory, refuse_unwritable_directory
+from electra.overwrite import refuse_unusable_output
 from electra.pretraining import PretrainResult, RunInputs
 from electra.pretraining import pretrain as _pretrain
 from glue.cli import prepare_output as _prepare_glue_output
@@ -105,7 +105,7 @@ def pretrain(
         )
     with _in_python_terms():
         fields = settings_from(RunInputs, {"corpus": "", "output_dir": "", **inputs}, "electra.pretrain")
-        _writable(output_dir)
+        refuse_unusable_output(output_dir)
         source = str(corpus) if corpus is not None else str(ensure_embedded_corpus())
         return _pretrain(config, replace(fields, corpus=source, output_dir=Path(output_dir)))
 
@@ -144,13 +144,6 @@ def _python_terms(message: str) -> str:
     for flag, argument in _PYTHON_SPELLINGS:
         message = re.sub(rf"{flag}(?![\w-])", argument, message)
     return message
-
-
-def _writable(output_dir: str | Path) -> None:
-    """What the command line checks while it reads --output: not a file, and writable (`/proc/x`, a read-only
-    mount), before any work; otherwise the run reads its corpus, builds its model and dies at its first write."""
-    refuse_file_as_directory(output_dir)
-    refuse_unwritable_directory(output_dir)
 
 
 def read_export(path: str | Path) -> Export | None:
@@ -200,7 +193,7 @@ def finetune_glue(
         if (predict_test or save_best or resume or finetune.save_every) and output_dir is None:
             raise UserError("predict_test, save_best, save_every and resume need an output_dir.")
         if output_dir is not None:
-            _writable(output_dir)
+            refuse_unusable_output(output_dir)
         data = _prepare_glue_output(
             output_dir, model, init_from, specs, data_dir, predict_test, overwrite, resume
         )
@@ -230,6 +223,6 @@ def finetune_squad(
             {**settings, "model": finetune_dir(model), "output": output_dir},
             "electra.finetune_squad",
         )
-        _writable(output_dir)
+        refuse_unusable_output(output_dir)
         parsed = _prepare_squad_output(chosen, overwrite)
         return _finetune_squad(chosen, parsed)

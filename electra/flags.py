@@ -7,7 +7,7 @@ from typing import Any
 
 from electra.config import CPU_DROPOUT
 from electra.errors import UserError
-from electra.overwrite import refuse_file_as_directory, refuse_unwritable_directory
+from electra.overwrite import refuse_unusable_output
 
 
 def add_output_option(
@@ -17,7 +17,7 @@ def add_output_option(
     aliases; `kwargs` are argparse's (default, required).
 
     A `directory` output that names an existing file is refused while the flags are read, before any work: the
-    one check every command that writes a folder shares (`electra.overwrite.refuse_file_as_directory`)."""
+    one check every command that writes a folder shares (`electra.overwrite.refuse_unusable_output`)."""
     if directory:
         kwargs.setdefault("type", _output_directory)
     parser.add_argument("--output", "--output-dir", "--out", dest=dest, help=help, **kwargs)
@@ -25,8 +25,7 @@ def add_output_option(
 
 def _output_directory(value: str) -> str:
     try:
-        refuse_file_as_directory(value, option=None)  # argparse names the option itself
-        refuse_unwritable_directory(value, option=None)
+        refuse_unusable_output(value, option=None)  # argparse names the option itself
     except UserError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return value

@@ -112,6 +112,13 @@ def refuse_unwritable_directory(directory: str | Path, option: str | None = "--o
                 path.rmdir()
 
 
+def refuse_unusable_output(directory: str | Path, option: str | None = "--output") -> None:
+    """The checks every output folder gets before any work, from the command line (while --output is read) and
+    from Python alike: not a file (nor under one), and writable (`/proc/x`, a read-only mount)."""
+    refuse_file_as_directory(directory, option)
+    refuse_unwritable_directory(directory, option)
+
+
 def _listing(names: list[str]) -> str:
     return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 
