@@ -2,7 +2,8 @@
 
 Every package's `cli.py` exposes `register(subparsers)`, which adds its parser and sets `func`. Those modules import
 only argparse-level code at the top and do their heavy imports inside `func`, so `electra --help` and a bad flag
-answer at once. A `UserError` anywhere becomes one line on stderr and exit 2.
+answer at once. A `UserError` anywhere becomes one line on stderr and exit 2; under a launcher of several processes, a
+process that fails only because another one ended becomes one line and exit 1, instead of a collective's traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import difflib
 import os
 import sys
+import traceback
 import warnings
 
 from electra import __version__, compare_cli, plot, pretrain_cli
@@ -168,6 +170,31 @@ def _refuse_a_launch_it_does_not_use(args: argparse.Namespace) -> None:
         )
 
 
+def _lost_its_peers(exc: BaseException) -> bool:
+    """Whether `exc` is a collective failing because another process of the launch ended. When one process stops
+    (its own one-line error, a kill), the others learn it inside their next barrier or all-reduce, from gloo or
+    NCCL, as a plain RuntimeError and a traceback through `torch.distributed` that hides the real cause printed
+    just above it. The exception's type says nothing (gloo raises RuntimeError), so where it was raised decides."""
+    if int(os.environ.get("WORLD_SIZE") or 1) < 2 or not isinstance(exc, RuntimeError):
+        return False
+    inside = f"{os.sep}torch{os.sep}distributed{os.sep}"
+    return any(inside in frame.filename for frame in traceback.extract_tb(exc.__traceback__))
+
+
+def _peer_loss_line(exc: BaseException) -> str:
+    """One line for a process that lost its peers: which process, that the cause is another's message, and the
+    backend's own first sentence (gloo prefixes its source file: `[.../pair.cc:553] Connection closed by peer`)."""
+    said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if said.startswith("[") and "] " in said:
+        said = said.split("] ", 1)[1]
+    said = said.split(". ")[0].rstrip(".")
+    rank, size = os.environ.get("RANK", "?"), os.environ.get("WORLD_SIZE", "?")
+    return (
+        f"process {rank} of {size} stopped because another process of the launch ended first (its own message, "
+        f"above or in the launcher's summary, says why); the backend said: {said}."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         bind_siblings(strict=True)
@@ -197,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{args.command_prog}: interrupted", file=sys.stderr)
         return 130
+    except RuntimeError as exc:
+        if not _lost_its_peers(exc):
+            raise
+        print(f"{args.command_prog}: error: {_peer_loss_line(exc)}", file=sys.stderr)
+        return 1
     finally:  # the command's settings end with it (main() may be called again in the same process)
         warnings.formatwarning = format_warning
         for name, value in saved.items():

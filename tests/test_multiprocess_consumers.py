@@ -278,3 +278,81 @@ def test_pretrain_per_device_batch_counts_every_process(tmp_path, small_corpus, 
     assert done.returncode == 0, done.stderr[-3000:]
     assert "batch 8 = 2 processes x 4 x 1 accumulation" in done.stdout
     assert json.loads((tmp_path / "run" / "run.json").read_text())["world_size"] == 2
+
+
+_ONE_PROCESS_ENDS = """
+import argparse, os, sys, time
+import torch.distributed as dist
+from electra import cli
+
+def collective(args):
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 0:
+        time.sleep(1)  # the other process is in its barrier by now
+        print("electra pretrain: error: the first process's own reason.", file=sys.stderr, flush=True)
+        os._exit(2)
+    dist.barrier()
+
+built = cli.build_parser
+def build_parser():
+    parser = built()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    commands.choices["pretrain"].set_defaults(func=collective)
+    return parser
+
+cli.build_parser = build_parser
+sys.exit(cli.main(["pretrain"]))
+"""
+
+
+def test_a_process_whose_peer_ended_says_so_in_one_line(tmp_path):
+    """Before: when one process of a launch stopped on its own one-line error (a full disk at its save, say), the
+    other met it inside its next barrier and printed a 20-line `[rank1]: Traceback ... RuntimeError: [.../gloo/
+    transport/tcp/pair.cc:553] Connection closed by peer ... GLHF!` that buried the real cause. Now it says in
+    one line that another process ended first, and where to read why."""
+    script = tmp_path / "one_process_ends.py"
+    script.write_text(_ONE_PROCESS_ENDS)
+    # torchrun stops the other processes at its next look after one ended: 5 s gives the second time to answer
+    launch = [
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "--monitor-interval",
+        "5",
+    ]
+    command = [sys.executable, *launch, str(script)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(Path.cwd()))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert done.returncode != 0
+    ours = [line for line in done.stderr.splitlines() if line.startswith("electra pretrain: error:")]
+    assert ours[0] == "electra pretrain: error: the first process's own reason.", done.stderr
+    assert len(ours) == 2, done.stderr
+    assert ours[1].startswith("electra pretrain: error: process 1 of 2 stopped because another process"), ours
+    assert "the backend said: Connection closed by peer" in ours[1], ours
+    assert not [line for line in done.stderr.splitlines() if line.startswith("[rank1]")], done.stderr
+
+
+def test_a_runtime_error_of_the_command_itself_keeps_its_traceback(monkeypatch):
+    """The one-line peer message is only for failures raised inside torch.distributed: a bug of our own under a
+    launcher still surfaces whole."""
+    import argparse
+
+    from electra import cli
+
+    def broken(args):
+        raise RuntimeError("a bug of our own")
+
+    built = cli.build_parser
+
+    def build_parser():
+        parser = built()
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices["pretrain"].set_defaults(func=broken)
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", build_parser)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(RuntimeError, match="a bug of our own"):
+        main(["pretrain"])
