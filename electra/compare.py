@@ -47,10 +47,11 @@ from electra.compare_settings import (
 from electra.config import with_frozen_generator
 from electra.corpus import read_documents
 from electra.errors import UserError
-from electra.export import finetune_dir, masked_lm_dir
+from electra.export import finetune_dir, masked_lm_dir, read_export
 from electra.files import save_figure_atomically, write_json_atomically, write_text_atomically
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, get_objective, objective_names
+from electra.output_lock import output_lock
 from electra.pretraining import RunInputs, pretrain, size_to_budget
 from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
 from glue.finetune import FinetuneSettings, check_files, glue_average, run_glue
@@ -68,10 +69,14 @@ def objective_config(settings: CompareSettings, arm: Arm | str, vocab_size: int)
     config.vocab_size = vocab_size
     keep_warmup = "warmup_steps" in settings.overrides or "warmup_steps" in dict(arm.overrides)
     steps = size_to_budget(config, settings.budget, keep_warmup=keep_warmup)
-    if steps < settings.checkpoints:
-        per_step = _per_step(config)
+    per_step = _per_step(config)
+    # Whole steps: each fraction must buy one. Counting the step that overshoots (as `steps` does, at least 1)
+    # accepted a budget of 1 FLOP with one checkpoint: every arm ran one step, its row billions of times over
+    # the budget, arms at unequal FLOPs, and --plan put the checkpoint at step 0.
+    bought = math.floor(settings.budget / per_step + 1e-9)
+    if bought < settings.checkpoints:
         raise UserError(
-            f"--flops-budget {settings.budget:.3g} buys only {steps} step(s) of {arm.label} ({per_step:.3g} FLOPs "
+            f"--flops-budget {settings.budget:.3g} buys only {bought} step(s) of {arm.label} ({per_step:.3g} FLOPs "
             f"each); give at least {settings.checkpoints * per_step:.3g} for {settings.checkpoints} checkpoints."
         )
     config.save_every = max(1, math.ceil(steps / (2 * settings.checkpoints)))
@@ -133,17 +138,24 @@ def pretrain_objective(settings: CompareSettings, arm: Arm | str, tokenizer_dir:
     cells = []
     for index in range(1, settings.checkpoints + 1):
         dest = settings.out / "checkpoints" / arm.slug / _fraction_name(index, settings.checkpoints)
-        if (dest / "cell.json").is_file():
-            cell = json.loads((dest / "cell.json").read_text())
-            if cell.get("arm", recipe) != recipe:
-                raise UserError(
-                    f"{dest / 'cell.json'}: the arm {arm.label!r} was trained with other settings "
-                    f"({cell['arm']}); give this arm another label or choose another --out."
-                )
+        # an unreadable cell.json, or an export that lost a part, is exported again below (its checkpoint left)
+        cell = _read_record(dest / "cell.json")
+        if cell is not None and cell.get("arm", recipe) != recipe:
+            raise UserError(
+                f"{dest / 'cell.json'}: the arm {arm.label!r} was trained with other settings "
+                f"({cell['arm']}); give this arm another label or choose another --out."
+            )
+        if cell is not None and _export_intact(dest):
             cells.append(cell)
             continue
         target = settings.budget * index / settings.checkpoints
         checkpoint = checkpoint_reaching(checkpoints_dir, target)
+        if checkpoint is not None and _past(checkpoint, target, _per_step(config)):
+            raise UserError(
+                f"{dest}: this export is missing or damaged, and the checkpoint it was made from is gone (the "
+                f"earliest left, {checkpoint}, is past {target:.3g} FLOPs); restore {dest}, or delete {run_dir} "
+                f"and {dest.parent} to pretrain {arm.label} again."
+            )
         if checkpoint is None:
             segment = copy.deepcopy(config)
             segment.flops_budget = target
@@ -180,15 +192,23 @@ def pretrain_objective(settings: CompareSettings, arm: Arm | str, tokenizer_dir:
 
 
 def checkpoint_reaching(checkpoints_dir: Path, flops: float) -> Path | None:
-    """The earliest saved checkpoint whose spent FLOPs reach `flops` (the step where the budget ran out)."""
+    """The earliest saved checkpoint whose spent FLOPs reach `flops` (the step where the budget ran out, unless
+    that one was pruned: `_past`). One whose trainer_state.json cannot be read is no checkpoint to export (resuming
+    goes back to the newest intact one, `latest_intact_checkpoint`)."""
     found = []
     for path in checkpoints_dir.glob("step-*"):
-        state_file = path / "trainer_state.json"
-        if path.is_dir() and state_file.is_file():
-            state = json.loads(state_file.read_text())
-            if state.get("flops_spent", 0.0) >= flops * (1 - 1e-12):
-                found.append((state["step"], path))
+        state = _read_record(path / "trainer_state.json") if path.is_dir() else None
+        if state is not None and state.get("flops_spent", 0.0) >= flops * (1 - 1e-12):
+            found.append((state["step"], path))
     return min(found)[1] if found else None
+
+
+def _past(checkpoint: Path, flops: float, per_step: float) -> bool:
+    """Whether `checkpoint` lies a step or more beyond the one that reached `flops`: the earliest left once that
+    step's checkpoint was pruned (after its export, which is then lost). Exported as the fraction, it would put a
+    later step's weights, step and FLOPs in its row, and the fine-tuning scores of the real export beside them."""
+    spent = json.loads((checkpoint / "trainer_state.json").read_text())["flops_spent"]
+    return spent - per_step >= flops * (1 + 1e-9)
 
 
 def export_checkpoint(checkpoint: Path, config, tokenizer, dest: Path) -> Path:
@@ -206,6 +226,16 @@ def export_checkpoint(checkpoint: Path, config, tokenizer, dest: Path) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     os.replace(staging, dest)
     return dest
+
+
+def _export_intact(dest: Path) -> bool:
+    """Whether the fraction's export still has every part it names: one lost since would otherwise surface only
+    when fine-tuning, as a --model error that says nothing of compare."""
+    try:
+        export = read_export(dest)
+    except UserError:  # an export.json cut short
+        return False
+    return export is not None and bool(export.parts) and not export.damaged_parts()
 
 
 def _prune_before(checkpoints_dir: Path, step: int) -> None:
@@ -234,6 +264,7 @@ def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) ->
     done = _current_cell(path, settings, finetune)
     if done is not None:
         return done
+    _notice_unreadable(path)
     model_dir = finetune_dir(settings.out / "checkpoints" / _slug(cell) / name)
     print(f"compare: fine-tuning {cell['objective']} {name} on {task} (seeds {settings.seeds})")
     results = run_glue(model_dir, [get_task(task)], settings.glue_data, finetune, settings.seeds)
@@ -256,10 +287,10 @@ def probe_cell(settings: CompareSettings, cell: dict | None, probe: str) -> dict
         name = _fraction_name(cell["index"], settings.checkpoints)
         path = settings.out / "probes" / _slug(cell) / name / f"{probe}.json"
     key = _probe_key(settings)
-    if path.is_file():
-        done = json.loads(path.read_text())
-        if {k: done.get(k) for k in key} == key:
-            return done
+    done = _read_record(path)
+    if done is not None and {k: done.get(k) for k in key} == key:
+        return done
+    _notice_unreadable(path)
     if cell is None:
         first = settings.arms[0].slug
         source = (
@@ -293,9 +324,9 @@ def _cell_key(settings: CompareSettings, finetune) -> dict:
 def _current_cell(path: Path, settings: CompareSettings, finetune) -> dict | None:
     """A fine-tuning cell on disk, unless it was made with other seeds or settings (then it is stale: redone, and
     left out of the report meanwhile). `finetune=None` accepts any cell."""
-    if not path.is_file():
+    done = _read_record(path)
+    if done is None:
         return None
-    done = json.loads(path.read_text())
     if finetune is None:
         return done
     wanted = _cell_key(settings, finetune)
@@ -366,7 +397,12 @@ def _check_report(settings: CompareSettings, finetune) -> None:
     path = settings.out / "results.json"
     if settings.overwrite or not path.is_file():
         return
-    saved = json.loads(path.read_text())
+    saved = _read_record(path)
+    if saved is None:
+        raise UserError(
+            f"{path}: unreadable (cut short by a full disk or a crash?); delete it and rerun: the report is rebuilt "
+            "from the cells on disk."
+        )
     current = json.loads(json.dumps(json_safe(_evaluation(settings, finetune)), default=str))
     changed = [key for key, value in current.items() if saved.get(key) != value]
     arms = {arm.label for arm in settings.arms}
@@ -386,10 +422,9 @@ def _probes_on_disk(settings: CompareSettings, folder: Path) -> dict[str, dict]:
     key, found = _probe_key(settings), {}
     for probe in settings.probes:
         path = folder / f"{probe}.json"
-        if path.is_file():
-            done = json.loads(path.read_text())
-            if {k: done.get(k) for k in key} == key:
-                found[probe] = {k: done[k] for k in ("median", "min", "max", "accuracy", "majority")}
+        done = _read_record(path)
+        if done is not None and {k: done.get(k) for k in key} == key:
+            found[probe] = {k: done[k] for k in ("median", "min", "max", "accuracy", "majority")}
     return found
 
 
@@ -655,9 +690,37 @@ def check_inputs(settings: CompareSettings) -> tuple[Any, FinetuneSettings, dict
     check_files([get_task(task) for task in settings.tasks], settings.glue_data, predict_test=False)
     base = build_config(settings.size, None, dict(settings.overrides))
     finetune = glue_settings(settings, base)
+    _refuse_foreign_out(settings.out)
     _check_report(settings, finetune)
     manifest, restart = _check_manifest(settings)
     return base, finetune, manifest, restart
+
+
+# What a run writes into OUT after compare.json (besides its scratch: cache/, dot-files), each replaced or reused.
+OUT_NAMES = (
+    "tokenizer",
+    "pretrain",
+    "checkpoints",
+    "glue",
+    "probes",
+    "results.json",
+    "results.md",
+    "curve.png",
+)
+
+
+def _refuse_foreign_out(out: Path) -> None:
+    """An OUT without compare.json (written before any of OUT_NAMES) is no comparison's folder: its results.md,
+    curve.png or tokenizer/ are a user's (or another command's run) that a run would replace or take as its own,
+    so they are refused, --overwrite or not (it replaces only a comparison's own report). Other files are left."""
+    if not out.is_dir() or (out / "compare.json").is_file():
+        return
+    clashing = sorted(path.name for path in out.iterdir() if path.name in OUT_NAMES)
+    if clashing:
+        raise UserError(
+            f"{out} holds {', '.join(clashing)} but no compare.json, so it is not a comparison's folder and a run "
+            "would write over them; move them out, or choose another --out."
+        )
 
 
 def _arm_configs(settings: CompareSettings, vocab_size: int) -> dict[str, Any]:
@@ -667,11 +730,24 @@ def _arm_configs(settings: CompareSettings, vocab_size: int) -> dict[str, Any]:
 
 def run_compare(settings: CompareSettings) -> dict:
     base, finetune, manifest, restart = check_inputs(settings)
+    # One run per OUT: a second one started beside a live one (a rerun while the first still runs) fine-tuned the
+    # same cells again and raced it for OUT/tokenizer; pretraining alone was guarded, by each arm's own lock.
+    with output_lock(settings.out):
+        return _run_compare(settings, base, finetune, manifest, restart)
+
+
+def _run_compare(settings: CompareSettings, base, finetune, manifest: dict[str, Any], restart: bool) -> dict:
     # The steps each budget buys depend on the vocabulary, so they are checked once it is trained (or loaded) and
     # before OUT/tokenizer or OUT/compare.json is written: a refused run leaves nothing that binds the next one.
-    tokenizer_dir = prepare_tokenizer(
-        settings, base, check=lambda size: _arm_configs(settings, size), replace=restart
-    )
+    def check(size: int) -> None:
+        _arm_configs(settings, size)
+        # A new OUT's manifest comes before OUT/tokenizer: a folder holding one without compare.json is no
+        # comparison's (_refuse_foreign_out). A stale manifest is replaced only after it (below): a kill in
+        # between must leave the old one, which still asks for --overwrite and so a new vocabulary.
+        if not restart:
+            _record_manifest(settings, manifest)
+
+    tokenizer_dir = prepare_tokenizer(settings, base, check=check, replace=restart)
     _arm_configs(settings, len(load_saved_tokenizer(tokenizer_dir)))
     _record_manifest(settings, manifest, replace=restart)
     cells = {arm.label: pretrain_objective(settings, arm, tokenizer_dir) for arm in settings.arms}
@@ -708,7 +784,12 @@ def _check_manifest(settings: CompareSettings) -> tuple[dict[str, Any], bool]:
         "vocab": str(Path(settings.vocab).resolve()) if settings.vocab else None,
     }
     if path.is_file():
-        saved = json.loads(path.read_text())
+        saved = _read_record(path)
+        if saved is None:
+            raise UserError(
+                f"{path}: unreadable (cut short by a full disk or a crash?); it records the pretraining settings of "
+                f"the arms in {settings.out}: delete it and rerun with the settings they were pretrained with."
+            )
         changed = [
             f"{key} (saved {json.dumps(saved.get(key), default=str)}, now {json.dumps(current[key], default=str)})"
             for key in PRETRAINING_KEYS
@@ -758,6 +839,23 @@ def _cache(settings: CompareSettings) -> str:
 
 def _tokenizer_cache(settings: CompareSettings) -> str:
     return str(Path(_cache(settings)) / "tokenizers")
+
+
+def _read_record(path: Path) -> dict | None:
+    """A JSON record compare (or the training loop) wrote, or None when it is missing or unreadable: a file cut
+    short by a full disk or a crash of the machine (`write_json_atomically` renames, but does not sync), which
+    must not stop the rerun that repairs it with a traceback."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _notice_unreadable(path: Path) -> None:
+    """Say so when a cell is redone because its file is unreadable (not merely missing or made otherwise)."""
+    if path.is_file() and _read_record(path) is None:
+        print(f"compare: {path} is unreadable (cut short?); doing this cell again")
 
 
 def _write_json(path: Path, value: Any) -> None:

@@ -29,6 +29,7 @@ from transformers.utils import logging as hf_logging
 
 from electra.errors import UserError
 from electra.files import write_json_atomically
+from generators.two_tower import CONFIG_NAME as TWO_TOWER_CONFIG
 
 MANIFEST = "export.json"
 FORMAT = 1
@@ -73,6 +74,17 @@ class Export:
     @property
     def default_scoring(self) -> str | None:
         return next(iter(self.scoring), None)
+
+    def damaged_parts(self) -> list[str]:
+        """The parts that lost their config or weights since they were written (a folder deleted, a copy cut
+        short): a consumer that reuses an export it made earlier redoes it, rather than meet the loss later as a
+        load error that names no cause."""
+        return [
+            name
+            for name, path in self.parts.items()
+            if not ((path / "config.json").is_file() or (path / TWO_TOWER_CONFIG).is_file())
+            or not any(path.glob("*.safetensors"))
+        ]
 
 
 def write_export(

@@ -105,6 +105,7 @@ def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path,
     export = electra.read_export(tmp_path / "run")
     assert export.objective == "cloze" and list(export.parts) == ["generator"]
     assert export.scoring == {"cloze": ["generator"]} and export.finetune is None
+    assert export.damaged_parts() == []  # a two-tower part's config is two_tower_config.json, not config.json
     with pytest.raises(UserError, match="names no part to fine-tune"):
         electra.finetune_dir(tmp_path / "run")
 
@@ -122,3 +123,6 @@ def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path,
     (fluent,) = scorer.sentence_plls([text])
     (shuffled,) = scorer.sentence_plls([" ".join(reversed(text.rstrip(".").split())) + "."])
     assert fluent > shuffled  # it learned the sample text's order
+
+    (tmp_path / "run" / "generator" / "model.safetensors").unlink()
+    assert electra.read_export(tmp_path / "run").damaged_parts() == ["generator"]

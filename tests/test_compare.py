@@ -477,6 +477,8 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     out.mkdir()
     report = {"tasks": ["rte"], "seeds": [1], "probes": [], "probe_max_train": None, "finetune_settings": {}}
     (out / "results.json").write_text(json.dumps(report))
+    manifest = {"corpus": str(small_corpus.resolve()), "size": "tiny", "overrides": {}, "budget": 6e13}
+    (out / "compare.json").write_text(json.dumps({**manifest, "checkpoints": 4, "vocab": None}))
     (tmp_path / "probe-data").mkdir()
     argv = ["compare", "--corpus", str(small_corpus), "--out", str(out), "--glue-tasks", "none"]
     argv += ["--probes", "sst2", "--probe-data", str(tmp_path / "probe-data"), "--seeds", "2"]
@@ -487,7 +489,8 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     )
     assert "tasks, seeds, finetune_settings, probes" in err and "pass --overwrite" in err
     assert json.loads((out / "results.json").read_text()) == report and sorted(out.iterdir()) == [
-        out / "results.json"
+        out / "compare.json",
+        out / "results.json",
     ]
     with pytest.raises(RuntimeError, match="work started"):
         main([*argv, "--overwrite"])
@@ -529,11 +532,11 @@ def test_a_budget_refused_leaves_nothing_that_blocks_the_corrected_rerun(
     small = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1")
     assert main(small) == 2
     err = capsys.readouterr().err
-    assert "--flops-budget 1 buys only 1 step(s)" in err and err.count("\n") == 1
+    assert "--flops-budget 1 buys only 0 step(s)" in err and err.count("\n") == 1
     assert not (out / "compare.json").exists() and not (out / "tokenizer").exists()
     # --plan refuses it too (counting with the untrained vocabulary's full size), and writes nothing
     assert main([*small, "--plan"]) == 2
-    assert "buys only 1 step(s)" in capsys.readouterr().err
+    assert "buys only 0 step(s)" in capsys.readouterr().err
     _stop_before_pretraining(monkeypatch)
     corrected = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1e12")
     with pytest.raises(RuntimeError, match="pretraining started"):
@@ -647,3 +650,132 @@ def test_an_arms_warmup_is_kept_like_a_set_one(tmp_path):
     config = objective_config(settings, parse_arm("electra+warmup_steps=5"), 8192)
     assert config.max_steps < 50 and config.warmup_steps == 5
     assert objective_config(settings, "electra", 8192).warmup_steps == max(1, config.max_steps // 10)
+
+
+def test_a_lost_export_whose_checkpoint_was_pruned_is_refused_not_replaced_by_a_later_step(
+    small_corpus, tmp_path, micro_overrides
+):
+    """Before: with OUT/checkpoints/mlm/1of2 gone (deleted, or its cell.json unreadable) after the second fraction
+    had pruned the checkpoint it came from, the rerun exported the later step as the first fraction: the table
+    showed fraction 0.50 at the full budget's step and FLOPs, beside the scores of the real first export."""
+    settings, tokenizer_dir, _, per_step = _prepared(tmp_path, small_corpus, micro_overrides)
+    settings.budget = 4 * per_step["mlm"]
+    first = pretrain_objective(settings, "mlm", tokenizer_dir)
+    assert [cell["step"] for cell in first] == [2, 4]
+    # an export whose weights are gone, or whose cell.json is unreadable, is exported again while its checkpoint
+    # is still there (before: a --model error when fine-tuning it, or a JSONDecodeError traceback)
+    weights = settings.out / "checkpoints" / "mlm" / "2of2" / "mlm" / "model.safetensors"
+    weights.unlink()
+    assert pretrain_objective(settings, "mlm", tokenizer_dir) == first and weights.is_file()
+    (settings.out / "checkpoints" / "mlm" / "2of2" / "cell.json").write_text('{"objective": "ml')
+    assert pretrain_objective(settings, "mlm", tokenizer_dir) == first
+    lost = settings.out / "checkpoints" / "mlm" / "1of2"
+    shutil.rmtree(lost)
+    with pytest.raises(UserError, match=f"{lost}: this export is missing or damaged.*step-00000004.*is past"):
+        pretrain_objective(settings, "mlm", tokenizer_dir)
+    assert not lost.exists()
+
+
+def test_unreadable_records_in_out_are_one_line_or_redone(tmp_path, capsys):
+    """Before: a results.json, compare.json or cell file cut short (a full disk, a crash of the machine: the atomic
+    writes rename but do not sync) stopped every rerun with a JSONDecodeError traceback."""
+    from electra.compare import _check_manifest, _check_report, collect_results
+
+    settings = CompareSettings(
+        corpus=str(tmp_path),
+        out=tmp_path / "out",
+        objectives=["mlm"],
+        tasks=["rte"],
+        glue_data=tmp_path,
+        checkpoints=1,
+        probes=["sst2"],
+    )
+    finetune = glue_settings(settings, build_config("tiny"))
+    cell_dir = settings.out / "glue" / "mlm" / "1of1"
+    cell_dir.mkdir(parents=True)
+    (cell_dir / "rte.json").write_text('{"seeds": [1], "rows": {"rte": {"med')
+    probe_dir = settings.out / "probes" / "mlm" / "1of1"
+    probe_dir.mkdir(parents=True)
+    (probe_dir / "sst2.json").write_bytes(b"\xff\xfe")
+    cell = {
+        "index": 1,
+        "fraction": 1.0,
+        "step": 7,
+        "train_flops": 3e9,
+        "train_flops_per_step": 5e8,
+        "max_steps": 7,
+    }
+    row = collect_results(settings, {"mlm": [cell]}, finetune)["objectives"]["mlm"]["cells"][0]
+    assert row["scores"] == {} and row["average"] is None and row["probes"] == {}  # left out, to be redone
+
+    for name, fix in (("results.json", "delete it and rerun"), ("compare.json", "delete it and rerun with")):
+        (settings.out / name).write_text('{"tasks": ["rt')
+        check = _check_report if name == "results.json" else _check_manifest
+        with pytest.raises(UserError, match=f"{settings.out / name}: unreadable.*{fix}"):
+            check(settings, finetune) if name == "results.json" else check(settings)
+        (settings.out / name).unlink()
+
+
+def test_a_budget_under_one_step_per_checkpoint_is_refused(small_corpus, tmp_path, micro_overrides, capsys):
+    """Before: with --checkpoints 1 any budget, 1 FLOP included, was accepted (the step that overshoots counted as
+    bought): every arm trained one step, billions of times its budget and at unequal FLOPs, and --plan put the
+    checkpoint at step 0. Each fraction must buy a whole step, as the refusal's own advice says."""
+    from electra.compare import objective_config
+
+    settings = CompareSettings(
+        corpus="c", out=tmp_path, objectives=["electra"], tasks=[], glue_data=None, budget=1.0, checkpoints=1
+    )
+    with pytest.raises(UserError, match="--flops-budget 1 buys only 0 step\\(s\\) of electra"):
+        objective_config(settings, "electra", 8192)
+    per_step = flop_report(build_config("tiny", overrides={"objective": "electra", "vocab_size": 8192}))
+    settings.budget, settings.checkpoints = 2.5 * per_step.train_flops_per_step, 3
+    with pytest.raises(UserError, match="buys only 2 step\\(s\\).*for 3 checkpoints"):
+        objective_config(settings, "electra", 8192)
+    settings.checkpoints = 2
+    assert objective_config(settings, "electra", 8192).max_steps == 3
+    argv = _probe_only(tmp_path, small_corpus, tmp_path / "out", micro_overrides, "1")
+    argv[argv.index("--checkpoints") + 1] = "1"
+    assert main([*argv, "--plan"]) == 2
+    err = capsys.readouterr().err
+    assert "buys only 0 step(s)" in err and err.count("\n") == 1
+
+
+def test_a_second_run_into_a_live_out_is_refused(
+    small_corpus, tmp_path, micro_overrides, capsys, monkeypatch
+):
+    """Before: a rerun started while the first still ran (another terminal, a restarted job) went to work beside
+    it: pretraining was refused by the arm's own lock, but fine-tuning redid the same cells and the two raced to
+    write OUT/tokenizer."""
+    import electra.compare
+    from electra.output_lock import output_lock
+
+    def started(*args, **kwargs):
+        raise RuntimeError("work started")
+
+    monkeypatch.setattr(electra.compare, "prepare_tokenizer", started)
+    out = tmp_path / "out"
+    argv = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1e12")
+    with output_lock(out):
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{out}: a run is writing here now" in err and err.count("\n") == 1
+    with pytest.raises(RuntimeError, match="work started"):  # once it has finished, the rerun goes ahead
+        main(argv)
+    assert not (out / ".electra.lock").exists()
+
+
+def test_a_folder_that_is_no_comparison_keeps_what_a_run_would_replace(small_corpus, tmp_path, capsys):
+    """Before: --out naming a folder of the user's (or a pretraining run's) went to work in it: its results.md and
+    curve.png were replaced by the report, and its tokenizer/ was taken as the comparison's vocabulary."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "results.md").write_text("my notes")
+    (out / "notes.txt").write_text("kept")
+    argv = ["compare", "--corpus", str(small_corpus), "--out", str(out), "--glue-tasks", "none"]
+    argv += ["--probes", "sst2", "--probe-data", str(tmp_path), "--flops-budget", "1e12"]
+    for extra in ([], ["--overwrite"], ["--plan"]):
+        assert main([*argv, *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"{out} holds results.md but no compare.json" in err and err.count("\n") == 1
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "results.md"]
+    assert (out / "results.md").read_text() == "my notes"
