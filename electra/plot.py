@@ -9,6 +9,8 @@ accuracy and energies get panels of their own.
 from __future__ import annotations
 
 import argparse
+import csv
+import math
 import os
 from pathlib import Path
 
@@ -44,11 +46,20 @@ def read_metrics(run_dir: Path, namespace: str = "train") -> dict[str, list[floa
     path = run_dir / "metrics.csv"
     if not path.is_file():
         raise UserError(f"{path} does not exist; is {run_dir} a pretraining run directory?")
-    rows = read_rows(run_dir, namespace)
+    try:
+        rows = read_rows(run_dir, namespace)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise UserError(
+            f"{path} is not a text CSV ({exc}); is {run_dir} a pretraining run directory?"
+        ) from None
+    except KeyError:  # a row without `step`
+        raise UserError(f"{path} has no 'step' column; is {run_dir} a pretraining run directory?") from None
     if not rows and namespace == "train":
         raise UserError(f"{path} has no rows yet.")
-    keys = [k for k in rows[0] if all(k in row for row in rows)] if rows else []
-    return {key: [row[key] for row in rows] for key in keys}
+    # Every column any row holds, NaN (a gap in the curve) where a row lacks it: a half-written last row, of a
+    # run in progress or one a kill cut short, must not take a whole curve out of the picture.
+    keys = list(dict.fromkeys(key for row in rows for key in row))
+    return {key: [row.get(key, math.nan) for row in rows] for key in keys}
 
 
 def build_figure(train: dict[str, list[float]], held_out: dict[str, list[float]], title: str):
@@ -101,7 +112,14 @@ def plot_run(run_dir: str | Path, output: str | Path | None = None, overwrite: b
 
     run_dir = Path(run_dir)
     target = curves_path(run_dir, output, overwrite)
-    figure = build_figure(read_metrics(run_dir), read_metrics(run_dir, "eval"), run_dir.name)
+    train = read_metrics(run_dir)
+    if not any(key in train for _, _, keys, _ in PANELS for key in keys):  # matplotlib cannot draw no panels
+        drawn = ", ".join(dict.fromkeys(key for _, _, keys, _ in PANELS for key in keys))
+        raise UserError(
+            f"{run_dir / 'metrics.csv'} holds none of the metrics electra plot draws (train/ columns: {drawn}); "
+            "is it a pretraining or fine-tuning run's?"
+        )
+    figure = build_figure(train, read_metrics(run_dir, "eval"), run_dir.name)
     try:
         save_figure_atomically(figure, target, dpi=110)
     finally:

@@ -64,8 +64,32 @@ def _output_positions(raw: str) -> str | float:
         ) from None
 
 
+def _refuse_what_paper_ignores(args: argparse.Namespace) -> None:
+    """`--paper` prints a fixed table (each row its own preset and settings), so options that describe a
+    configuration or ask for a measurement would be dropped without a word: `--paper --measure` would measure
+    nothing, and `--paper --set ...` would look like the table of the user's configuration. `--size` is left
+    alone: its default cannot be told from a choice, and the table holds every size."""
+    given = [
+        flag
+        for flag, value in (
+            ("--measure", args.measure),
+            ("--config", args.config),
+            ("--set", args.overrides),
+            ("--seq-len", args.seq_len is not None),
+            ("--output-positions", args.output_positions != "ceil"),
+        )
+        if value
+    ]
+    if given:
+        raise UserError(
+            f"--paper takes no {given[0]}: it prints the paper's rows, each on its own preset; run `electra flops` "
+            "without --paper to count your configuration."
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.paper:
+        _refuse_what_paper_ignores(args)
         from flops.paper import reproduce_all
         from flops.report import format_paper
 

@@ -83,8 +83,10 @@ def format_table(rows: list[dict]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from electra.errors import UserError
+    from electra.export import require_safetensors
+    from electra.tokenization import require_tokenizer
     from glue.finetune import resolve_model_dir
-    from probes.run import parse_probe_list, random_encoder_dir, run_probe
+    from probes.run import check_probe_inputs, parse_probe_list, random_encoder_dir, run_probe
 
     require_counts(args, ("seeds", "max_length", "batch_size"), optional=("max_train",))
     specs = parse_probe_list(args.probes)
@@ -97,8 +99,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"{data}: data folder not found; pass --data DIR holding glue/SST-2/ and corpus/brown/."
         )
-    for model in args.model:
-        resolve_model_dir(model)  # a wrong path stops here, before any reading or extraction
+    for model in args.model:  # a wrong model stops here, before any reading or extraction
+        directory = require_safetensors(resolve_model_dir(model))
+        # where there is no tokenizer, AutoTokenizer makes an empty one and every word is [UNK]
+        require_tokenizer(directory)
+    check_probe_inputs(specs, data, args.max_length)  # every probe's files, before the first probe runs
     if args.output:
         refuse_to_replace([args.output], args.overwrite)
         if Path(args.output).is_dir():

@@ -18,6 +18,7 @@ from torch import nn
 from transformers import AutoTokenizer
 
 from electra.errors import UserError
+from electra.tokenization import require_tokenizer
 from glue.finetune import resolve_model_dir
 from glue.model import load_encoder
 
@@ -25,7 +26,7 @@ from glue.model import load_encoder
 def load_frozen(model_dir: str | Path) -> tuple[nn.Module, object]:
     """(encoder in eval mode, fp32, no gradients; its fast tokenizer) from a checkpoint or a run's export, found
     the way `electra glue` finds them."""
-    directory = resolve_model_dir(model_dir)
+    directory = require_tokenizer(resolve_model_dir(model_dir))  # else AutoTokenizer makes an empty one
     encoder = load_encoder(directory).float().eval().requires_grad_(False)
     tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
     if not getattr(tokenizer, "is_fast", False):

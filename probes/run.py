@@ -23,8 +23,10 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from electra.errors import UserError
 from electra.export import fit_length
 from glue.finetune import resolve_model_dir
-from probes.data import read_brown, read_sst2, split_brown
+from probes.data import DEV_EVERY, read_brown, read_sst2, split_brown
 from probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
+
+MIN_MAX_LENGTH = 3  # [CLS], one word-piece, [SEP]
 
 
 @dataclass
@@ -43,6 +45,7 @@ class ProbeSpec:
     description: str
     unit: str  # "sentence": one label per text; "token": one label per word, features at its first piece
     read: Callable[[Path], ProbeData]  # data root (the folder holding glue/ and corpus/) -> the examples
+    needs: tuple[str, ...]  # what `read` opens, relative to the data root (checked before any probe runs)
     default_max_train: int | None  # training sentences when the caller gives none (None: all)
     max_dev: int | None  # dev sentences kept, evenly spaced (None: all)
 
@@ -64,7 +67,13 @@ def _read_sst2(root: Path) -> ProbeData:
 
 
 def _read_pos(root: Path) -> ProbeData:
-    train, dev = split_brown(read_brown(_need(root / "corpus" / "brown", "pos", "corpus/brown/")))
+    folder = _need(root / "corpus" / "brown", "pos", "corpus/brown/")
+    train, dev = split_brown(read_brown(folder))
+    if not train or not dev:  # fewer than DEV_EVERY sentences: nothing to score the probe on
+        raise UserError(
+            f"{folder}: {len(train) + len(dev)} tagged sentences, too few for a dev split (every "
+            f"{DEV_EVERY}th sentence); give the whole Brown corpus."
+        )
 
     def unzip(sentences):
         return [[w for w, _ in s] for s in sentences], [[t for _, t in s] for s in sentences]
@@ -78,6 +87,7 @@ PROBES: dict[str, ProbeSpec] = {
         "SST-2 sentiment from the mean of the last layer (dev: SST-2 dev, 872 sentences)",
         "sentence",
         _read_sst2,
+        ("glue/SST-2/train.tsv", "glue/SST-2/dev.tsv"),
         default_max_train=10000,  # a seed's own sample: the spread over seeds is the probe's noise
         max_dev=None,
     ),
@@ -86,6 +96,7 @@ PROBES: dict[str, ProbeSpec] = {
         "Brown part-of-speech base tag of each word from its first word-piece (dev: every 10th sentence)",
         "token",
         _read_pos,
+        ("corpus/brown",),
         default_max_train=2000,  # ~40k words: L-BFGS over ~140 tags stays a few seconds on a CPU
         max_dev=1000,
     ),
@@ -104,6 +115,20 @@ def parse_probe_list(value: str) -> list[ProbeSpec]:
     if not specs:
         raise UserError(f"--probes is empty; name one or more of {', '.join(PROBES)}.")
     return list(dict.fromkeys(specs))
+
+
+def check_probe_inputs(specs: Sequence[ProbeSpec], data_root: str | Path, max_length: int) -> None:
+    """One line for a data file a probe would read that is missing, or a --max-length with no room for a word,
+    asked before any model is probed: a run of several probes and models must not die at the last one, its
+    earlier results lost."""
+    if max_length < MIN_MAX_LENGTH:
+        raise UserError(
+            f"--max-length must be at least {MIN_MAX_LENGTH} ([CLS], one word-piece, [SEP]), got {max_length}; "
+            "below that the tokenizer keeps no word (or does not truncate at all)."
+        )
+    for spec in specs:
+        for relative in spec.needs:
+            _need(Path(data_root) / relative, spec.name, relative)
 
 
 def _spread(items: list, limit: int | None) -> list[int]:
@@ -141,6 +166,7 @@ def run_probe(
         raise UserError("--seeds must be at least 1.")
     if max_train is not None and max_train < 1:
         raise UserError("--max-train must be at least 1.")
+    check_probe_inputs([spec], data_root, max_length)
     start = time.perf_counter()
     encoder, tokenizer = load_frozen(model_dir)
     max_length = fit_length(max_length, encoder.config, "--max-length")
@@ -211,7 +237,11 @@ def random_encoder_dir(model_dir: str | Path, out_dir: str | Path, seed: int = 0
     probe's gap is measured against). The global random state is left as it was."""
     source = resolve_model_dir(model_dir)
     out_dir = Path(out_dir)
-    config = AutoConfig.from_pretrained(str(source), local_files_only=True)
+    try:
+        config = AutoConfig.from_pretrained(str(source), local_files_only=True)
+    except (OSError, ValueError) as exc:  # a corrupt config.json: transformers' own error, one line of it
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{source}/config.json: could not be read ({said}).") from None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = AutoModel.from_config(config)

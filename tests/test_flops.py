@@ -615,3 +615,27 @@ def test_readme_states_every_paper_row_that_differs():
         assert name in flat, name
         assert sci(row["ours_train_flops"]).replace("e+", "e") in flat, row["name"]  # README writes 1.29e18
         assert f"{100 * row['train_rel_diff']:.1f}%".replace("-", "−") in flat, row["name"]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--measure"],
+        ["--set", "generator_hidden_multiplier=0.5"],
+        ["--seq-len", "64"],
+        ["--output-positions", "all"],
+    ],
+)
+def test_paper_refuses_the_options_it_would_ignore(extra, tmp_path, capsys):
+    """Before: `--paper` printed its fixed table and dropped these without a word, so `--paper --measure` measured
+    nothing and `--paper --set ...` looked like the table of the user's configuration."""
+    from electra.cli import main
+
+    assert main(["flops", "--paper", *extra]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert f"--paper takes no {extra[0]}" in captured.err
+    config = tmp_path / "config.json"
+    config.write_text("{}")
+    assert main(["flops", "--paper", "--config", str(config)]) == 2
+    assert "--paper takes no --config" in capsys.readouterr().err

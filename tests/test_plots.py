@@ -156,3 +156,41 @@ def test_a_metrics_csv_with_text_in_it_is_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{run / 'metrics.csv'}:2: {says}" in err, err
         assert not (run / "curves.png").exists()
+
+
+def test_a_metric_missing_from_some_rows_is_drawn_where_it_was_logged(tmp_path):
+    """Before: only the columns every row held were drawn, so the half-written last row of a run in progress (or
+    one a kill cut short) took the learning-rate curve, and its panel, out of the picture."""
+    from electra.plot import read_metrics
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.csv").write_text(
+        "step,train/loss,train/learning_rate\n10,5.0,0.001\n20,4.0,0.002\n30,3.5"
+    )
+    train = read_metrics(run)
+    assert train["step"] == [10, 20, 30] and train["loss"] == [5.0, 4.0, 3.5]
+    assert train["learning_rate"][:2] == [0.001, 0.002] and math.isnan(train["learning_rate"][2])
+    axes = {axis.get_title(): axis for axis in build_figure(train, {}, "run").axes}
+    (line,) = axes["learning rate"].get_lines()
+    assert list(line.get_ydata()[:2]) == [0.001, 0.002]
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        (b"step,train/flops\n10,5\n", "none of the metrics electra plot draws"),
+        (b"\xff\xfe\x00garbage\n", "is not a text CSV"),
+        (b"train/loss\n5\n", "no 'step' column"),
+    ],
+)
+def test_a_metrics_csv_plot_cannot_draw_is_one_line(tmp_path, capsys, body, says):
+    """Before: a CSV with no metric the panels draw was a ValueError from matplotlib (no panels), one that was not
+    UTF-8 text a UnicodeDecodeError, and one without `step` a KeyError."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.csv").write_bytes(body)
+    assert main(["plot", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(run / "metrics.csv") in err and says in err, err
+    assert not (run / "curves.png").exists()

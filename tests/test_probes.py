@@ -238,3 +238,75 @@ def test_an_unwritable_output_is_one_line_before_any_work(micro_encoder, tmp_pat
     with pytest.raises(AssertionError, match="probing started"):
         main([*argv, str(tmp_path / "new" / "deeper" / "results.json")])
     assert not (tmp_path / "new").exists()
+
+
+def test_a_checkpoint_without_a_tokenizer_is_refused_before_any_work(micro_encoder, tmp_path, capsys):
+    """Before: transformers 5's AutoTokenizer built an empty five-piece tokenizer for a checkpoint saved without
+    one, so every word was [UNK] and the probe printed a score of nothing."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (bare / name).write_bytes((micro_encoder / name).read_bytes())
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    argv = ["probe", "--probes", "sst2", "--data", str(root), "--seeds", "1"]
+    assert main([*argv, "--model", str(bare)]) == 2
+    err = capsys.readouterr().err
+    assert "holds no tokenizer" in err and err.count("\n") == 1
+    with pytest.raises(UserError, match="holds no tokenizer"):
+        run_probe(bare, "sst2", root, seeds=(1,))
+
+
+def test_every_model_and_probe_input_is_checked_before_the_first_probe(
+    micro_encoder, tmp_path, capsys, monkeypatch
+):
+    """Before: a pickled second --model, or a missing corpus/brown/ for the second probe, stopped the command only
+    after the first probes had run on every model, and their results were lost."""
+    import probes.run
+
+    def probed(*args, **kwargs):
+        raise AssertionError("probing started")
+
+    monkeypatch.setattr(probes.run, "run_probe", probed)
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (pickled / name).write_bytes((micro_encoder / name).read_bytes())
+    (pickled / "pytorch_model.bin").write_bytes(b"not loaded")
+    argv = ["probe", "--data", str(root), "--seeds", "1", "--model", str(micro_encoder)]
+    assert main([*argv, "--probes", "sst2", "--model", str(pickled)]) == 2
+    assert "no .safetensors weights" in capsys.readouterr().err
+    assert main([*argv, "--probes", "sst2,pos"]) == 2
+    err = capsys.readouterr().err
+    assert "corpus/brown" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("max_length", [1, 2])
+def test_a_max_length_with_no_room_for_a_word_is_refused(micro_encoder, tmp_path, max_length):
+    """Before: --max-length 2 left [CLS] [SEP] only (the pos probe died in a traceback with no words to fit) and
+    --max-length 1 was not applied at all (the tokenizer does not truncate below its special tokens)."""
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    with pytest.raises(UserError, match="--max-length must be at least 3"):
+        run_probe(micro_encoder, "sst2", root, seeds=(1,), max_length=max_length)
+
+
+def test_a_brown_folder_too_small_for_a_dev_split_is_one_line(micro_encoder, tmp_path):
+    """Before: fewer than ten Brown sentences left the dev split empty and the probe died in a TypeError."""
+    brown = tmp_path / "data" / "corpus" / "brown"
+    brown.mkdir(parents=True)
+    (brown / "ca01").write_text("\n".join(["the/at cat/nn is/bez good/jj ./."] * 9) + "\n")
+    with pytest.raises(UserError, match="too few for a dev split") as err:
+        run_probe(micro_encoder, "pos", tmp_path / "data", seeds=(1,), max_length=16)
+    assert "\n" not in str(err.value)
+
+
+def test_random_baseline_of_a_corrupt_config_is_one_line(micro_encoder, tmp_path):
+    """Before: --random-baseline read config.json with transformers directly, and a corrupt one was a traceback."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (broken / name).write_bytes((micro_encoder / name).read_bytes())
+    (broken / "config.json").write_text("{not json")
+    with pytest.raises(UserError, match="config.json") as err:
+        random_encoder_dir(broken, tmp_path / "random")
+    assert "\n" not in str(err.value)
