@@ -14,12 +14,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import load_file
 from torch import nn
 
 from electra.config import SIZES, PretrainConfig
 from electra.errors import UserError
 from electra.export import finetune_dir, read_export, require_safetensors
+from electra.files import read_safetensors
 
 # Fields of a transformers ElectraConfig that fix the kept model's shape.
 SHAPE_FIELDS = (
@@ -150,7 +150,7 @@ def _load(module: nn.Module, directory: Path, required_prefix: str) -> list[str]
         raise UserError(
             f"{directory}: no model.safetensors (only safetensors are loaded, since unpickling can run code)."
         )
-    state = load_file(str(weights))
+    state = read_safetensors(weights)
     target = module.state_dict()
     usable = {k: v for k, v in state.items() if k in target and target[k].shape == v.shape}
     tied = {target[k].data_ptr() for k in usable}  # a tied tensor (output projection) loads with its twin

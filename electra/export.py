@@ -28,7 +28,7 @@ from typing import Any
 from transformers.utils import logging as hf_logging
 
 from electra.errors import UserError
-from electra.files import write_json_atomically
+from electra.files import read_safetensors, write_json_atomically
 from generators.two_tower import CONFIG_NAME as TWO_TOWER_CONFIG
 
 MANIFEST = "export.json"
@@ -189,12 +189,19 @@ def load_pretrained(model_class: Any, directory: str | Path, complete: bool = Fa
             "or a pretraining run directory."
         )
     require_safetensors(directory)
+    from safetensors import SafetensorError
+
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
         model, info = model_class.from_pretrained(
             str(directory), use_safetensors=True, output_loading_info=True
         )
+    except SafetensorError as exc:  # names neither the file nor a cause: a copy cut short, a full disk
+        raise UserError(
+            f"{directory}: its safetensors weights cannot be read ({exc}); they were cut short or damaged: copy "
+            "them again, or export the run again."
+        ) from None
     except (OSError, ValueError) as exc:
         raise UserError(f"{directory}: could not be loaded as {model_class.__name__} ({exc}).") from None
     finally:
@@ -296,8 +303,6 @@ def save_with_head(
 
 def read_head(directory: str | Path, settings_key: str, prefixes: Sequence[str]) -> tuple[dict, dict] | None:
     """(settings, head tensors) of a directory `save_with_head` wrote; None when config.json has no such head."""
-    from safetensors.torch import load_file
-
     directory = Path(directory)
     try:
         config = json.loads((directory / "config.json").read_text())
@@ -306,7 +311,7 @@ def read_head(directory: str | Path, settings_key: str, prefixes: Sequence[str])
     settings = config.get(settings_key)
     if not isinstance(settings, dict) or not (directory / "model.safetensors").is_file():
         return None
-    tensors = load_file(str(directory / "model.safetensors"))
+    tensors = read_safetensors(directory / "model.safetensors")
     return settings, {k: v for k, v in tensors.items() if k.startswith(tuple(prefixes))}
 
 

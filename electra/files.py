@@ -36,6 +36,22 @@ def write_text_atomically(path: str | Path, text: str, durable: bool = False) ->
     os.replace(staging, path)
 
 
+def read_safetensors(path: str | Path, device: str = "cpu") -> dict[str, Any]:
+    """The tensors of a safetensors file a user gave (a checkpoint, an export's weights). A file cut short by a copy
+    or a full disk is one line naming it and the fix: safetensors' own error names neither the file nor a cause
+    ("invalid header length", "MetadataIncompleteBuffer")."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device=device)
+    except SafetensorError as exc:
+        raise UserError(
+            f"{path}: not a readable safetensors file ({exc}); it was cut short or damaged: copy it again, or "
+            "export the run again."
+        ) from None
+
+
 def save_figure_atomically(figure: Any, path: str | Path, **savefig: Any) -> None:
     """A matplotlib figure written whole to `path`, in the format its suffix names (png without one). A format
     that needs software this machine lacks (.pgf needs a TeX installation) is one line naming the file, not a

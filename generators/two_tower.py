@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 from transformers import ElectraConfig
 from transformers.models.electra.modeling_electra import (
@@ -34,6 +34,7 @@ from transformers.models.electra.modeling_electra import (
 )
 
 from electra.errors import UserError
+from electra.files import read_safetensors
 from electra.lane_attention import attention_name
 from electra.masking import Picked, sample_from_log_probs
 from generators import fused_nll
@@ -398,7 +399,7 @@ class TwoTowerGenerator(Generator):
             raise UserError(f"{directory}: no {CONFIG_NAME}; it does not hold a two-tower generator.")
         meta = json.loads((directory / CONFIG_NAME).read_text())
         model = cls(_ShapeConfig(**meta["config"]))
-        state = load_file(str(directory / WEIGHTS_NAME), device=str(map_location))
+        state = read_safetensors(directory / WEIGHTS_NAME, device=str(map_location))
         missing, unexpected = model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not k.endswith("position_ids") and not k.endswith("token_type_ids")]
         if missing or unexpected:

@@ -22,6 +22,7 @@ from torch import nn
 from transformers import AutoModel
 
 from electra.export import load_pretrained, read_head, save_with_head
+from electra.files import read_safetensors
 
 HEAD_KEY = "glue_head"  # config.json entry with the head's task settings
 OLD_HEAD_WEIGHTS = "glue_head.safetensors"  # the first layout's side files
@@ -99,8 +100,6 @@ class GlueModel(nn.Module):
     def load_head_if_same_task(self, directory: str | Path) -> bool:
         """Reuse a saved task layer when it was trained on this very task (same labels); True if loaded.
         A checkpoint from another task (MNLI -> RTE, as the paper does) keeps only its encoder."""
-        from safetensors.torch import load_file
-
         directory = Path(directory)
         found = read_head(directory, HEAD_KEY, ("classifier.", "glue_head."))
         if found is not None:
@@ -108,7 +107,7 @@ class GlueModel(nn.Module):
             state = {k.split(".", 1)[1]: v for k, v in tensors.items()}
         elif (directory / OLD_HEAD_CONFIG).is_file() and (directory / OLD_HEAD_WEIGHTS).is_file():
             meta = json.loads((directory / OLD_HEAD_CONFIG).read_text())
-            state = load_file(str(directory / OLD_HEAD_WEIGHTS))
+            state = read_safetensors(directory / OLD_HEAD_WEIGHTS)
         else:
             return False
         same_labels = (meta.get("labels") or None) == (list(self.labels) if self.labels else None)

@@ -25,6 +25,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from electra.errors import UserError
 from electra.export import load_pretrained, read_head, save_with_head
+from electra.files import read_safetensors
 from squad.heads import HeadConfig, QAOutput, SpanHead
 
 HEAD_KEY = "squad_head"  # config.json entry holding the head's settings
@@ -124,13 +125,11 @@ class SquadModel(nn.Module):
     @classmethod
     def load(cls, model_dir: str | Path) -> SquadModel:
         """A model saved by `save` (encoder and head), or by the first layout."""
-        from safetensors.torch import load_file
-
         model_dir = Path(model_dir)
         if (model_dir / OLD_HEAD_CONFIG).is_file():
             head_config = HeadConfig(**json.loads((model_dir / OLD_HEAD_CONFIG).read_text()))
             model = cls(load_pretrained(AutoModel, model_dir), head_config)
-            model.qa_head.load_state_dict(load_file(str(model_dir / OLD_HEAD_WEIGHTS)))
+            model.qa_head.load_state_dict(read_safetensors(model_dir / OLD_HEAD_WEIGHTS))
             return model
         found = read_head(model_dir, HEAD_KEY, ("qa_outputs.", "qa_head."))
         if found is None:

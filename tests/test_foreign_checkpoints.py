@@ -265,3 +265,35 @@ def test_a_tokenizer_config_alone_is_no_tokenizer(hub, tmp_path):
         electra.load_scorer(bare, device="cpu")
     (bare / "spiece.model").write_bytes(b"")
     assert holds_tokenizer(bare)
+
+
+def test_weights_cut_short_are_one_line_naming_the_file_in_every_loader(hub, tmp_path, capsys):
+    """Before: a model.safetensors cut short (a copy interrupted, a full disk) surfaced from glue, squad, score,
+    probe and --init-from as safetensors' own traceback, `SafetensorError: Error while deserializing header:
+    incomplete metadata, file not fully covered`, naming neither the file nor what to do."""
+    from electra.export import load_pretrained
+    from electra.files import read_safetensors
+    from generators.two_tower import WEIGHTS_NAME, TwoTowerGenerator
+    from tests.test_two_tower import _config
+
+    cut = shutil.copytree(hub / "discriminator", tmp_path / "cut")
+    weights = cut / "model.safetensors"
+    with open(weights, "r+b") as handle:
+        handle.truncate(weights.stat().st_size // 2)
+    with pytest.raises(UserError, match=f"{cut}: its safetensors weights cannot be read .*copy them again"):
+        load_pretrained(ElectraForPreTraining, cut)
+    with pytest.raises(UserError, match=f"{weights}: not a readable safetensors file .*copy it again"):
+        read_safetensors(weights)
+    assert (
+        main(["pretrain", "--init-from", str(cut), "--output", str(tmp_path / "run"), "--max-steps", "1"])
+        == 2
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"electra pretrain: error: {weights}: not a readable safetensors file"), err
+    assert not (tmp_path / "run").exists()
+
+    two_tower = tmp_path / "two-tower"
+    TwoTowerGenerator(_config()).save_pretrained(two_tower)
+    (two_tower / WEIGHTS_NAME).write_bytes((two_tower / WEIGHTS_NAME).read_bytes()[:100])
+    with pytest.raises(UserError, match=f"{two_tower / WEIGHTS_NAME}: not a readable safetensors file"):
+        TwoTowerGenerator.from_pretrained(two_tower)
