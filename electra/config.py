@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -97,7 +98,7 @@ def check_ranges(settings: Any, ranges: Mapping[str, Range], source: str = "") -
     """One line naming the first of `settings`' fields (those it has of `ranges`) that lies outside its range."""
     for name, (within, wording) in ranges.items():
         value = getattr(settings, name, None)
-        if value is not None and not within(value):
+        if value is not None and not (math.isfinite(value) and within(value)):  # inf passes v > 0
             raise UserError(f"{source + ': ' if source else ''}{name} must be {wording}, got {value}.")
 
 
@@ -461,9 +462,11 @@ def coerce_value(name: str, raw: Any, kind: str, source: str = "config") -> Any:
             raise wrong from None
         if not isinstance(number, (int, float)) or number != number:  # not a number, or NaN
             raise wrong
+        if number in (float("inf"), float("-inf")):  # no field means "unbounded" by inf (None says "none")
+            raise UserError(
+                f"{source}: {name}={raw!r} is not a finite number; give a {kind.replace(' | None', '')}."
+            )
         if kind.startswith("int"):
-            if number in (float("inf"), float("-inf")):
-                raise wrong
             if number != int(number):
                 raise UserError(f"{source}: {name}={raw!r} is not a whole number; give an integer.")
             return int(number)

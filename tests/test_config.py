@@ -180,3 +180,16 @@ def test_compile_plan_stays_eager_on_a_torch_that_cannot_compile_the_step(monkey
 def test_an_unknown_compile_mode_is_refused():
     with pytest.raises(UserError, match="compile_mode must be one of default, reduce-overhead"):
         build_config("small", overrides={"compile_mode": "fast"})
+
+
+@pytest.mark.parametrize("raw", ["inf", "-inf", "1e400", float("inf")])
+def test_an_infinite_float_is_refused_where_it_is_given(raw):
+    """Before: `--set generator_hidden_multiplier=inf` passed every check (inf is positive) and ended in an
+    OverflowError traceback when the generator's width was rounded; `max_grad_norm=inf` and a loss weight of inf
+    were accepted too. No field reads inf as "unbounded" (None says "none"), so it is refused in one line."""
+    with pytest.raises(UserError, match="generator_hidden_multiplier=.* is not a finite number"):
+        build_config("tiny", overrides={"generator_hidden_multiplier": raw})
+    config = build_config("tiny")
+    config.max_grad_norm = float("inf")  # set on the object, past coercion: the range check still holds
+    with pytest.raises(UserError, match="max_grad_norm must be at least 0, got inf"):
+        config.validate()
