@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import math
 from pathlib import Path
 
 from accelerate import Accelerator
 from accelerate.tracking import GeneralTracker, TensorBoardTracker, WandBTracker
 
+from electra.files import write_text_atomically
 from electra.run_log import CSV_NAME, DEFAULT_REPORT_TO, read_csv, require_installed
 
 
@@ -66,11 +68,14 @@ class CSVTracker(GeneralTracker):
             csv.DictWriter(handle, fieldnames=self.fields).writerow(row)
 
     def _rewrite(self, rows: list[dict[str, float]]) -> None:
-        with self.path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=self.fields)
-            writer.writeheader()
-            # read back as floats: a step goes out as the integer every appended row writes
-            writer.writerows({**row, "step": int(row["step"])} if "step" in row else row for row in rows)
+        """The whole file again, published by one rename: rewritten in place, a kill or a full disk in the middle
+        (at a resume, or when a new column appears) would leave the run's earlier rows cut off."""
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=self.fields)
+        writer.writeheader()
+        # read back as floats: a step goes out as the integer every appended row writes
+        writer.writerows({**row, "step": int(row["step"])} if "step" in row else row for row in rows)
+        write_text_atomically(self.path, text.getvalue())
 
     def finish(self) -> None:
         pass

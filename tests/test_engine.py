@@ -257,6 +257,44 @@ def test_the_csv_log_resumes_even_when_accelerate_never_starts_it(tmp_path):
     assert [line.split(",")[0] for line in lines[1:]] == ["1", "2", "3"]  # rewritten rows too: 1, not 1.0
 
 
+def test_a_csv_rewrite_that_fails_half_way_keeps_the_rows_logged_before(tmp_path, monkeypatch):
+    """Before: the rewrite at a resume (and when a new column appears) opened metrics.csv for writing in place,
+    so a kill or a full disk half-way left the run's earlier rows cut off. It is now published by one rename."""
+    import csv
+
+    from electra.trackers import CSVTracker
+
+    first = CSVTracker(tmp_path)
+    for step in range(1, 6):
+        first.log({"train/loss": float(step)}, step=step)
+    before = (tmp_path / "metrics.csv").read_bytes()
+    write_rows = csv.DictWriter.writerows
+
+    def fails_half_way(self, rows):
+        rows = list(rows)
+        write_rows(self, rows[:2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(csv.DictWriter, "writerows", fails_half_way)
+    with pytest.raises(OSError, match="No space left"):
+        CSVTracker(tmp_path, resume_step=4).start()
+    assert (tmp_path / "metrics.csv").read_bytes() == before
+    monkeypatch.undo()
+    resumed = CSVTracker(tmp_path, resume_step=4)
+    resumed.log(
+        {"train/loss": 50.0, "eval/accuracy": 0.5}, step=5
+    )  # drops step 5, adds a column: two rewrites
+    rows = read_csv(tmp_path / "metrics.csv")
+    assert [(row["step"], row["train/loss"]) for row in rows] == [
+        (1, 1.0),
+        (2, 2.0),
+        (3, 3.0),
+        (4, 4.0),
+        (5, 50.0),
+    ]
+    assert (tmp_path / "metrics.csv").read_bytes().startswith(b"step,train/loss,eval/accuracy\r\n1,1.0,\r\n")
+
+
 def test_logs_go_through_accelerate_trackers(tmp_path):
     """The engine writes through accelerator.log: a tracker the user put on the accelerator receives exactly the rows
     of metrics.csv, and the engine's own trackers are detached when the run ends (the accelerator is reused)."""
