@@ -9,11 +9,15 @@ process that fails only because another one ended becomes one line and exit 1, i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import os
+import signal
 import sys
+import threading
 import traceback
 import warnings
+from collections.abc import Iterator
 
 from electra import __version__, compare_cli, plot, pretrain_cli
 from electra.errors import ElectraWarning, UserError
@@ -195,6 +199,45 @@ def _peer_loss_line(exc: BaseException) -> str:
     )
 
 
+def _quiet_stdout() -> None:
+    """Point standard output at the null device: once its reader has gone, the flush at exit would raise the
+    BrokenPipeError again, as a traceback ("Exception ignored ... BrokenPipeError")."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, a batch scheduler's time limit, a launcher stopping its other processes), raised in the
+    main thread as Ctrl-C is, so the command's `finally` blocks and context managers run: left to the default
+    action, a killed `probe --random-baseline` left a model-sized scratch folder in /tmp, and `tlm train` its
+    scratch copies."""
+
+
+@contextlib.contextmanager
+def _termination_as_interrupt() -> Iterator[None]:
+    """While the command runs, SIGTERM raises `Terminated` in this process. A process forked from it (a
+    `datasets` map worker, a DataLoader worker) inherits the handler but dies of the signal as before, and a
+    second SIGTERM during the cleanup kills at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def stop(signum, frame) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        if os.getpid() != owner:
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         bind_siblings(strict=True)
@@ -217,13 +260,20 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "report_to", None) is not None:
             parse_report_to(args.report_to)  # refuse an unknown name now, in one line
             os.environ["ELECTRA_REPORT_TO"] = args.report_to
-        return int(args.func(args) or 0)
+        with _termination_as_interrupt():
+            return int(args.func(args) or 0)
     except UserError as exc:
         print(f"{args.command_prog}: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print(f"{args.command_prog}: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print(f"{args.command_prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `electra flops --paper --json | head`: the reader has what it wanted
+        _quiet_stdout()
+        return 141  # as a process killed by SIGPIPE, the shell's convention
     except RuntimeError as exc:
         if not _lost_its_peers(exc):
             raise

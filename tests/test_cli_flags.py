@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -235,3 +236,82 @@ def test_a_one_process_command_under_a_launcher_is_refused(monkeypatch, capsys, 
     assert len(err) == 1 and "runs in one process, and the launcher started 2" in err[0], err
     assert main(["pretrain", "--help-config"]) == 0
     assert "max_steps = " in capsys.readouterr().out
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    """Before: `electra flops --paper --json | head -1` with more output than the pipe holds ended in a
+    `BrokenPipeError` traceback once head had gone. Now the command stops quietly with SIGPIPE's exit status."""
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first write: every write breaks the pipe
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "electra.cli", "flops", "--paper", "--json"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and done.stderr == "", done.stderr
+
+
+_SLEEPS_IN_A_SCRATCH_FOLDER = """
+import argparse, os, signal, sys, tempfile, time
+from electra import cli
+
+def command(args):
+    ready, started = os.pipe()
+    child = os.fork()
+    if child == 0:  # a worker forked while the command runs (a datasets map, a DataLoader) keeps the default
+        os.write(started, b"1")  # Python drops a signal that arrives while the child is still being set up
+        time.sleep(60)
+        os._exit(0)
+    os.read(ready, 1)
+    os.kill(child, signal.SIGTERM)
+    _, status = os.waitpid(child, 0)
+    print("child", os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exited", flush=True)
+    with tempfile.TemporaryDirectory(prefix="electra-scratch-") as scratch:
+        print(scratch, flush=True)
+        time.sleep(60)
+
+built = cli.build_parser
+def build_parser():
+    parser = built()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    commands.choices["flops"].set_defaults(func=command)
+    return parser
+
+cli.build_parser = build_parser
+sys.exit(cli.main(["flops"]))
+"""
+
+
+def test_sigterm_lets_the_command_clean_up_and_says_so(tmp_path):
+    """Before: SIGTERM (`kill`, a scheduler's time limit) killed a command outright, so no `finally` ran: a
+    killed `electra probe --random-baseline` left its model-sized scratch folder in /tmp. Now SIGTERM stops the
+    command as Ctrl-C does, in one line and with status 143, and a forked worker still dies of it as before."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "sleeps.py"
+    script.write_text(_SLEEPS_IN_A_SCRATCH_FOLDER)
+    env = dict(os.environ, PYTHONPATH=str(Path.cwd()))
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert process.stdout.readline().strip() == f"child {int(signal.SIGTERM)}"
+        scratch = Path(process.stdout.readline().strip())
+        assert scratch.is_dir()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err
+    assert err.strip().splitlines() == ["electra flops: terminated (SIGTERM)"], err
+    assert not scratch.exists()

@@ -9,6 +9,7 @@ fix, and no traceback.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -94,6 +95,11 @@ CASES: list[Case] = [
         lambda r: _pretrain(r, "--corpus", str(_corpus(r)), *MICRO_FLAGS, "--set", "max_grad_norm=-1"),
         "max_grad_norm must be at least 0",
     ),
+    (
+        "--set generator_hidden_multiplier=inf",
+        lambda r: _pretrain(r, "--set", "generator_hidden_multiplier=inf"),
+        "is not a finite number",
+    ),
     ("unknown objective", lambda r: _pretrain(r, "--set", "objective=xlnet"), "is not one of electra"),
     (
         "output directory holding other files",
@@ -125,6 +131,11 @@ CASES: list[Case] = [
         "checkpoint with pickled weights only",
         lambda r: ["glue", "--model", str(_pickled(r)), "--task", "sst2", "--data-dir", str(_sst2(r))],
         "no .safetensors weights",
+    ),
+    (
+        "checkpoint whose weights were cut short (a copy interrupted)",
+        lambda r: ["glue", "--model", str(_cut_short(r)), "--task", "sst2", "--data-dir", str(_sst2(r))],
+        "its safetensors weights cannot be read",
     ),
     (
         "--init-from a checkpoint with pickled weights only",
@@ -234,6 +245,18 @@ def _untokenized(root: Path) -> Path:
         json.dumps({"model_type": "electra", "architectures": ["ElectraModel"]})
     )
     save_file({"w": torch.zeros(1)}, str(directory / "model.safetensors"))
+    return directory
+
+
+def _cut_short(root: Path) -> Path:
+    """A checkpoint with its tokenizer whose model.safetensors lost its second half."""
+    directory = root / "cut-short"
+    shutil.copytree(_untokenized(root), directory)
+    (directory / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"]) + "\n"
+    )
+    weights = directory / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     return directory
 
 
