@@ -120,3 +120,25 @@ def save_tiny_electra(directory: Path, dropout: bool = True) -> Path:
     ElectraModel(config).save_pretrained(str(directory))
     tokenizer.save_pretrained(str(directory))
     return directory
+
+
+def run_command_as(name: str, work) -> int:
+    """`electra NAME` with the command's work replaced by `work(args)`: what `cli.main` does around any command
+    (its one-line errors, signals, exit statuses) checked on work the test controls."""
+    import argparse
+
+    from electra import cli
+
+    built = cli.build_parser
+
+    def build_parser():
+        parser = built()
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[name].set_defaults(func=work)
+        return parser
+
+    cli.build_parser = build_parser
+    try:
+        return cli.main([name])
+    finally:
+        cli.build_parser = built

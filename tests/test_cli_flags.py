@@ -260,8 +260,8 @@ def test_output_into_a_closed_pipe_ends_quietly():
 
 
 _SLEEPS_IN_A_SCRATCH_FOLDER = """
-import argparse, os, signal, sys, tempfile, time
-from electra import cli
+import os, signal, sys, tempfile, time
+from tests.conftest import run_command_as
 
 def command(args):
     ready, started = os.pipe()
@@ -278,15 +278,7 @@ def command(args):
         print(scratch, flush=True)
         time.sleep(60)
 
-built = cli.build_parser
-def build_parser():
-    parser = built()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    commands.choices["flops"].set_defaults(func=command)
-    return parser
-
-cli.build_parser = build_parser
-sys.exit(cli.main(["flops"]))
+sys.exit(run_command_as("flops", command))
 """
 
 

@@ -25,6 +25,17 @@ from electra.objectives import build_config, flop_report
 PRETRAIN_KEYS = ("max_steps", "save_every", "log_every", "warmup_steps")
 
 
+# A finished pretraining fraction as pretrain_objective records it (the one fraction of a one-checkpoint study).
+ONE_CELL = {
+    "index": 1,
+    "fraction": 1.0,
+    "step": 7,
+    "train_flops": 3e9,
+    "train_flops_per_step": 5e8,
+    "max_steps": 7,
+}
+
+
 def _micro(micro_overrides: dict) -> dict:
     return {k: v for k, v in micro_overrides.items() if k not in PRETRAIN_KEYS}
 
@@ -282,14 +293,7 @@ def test_results_are_collected_from_the_cells_on_disk(tmp_path):
     cell_dir.mkdir(parents=True)
     (cell_dir / "sst2.json").write_text(json.dumps({"rows": {"sst2": {"median": 0.8}}}))
     (cell_dir / "stsb.json").write_text(json.dumps({"rows": {"stsb": {"median": None}}}))
-    cell = {
-        "index": 1,
-        "fraction": 1.0,
-        "step": 7,
-        "train_flops": 3e9,
-        "train_flops_per_step": 5e8,
-        "max_steps": 7,
-    }
+    cell = dict(ONE_CELL)
     results = collect_results(settings, {"mlm": [cell]}, None)
     row = results["objectives"]["mlm"]["cells"][0]
     assert row["scores"] == {"sst2": 0.8, "stsb": None} and row["average"] == pytest.approx(0.8)
@@ -697,14 +701,7 @@ def test_unreadable_records_in_out_are_one_line_or_redone(tmp_path, capsys):
     probe_dir = settings.out / "probes" / "mlm" / "1of1"
     probe_dir.mkdir(parents=True)
     (probe_dir / "sst2.json").write_bytes(b"\xff\xfe")
-    cell = {
-        "index": 1,
-        "fraction": 1.0,
-        "step": 7,
-        "train_flops": 3e9,
-        "train_flops_per_step": 5e8,
-        "max_steps": 7,
-    }
+    cell = dict(ONE_CELL)
     row = collect_results(settings, {"mlm": [cell]}, finetune)["objectives"]["mlm"]["cells"][0]
     assert row["scores"] == {} and row["average"] is None and row["probes"] == {}  # left out, to be redone
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from electra.cli import main
-from tests.conftest import save_tiny_electra
+from tests.conftest import run_command_as, save_tiny_electra
 from tests.golden_trace import WORDS
 
 pytestmark = pytest.mark.slow  # each test launches torchrun (10-30 s on 2 cores)
@@ -281,9 +281,9 @@ def test_pretrain_per_device_batch_counts_every_process(tmp_path, small_corpus, 
 
 
 _ONE_PROCESS_ENDS = """
-import argparse, os, sys, time
+import os, sys, time
 import torch.distributed as dist
-from electra import cli
+from tests.conftest import run_command_as
 
 def collective(args):
     dist.init_process_group("gloo")
@@ -293,15 +293,7 @@ def collective(args):
         os._exit(2)
     dist.barrier()
 
-built = cli.build_parser
-def build_parser():
-    parser = built()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    commands.choices["pretrain"].set_defaults(func=collective)
-    return parser
-
-cli.build_parser = build_parser
-sys.exit(cli.main(["pretrain"]))
+sys.exit(run_command_as("pretrain", collective))
 """
 
 
@@ -337,22 +329,10 @@ def test_a_process_whose_peer_ended_says_so_in_one_line(tmp_path):
 def test_a_runtime_error_of_the_command_itself_keeps_its_traceback(monkeypatch):
     """The one-line peer message is only for failures raised inside torch.distributed: a bug of our own under a
     launcher still surfaces whole."""
-    import argparse
-
-    from electra import cli
 
     def broken(args):
         raise RuntimeError("a bug of our own")
 
-    built = cli.build_parser
-
-    def build_parser():
-        parser = built()
-        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        commands.choices["pretrain"].set_defaults(func=broken)
-        return parser
-
-    monkeypatch.setattr(cli, "build_parser", build_parser)
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(RuntimeError, match="a bug of our own"):
-        main(["pretrain"])
+        run_command_as("pretrain", broken)
