@@ -131,3 +131,16 @@ def test_iss_refusals_are_one_line(data, retrieved, start_dir, tmp_path, capsys)
     refused(_retrieve(data, tmp_path / "c", "--select-size", "0"), "at least 1")
     iss_layer = [*iss, "--select-size", "5", "--reference-steps", "1", "--iss-layer", "nosuchlayer"]
     refused(_retrieve(data, tmp_path / "d", *iss_layer), "names no parameters")
+
+
+def test_iss_counts_are_refused_before_any_work(data, retrieved, start_dir, tmp_path, capsys):
+    """Before: `--reference-steps 0` meant "unset" and trained the reference for the size's max_steps (600 on
+    tiny), and `--iss-batch-size 0` failed with a traceback once the reference was trained."""
+    iss = ["--select", "iss", "--select-size", "5", "--top-k", "2", "--task-dev", str(data / "dev.tsv")]
+    iss += ["--init-from", str(start_dir)]
+    for flag in ("--reference-steps", "--iss-batch-size"):
+        out = tmp_path / flag.strip("-")
+        assert main(_retrieve(data, out, *iss, flag, "0")) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"{flag} must be at least 1" in err and len(err.splitlines()) == 1, err
+        assert not out.exists()

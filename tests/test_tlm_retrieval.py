@@ -272,3 +272,96 @@ def test_make_query_uses_keywords_only_for_long_inputs():
         make_query(long_text, long_query_words=10, keyword_words=6)
         == "central bank raised rates markets fell"
     )
+
+
+def _retrieve_argv(tmp_path: Path, out: Path, *extra: str) -> list[str]:
+    corpus, task = tmp_path / "corpus.txt", tmp_path / "train.tsv"
+    corpus.write_text("\n\n".join([*FILLER, PLANTED]) + "\n")
+    task.write_text(f"{QUERY}\tsport\nwheat and barley harvest\tfarm\nthe river flooded the streets\tcity\n")
+    common = ["--task-train", str(task), "--top-k", "2", "--passage-words", "20", "--no-progress"]
+    return ["tlm", "retrieve", "--corpus", str(corpus), *common, "--out", str(out), *extra]
+
+
+def test_a_selection_interrupted_while_written_leaves_no_half_corpus(tmp_path, monkeypatch):
+    """Before: OUT/corpus/retrieved.txt was written in place, so Ctrl-C (or SIGTERM) half way left a cut-short
+    corpus that `tlm train` trained on without a word, and the same command again was refused ("already
+    exists; pass --overwrite"). Now nothing is left but hidden staging names, and the rerun writes it whole."""
+    from electra.cli import main
+
+    assert main(_retrieve_argv(tmp_path, tmp_path / "straight")) == 0
+    straight = (tmp_path / "straight" / CORPUS_SUBDIR / CORPUS_FILE).read_text()
+    assert len([b for b in straight.split("\n\n") if b.strip()]) >= 3
+    real_get, calls = BM25Index.get, []
+
+    def get_then_die(self, doc_id):
+        calls.append(doc_id)
+        if len(calls) == 2:  # the first passage is written, the second is not
+            raise KeyboardInterrupt
+        return real_get(self, doc_id)
+
+    monkeypatch.setattr(BM25Index, "get", get_then_die)
+    out = tmp_path / "killed"
+    assert main(_retrieve_argv(tmp_path, out)) == 130
+    assert not (out / CORPUS_SUBDIR / CORPUS_FILE).exists() and not (out / "summary.json").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["index"]  # no staging file stays behind
+    monkeypatch.setattr(BM25Index, "get", real_get)
+    assert main(_retrieve_argv(tmp_path, out)) == 0  # no --overwrite needed: nothing was written
+    assert (out / CORPUS_SUBDIR / CORPUS_FILE).read_text() == straight
+
+
+def test_training_refuses_a_cut_short_or_unfinished_selection(tmp_path):
+    """Before: a retrieved.txt cut short (a copy, a full disk) or left by a run that did not finish was read as
+    the corpus it should have been; now `tlm train` (through `corpus_of`) names the file and the fix, and the
+    corpus folder itself is still taken as it is."""
+    from electra.cli import main
+    from tlm.train import corpus_of
+
+    out = tmp_path / "ret"
+    assert main(_retrieve_argv(tmp_path, out)) == 0
+    corpus = out / CORPUS_SUBDIR / CORPUS_FILE
+    assert json.loads((out / "summary.json").read_text())["corpus_bytes"] == corpus.stat().st_size
+    assert corpus_of(out) == out / CORPUS_SUBDIR
+    text = corpus.read_text()
+    corpus.write_text(text[: len(text) // 2])
+    with pytest.raises(UserError, match=r"retrieved.txt: holds \d+ bytes, not the \d+ .*--overwrite") as cut:
+        corpus_of(out)
+    assert len(str(cut.value).splitlines()) == 1 and str(out / CORPUS_SUBDIR) in str(cut.value)
+    assert corpus_of(out / CORPUS_SUBDIR) == out / CORPUS_SUBDIR  # the user's choice to train on it as it is
+    (out / "summary.json").unlink()
+    with pytest.raises(UserError, match="no readable summary.json beside it"):
+        corpus_of(out)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--top-k", "0"], "--top-k must be at least 1"),
+        (["--passage-words", "0"], "--passage-words must be at least 1"),
+        (["--select-size", "-3"], "--select-size must be at least 1"),
+        (["--select-size", "1000"], "--select-size 1000 is more than the"),
+    ],
+)
+def test_retrieve_numbers_are_refused_in_one_line(flags, message, tmp_path, capsys):
+    """Before: `--top-k 0` was refused only once the whole corpus was indexed, `--passage-words 0` never returned
+    (empty windows cut forever), and a BM25 `--select-size` above the pool silently wrote fewer passages, which
+    is no equal-size comparison (ISS refuses it)."""
+    from electra.cli import main
+
+    out = tmp_path / "o"
+    argv = _retrieve_argv(tmp_path, out)
+    for flag, value in zip(flags[::2], flags[1::2]):
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+        else:
+            argv += [flag, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not (out / CORPUS_SUBDIR).exists()
+    if "--select-size" not in flags:
+        assert not out.exists()  # refused before the index was built
+
+
+def test_split_passages_refuses_an_empty_window(tmp_path):
+    with pytest.raises(UserError, match="--passage-words must be at least 1"):
+        build_index(_corpus(), tmp_path / "index", max_words=0, progress=False)

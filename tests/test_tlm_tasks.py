@@ -135,3 +135,37 @@ def test_sciie_cli_writes_readable_splits(shared_data, tmp_path):
     vocab = LabelVocab.from_examples(train, "train.jsonl")
     assert len(vocab) == 7 and len(vocab.encode(test, "test.jsonl")) == 974
     assert all("[[" in e.text and "<<" in e.text for e in train)
+
+
+def test_sciie_cli_keeps_existing_splits_and_writes_nothing_when_one_is_missing(tmp_path, capsys):
+    """Before: a missing dev.json stopped `tlm sciie` after train.jsonl was written, and splits already in --out
+    (a user's own train.jsonl) were replaced without a word; now every input is checked first and existing
+    splits need --overwrite."""
+    import json
+
+    from electra.cli import main
+
+    source, out = tmp_path / "scierc", tmp_path / "out"
+    source.mkdir()
+    doc = {
+        "sentences": [["CRF", "is", "used", "for", "tagging", "."]],
+        "relations": [[[0, 0, 4, 4, "USED-FOR"]]],
+    }
+    (source / "train.json").write_text(json.dumps(doc) + "\n")
+    (source / "test.json").write_text(json.dumps(doc) + "\n")
+    assert main(["tlm", "sciie", "--scierc", str(source), "--out", str(out)]) == 2
+    assert "dev.json: missing" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
+    (source / "dev.json").write_text(json.dumps(doc) + "\n")
+    out.mkdir(exist_ok=True)
+    (out / "train.jsonl").write_text('{"text": "my own", "label": "x"}\n')
+    assert main(["tlm", "sciie", "--scierc", str(source), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "train.jsonl already exists" in err and "--overwrite" in err and len(err.splitlines()) == 1
+    assert (out / "train.jsonl").read_text() == '{"text": "my own", "label": "x"}\n'
+    assert sorted(p.name for p in out.iterdir()) == ["train.jsonl"]
+    assert main(["tlm", "sciie", "--scierc", str(source), "--out", str(out), "--overwrite"]) == 0
+    assert read_task_file(out / "train.jsonl") == [
+        TaskExample("[[ CRF ]] is used for << tagging >> .", "USED-FOR")
+    ]
+    assert sorted(p.name for p in out.iterdir()) == ["dev.jsonl", "test.jsonl", "train.jsonl"]

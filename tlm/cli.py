@@ -162,6 +162,7 @@ def register(subparsers) -> None:
         "--scierc", required=True, help="folder with SciERC train.json, dev.json, test.json (DyGIE form)"
     )
     add_output_option(sciie, "out", "folder for train/dev/test.jsonl with text and label", required=True)
+    sciie.add_argument("--overwrite", action="store_true", help="replace splits an earlier run wrote there")
     sciie.set_defaults(func=run_sciie)
 
 
@@ -248,6 +249,12 @@ def run_retrieve(args) -> int:
     refuse_to_replace([Path(args.out) / "corpus"], args.overwrite)
     if args.select == "iss" and (args.task_dev is None or args.select_size is None):
         raise UserError("--select iss needs --task-dev (the validation batches) and --select-size.")
+    # Before the index is built (an hour on a large corpus): `--top-k 0` was refused only after it, and
+    # `--passage-words 0` never returned (`split_passages` cut empty windows forever); `--reference-steps 0`
+    # meant "unset" and trained the size's max_steps, `--iss-batch-size 0` ended in a traceback.
+    require_counts(args, ("top_k", "passage_words"), optional=("select_size",))
+    if args.select == "iss":
+        require_counts(args, ("reference_steps", "iss_batch_size"))
     examples = read_task_file(args.task_train, fmt=args.task_format, **column_kwargs(args))
     index_dir = Path(args.index) if args.index else Path(args.out) / "index"
     with load_or_build_index(args.corpus, index_dir, args.passage_words, args.min_passage_words) as index:
@@ -319,6 +326,7 @@ def _select_iss(args, index) -> dict:
 
 def run_texts(args) -> int:
     from electra.errors import UserError
+    from electra.files import write_text_atomically
     from tlm.tasks import read_task_file
 
     out = Path(args.out) / "corpus" / "task_texts.txt"
@@ -327,8 +335,8 @@ def run_texts(args) -> int:
     texts = [e.text for e in examples if e.text.strip()]
     if not texts:
         raise UserError(f"{args.task}: no text in the chosen column(s); pass --text-column NAME.")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(text + "\n\n" for text in texts))  # one document per example
+    # one document per example, written whole: a cut-short corpus would pass for the task's texts
+    write_text_atomically(out, "".join(text + "\n\n" for text in texts))
     print(f"{len(texts)} task texts -> {out}")
     return 0
 
@@ -362,17 +370,23 @@ def run_train(args) -> int:
 
 
 def run_sciie(args) -> int:
+    """All three splits are read before any is written, and written whole (`write_text_atomically`): before, a
+    missing dev.json stopped the run after train.jsonl was written, and existing splits in --out (a user's own
+    train.jsonl) were replaced without --overwrite."""
     from electra.errors import UserError
-    from tlm.tasks import build_sciie, write_jsonl
+    from electra.files import write_text_atomically
+    from tlm.tasks import build_sciie, jsonl_text
 
     source, out = Path(args.scierc), Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for split in ("train", "dev", "test"):
+    splits = ("train", "dev", "test")
+    for split in splits:
         if not (source / f"{split}.json").is_file():
             raise UserError(
                 f"{source / f'{split}.json'}: missing; --scierc needs train.json, dev.json and test.json."
             )
-        examples = build_sciie(source / f"{split}.json")
-        write_jsonl(examples, out / f"{split}.jsonl")
+    refuse_to_replace([out / f"{split}.jsonl" for split in splits], args.overwrite)
+    built = {split: build_sciie(source / f"{split}.json") for split in splits}
+    for split, examples in built.items():
+        write_text_atomically(out / f"{split}.jsonl", jsonl_text(examples))
         print(f"{split}: {len(examples)} relations -> {out / f'{split}.jsonl'}")
     return 0

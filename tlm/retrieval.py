@@ -48,6 +48,7 @@ BUILD_LOCK = ".build.lock"  # in a staging folder, held while the build writes i
 CORPUS_SUBDIR = "corpus"  # the folder the pretraining data pipeline reads
 CORPUS_FILE = "retrieved.txt"
 PROVENANCE_FILE = "retrieved.jsonl"  # kept outside CORPUS_SUBDIR so a directory reader never sees it twice
+SUMMARY_FILE = "summary.json"
 
 
 def split_passages(document: str, max_words: int = 128, min_words: int = 5) -> list[str]:
@@ -236,6 +237,8 @@ def build_index(
     index_dir = Path(index_dir)
     if index_dir.exists() and not index_dir.is_dir():
         raise UserError(f"{index_dir}: is a file, not an index folder; pass another --index.")
+    if max_words < 1:  # `split_passages` would cut empty windows forever
+        raise UserError(f"--passage-words must be at least 1, got {max_words}.")
     # Beside the index (resolved: `--index .` has no name of its own), so the moves into it are renames on one
     # file system; a name of its own per build, so two builds at once never write into each other's.
     home = index_dir.resolve()
@@ -524,32 +527,78 @@ def write_selection(
     extra: dict[int, dict] | None = None,
 ) -> dict:
     """`OUT/corpus/retrieved.txt` (blank-line separated), its provenance JSONL and `summary.json`: the one layout
-    every selection (BM25, ISS) writes and `tlm train --retrieved` reads. Returns the summary as written."""
+    every selection (BM25, ISS) writes and `tlm train --retrieved` reads. Returns the summary as written.
+
+    The two text files are written under hidden names and renamed into place once whole, and `summary.json`,
+    which records the corpus's size, comes last (an earlier one is deleted first): written in place, a run
+    interrupted half way (Ctrl-C, SIGTERM, a full disk) left a cut-short corpus that `tlm train` trained on
+    without a word, and a rerun was refused because OUT/corpus existed. `check_selection` tells a complete
+    selection from one without its summary or of another size.
+    """
     out_dir = Path(out_dir)
-    (out_dir / CORPUS_SUBDIR).mkdir(parents=True, exist_ok=True)
-    with (
-        open(out_dir / CORPUS_SUBDIR / CORPUS_FILE, "w") as corpus,
-        open(out_dir / PROVENANCE_FILE, "w") as prov,
-    ):
-        for doc_id in doc_ids:
-            text = index.get(doc_id)
-            corpus.write(text + "\n\n")
-            record = {
-                "id": doc_id,
-                "score": result.best_score[doc_id],
-                "queries": result.queries[doc_id],
-                **((extra or {}).get(doc_id, {})),
-                "text": text,
-            }
-            prov.write(json.dumps(record) + "\n")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    corpus_path = out_dir / CORPUS_SUBDIR / CORPUS_FILE
+    # hidden, so no corpus reader takes them for text; beside OUT/corpus, so the moves are renames
+    staged_corpus = out_dir / f".{CORPUS_FILE}.partial"
+    staged_provenance = out_dir / f".{PROVENANCE_FILE}.partial"
+    try:
+        with (
+            open(staged_corpus, "w", encoding="utf-8") as corpus,
+            open(staged_provenance, "w", encoding="utf-8") as prov,
+        ):
+            for doc_id in doc_ids:
+                text = index.get(doc_id)
+                corpus.write(text + "\n\n")
+                record = {
+                    "id": doc_id,
+                    "score": result.best_score[doc_id],
+                    "queries": result.queries[doc_id],
+                    **((extra or {}).get(doc_id, {})),
+                    "text": text,
+                }
+                prov.write(json.dumps(record) + "\n")
+        (out_dir / SUMMARY_FILE).unlink(missing_ok=True)  # it would describe the files replaced below
+        corpus_path.parent.mkdir(exist_ok=True)
+        os.replace(staged_provenance, out_dir / PROVENANCE_FILE)
+        os.replace(staged_corpus, corpus_path)
+    finally:  # after a success both are gone already
+        staged_corpus.unlink(missing_ok=True)
+        staged_provenance.unlink(missing_ok=True)
     summary = {
         **summary,
         "retrieved_passages": len(doc_ids),
+        "corpus_bytes": corpus_path.stat().st_size,
         "index": str(index.dir),
         "index_passages": index.num_docs,
     }
-    write_json_atomically(out_dir / "summary.json", summary)
+    write_json_atomically(out_dir / SUMMARY_FILE, summary)
     return summary
+
+
+def check_selection(folder: str | Path) -> None:
+    """Refuse, in one line, a `tlm retrieve` output whose corpus is not the one it wrote: no `summary.json` beside
+    OUT/corpus/retrieved.txt (the run was stopped before it finished, or by a version that wrote in place), or a
+    corpus of another size than the summary records (cut short by a copy or a full disk, edited by hand).
+    Training on it would silently train on other text than the selection. A folder that is no `tlm retrieve`
+    output (any corpus) is not checked; nor is a summary from before the size was recorded."""
+    folder = Path(folder)
+    corpus_path = folder / CORPUS_SUBDIR / CORPUS_FILE
+    if not corpus_path.is_file():
+        return
+    use_as_is = f"run `electra tlm retrieve` again (with --overwrite), or pass {folder / CORPUS_SUBDIR} to train on it as it is"
+    summary = _read_meta(folder / SUMMARY_FILE)
+    if summary is None:
+        raise UserError(
+            f"{corpus_path}: no readable {SUMMARY_FILE} beside it, so `electra tlm retrieve` did not finish "
+            f"writing it; {use_as_is}."
+        )
+    written = summary.get("corpus_bytes")
+    size = corpus_path.stat().st_size
+    if written is not None and size != written:
+        raise UserError(
+            f"{corpus_path}: holds {size} bytes, not the {written} `electra tlm retrieve` wrote (cut short or "
+            f"edited); {use_as_is}."
+        )
 
 
 def retrieve_corpus(
@@ -568,6 +617,12 @@ def retrieve_corpus(
     result = retrieve(index, texts, top_k, long_query_words, keyword_words, progress, source)
     if select_size is not None and select_size < 1:
         raise UserError(f"--select-size must be at least 1, got {select_size}.")
+    if select_size is not None and select_size > len(result.doc_ids):
+        # as ISS refuses it: a smaller corpus than asked for, silently, is no equal-size comparison
+        raise UserError(
+            f"--select-size {select_size} is more than the {len(result.doc_ids)} passages BM25's top-{top_k} "
+            "pool holds; raise --top-k or lower --select-size."
+        )
     doc_ids = result.cut(select_size) if select_size else result.doc_ids
     summary = {
         "select": "bm25",

@@ -211,10 +211,14 @@ def split_examples(
     return [examples[i] for i in rest], [examples[i] for i in dev]
 
 
+def jsonl_text(examples: Sequence[TaskExample]) -> str:
+    """The examples as JSONL lines of text and label, the form `read_task_file` reads back."""
+    return "".join(json.dumps({"text": e.text, "label": e.label}) + "\n" for e in examples)
+
+
 def write_jsonl(examples: Sequence[TaskExample], path: str | Path) -> None:
     with open(path, "w", encoding="utf-8") as handle:
-        for example in examples:
-            handle.write(json.dumps({"text": example.text, "label": example.label}) + "\n")
+        handle.write(jsonl_text(examples))
 
 
 def mark_relation(tokens: Sequence[str], head: tuple[int, int], tail: tuple[int, int]) -> str:

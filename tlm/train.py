@@ -46,7 +46,15 @@ from electra.config import (
 )
 from electra.continued import checkpoint_shape, load_initial_weights, preset_of
 from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset
-from electra.engine import EarlyStopping, Engine, Task, TrainArgs, make_accelerator, per_process_batch
+from electra.engine import (
+    BEST_WEIGHTS,
+    EarlyStopping,
+    Engine,
+    Task,
+    TrainArgs,
+    make_accelerator,
+    per_process_batch,
+)
 from electra.errors import UserError
 from electra.export import save_tokenizer
 from electra.files import write_json_atomically
@@ -59,6 +67,7 @@ from electra.pretraining import RESUMABLE_CHANGES, run_vocabulary, train_args
 from electra.run_log import read_metrics
 from electra.tokenization import load_or_train_tokenizer
 from tlm.interleave import interleave
+from tlm.retrieval import check_selection
 from tlm.tartan import (
     WEIGHTINGS,
     LossScales,
@@ -148,10 +157,12 @@ class TLMSettings:
 
 
 def corpus_of(retrieved: str | Path) -> Path:
-    """`OUT/corpus` of a retrieval run, or the path itself when it is already a corpus."""
+    """`OUT/corpus` of a retrieval run (once `tlm.retrieval.check_selection` finds it whole), or the path itself
+    when it is already a corpus."""
     path = Path(retrieved)
     if not path.exists():
         raise UserError(f"{path}: retrieved corpus does not exist; run `electra tlm retrieve` first.")
+    check_selection(path)
     return path / "corpus" if (path / "corpus").is_dir() else path
 
 
@@ -734,6 +745,7 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     final_checkpoint = stage1.latest_checkpoint()
     if finished is not None and final_checkpoint is not None:  # stage 1 ended before the interruption
         load_model(model, str(final_checkpoint / "model.safetensors"), strict=False)
+        _restore_best_state(stage1, model, finished)
         stage1_steps, stage1_flops = finished["step"], finished["flops"]
     else:
         resume_from = stage1.latest_checkpoint() if settings.resume else None
@@ -841,6 +853,22 @@ def check_resume(out: Path, record: dict[str, Any], config: PretrainConfig) -> N
         model = asdict(load_saved_config(out / "config.json"))
         ignore = RESUMABLE_CHANGES | {"vocab_size"}  # the vocabulary's size is the saved tokenizer's
         refuse_changed_settings(out / "config.json", model, asdict(config), RESUME_FIX, ignore)
+
+
+def _restore_best_state(stage1: Engine, model: TLMModel, finished: dict[str, Any]) -> None:
+    """After a resume finds stage 1 finished: the weights stage 1 ended with, which are its best dev state when it
+    kept one (`--eval-every`), not its last checkpoint's. Without this a run killed after stage 1 (in stage 2, or
+    while testing) was tested, or fine-tuned, from the last step's weights, and results.json differed from an
+    uninterrupted run's."""
+    if not finished.get("best") or stage1.checkpoints_dir is None:
+        return
+    best = stage1.checkpoints_dir / BEST_WEIGHTS
+    if not best.is_file():
+        raise UserError(
+            f"--resume: {best} is missing, so stage 1's best dev state cannot be restored; start over with "
+            "--overwrite."
+        )
+    load_model(model, str(best), strict=False)
 
 
 def _finished_stage(stage_dir: Path) -> dict[str, Any] | None:
