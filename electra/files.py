@@ -30,10 +30,14 @@ def write_text_atomically(path: str | Path, text: str, durable: bool = False) ->
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".{path.name}.partial")
-    staging.write_text(text, encoding="utf-8")
-    if durable:
-        fsync_file(staging)
-    os.replace(staging, path)
+    try:
+        staging.write_text(text, encoding="utf-8")
+        if durable:
+            fsync_file(staging)
+        os.replace(staging, path)
+    except BaseException:  # a full disk, Ctrl-C or SIGTERM half way: no hidden half file left beside `path`
+        staging.unlink(missing_ok=True)
+        raise
 
 
 def read_safetensors(path: str | Path, device: str = "cpu") -> dict[str, Any]:
@@ -68,6 +72,9 @@ def save_figure_atomically(figure: Any, path: str | Path, **savefig: Any) -> Non
         raise UserError(
             f"{path}: matplotlib could not write .{kind} here ({reason}); write .png, .pdf or .svg."
         ) from None
+    except BaseException:  # Ctrl-C or SIGTERM while drawing
+        staging.unlink(missing_ok=True)
+        raise
     os.replace(staging, path)
 
 

@@ -214,3 +214,24 @@ def test_a_kill_in_any_checkpoint_phase_resumes_to_the_same_weights(
     assert result.step == 6
     a, b = _final_weights(straight), _final_weights(tmp_path / "run")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_an_interrupted_atomic_write_leaves_the_old_file_and_no_half_one(tmp_path, monkeypatch):
+    """Before: Ctrl-C, SIGTERM or a full disk while the staging file was written kept the old file but left a
+    hidden `.NAME.partial` beside it, in every folder a killed command had been writing to."""
+    import pathlib
+
+    from electra.files import write_text_atomically
+
+    path = tmp_path / "results.json"
+    write_text_atomically(path, "old")
+    real_write = pathlib.Path.write_text
+
+    def interrupted(self, text, *args, **kwargs):
+        real_write(self, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pathlib.Path, "write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_text_atomically(path, "new " * 1000)
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["results.json"]
