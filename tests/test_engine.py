@@ -594,3 +594,35 @@ def test_a_resume_inside_a_log_window_logs_the_uninterrupted_rows(tmp_path, monk
     rows = lambda d: [(r["step"], r["loss"]) for r in read_metrics(d)]  # noqa: E731
     assert [step for step, _ in rows(tmp_path / "a")] == [3, 6, 9]
     assert rows(tmp_path / "b") == rows(tmp_path / "a")
+
+
+def test_an_impossible_mfu_reads_the_peak_again_at_once(tmp_path, monkeypatch):
+    """Before: a run shorter than FIRST_PEAK_REREAD_SECONDS had only its start-up reading, and one taken beside
+    other work put `mfu=117%` on the bar and `MFU 116.5%` on a fresh clone's model card. An MFU above 1 now reads
+    the peak again at once (at most IMPOSSIBLE_MFU_REREADS times a run)."""
+    readings = []
+
+    def fresh(device, dtype):
+        readings.append(1.0e15)
+        return 1.0e15
+
+    monkeypatch.setattr(
+        engine_module, "cached_matmul_peak", lambda device, dtype: 1.0
+    )  # a reading in a burst
+    monkeypatch.setattr(engine_module, "matmul_peak", fresh)
+    monkeypatch.setattr(engine_module, "FIRST_PEAK_REREAD_SECONDS", 1.0e9)
+    monkeypatch.setattr(engine_module, "IMPOSSIBLE_MFU_REREAD_SECONDS", 0.0)
+    task = Regression()
+    task.executed_flops_per_token = 1000.0
+    Engine(_args(tmp_path)).fit(task)
+    rows = read_metrics(tmp_path)
+    assert len(readings) == 1 and len(rows) > 1
+    for row in rows:
+        assert row["mfu"] == pytest.approx(row["tokens_per_second"] * 1000.0 / 1.0e15) and row["mfu"] < 1.0
+
+    # a host that stays busy pays only IMPOSSIBLE_MFU_REREADS readings, not one at every log
+    readings.clear()
+    monkeypatch.setattr(engine_module, "matmul_peak", lambda device, dtype: readings.append(1.0) or 1.0)
+    Engine(_args(tmp_path / "busy")).fit(task)
+    assert len(read_metrics(tmp_path / "busy")) > engine_module.IMPOSSIBLE_MFU_REREADS
+    assert len(readings) == engine_module.IMPOSSIBLE_MFU_REREADS
