@@ -48,7 +48,12 @@ from electra.config import with_frozen_generator
 from electra.corpus import read_documents
 from electra.errors import UserError
 from electra.export import finetune_dir, masked_lm_dir, read_export
-from electra.files import save_figure_atomically, write_json_atomically, write_text_atomically
+from electra.files import (
+    read_json_record,
+    save_figure_atomically,
+    write_json_atomically,
+    write_text_atomically,
+)
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, get_objective, objective_names
 from electra.output_lock import output_lock
@@ -139,7 +144,7 @@ def pretrain_objective(settings: CompareSettings, arm: Arm | str, tokenizer_dir:
     for index in range(1, settings.checkpoints + 1):
         dest = settings.out / "checkpoints" / arm.slug / _fraction_name(index, settings.checkpoints)
         # an unreadable cell.json, or an export that lost a part, is exported again below (its checkpoint left)
-        cell = _read_record(dest / "cell.json")
+        cell = read_json_record(dest / "cell.json")
         if cell is not None and cell.get("arm", recipe) != recipe:
             raise UserError(
                 f"{dest / 'cell.json'}: the arm {arm.label!r} was trained with other settings "
@@ -197,7 +202,7 @@ def checkpoint_reaching(checkpoints_dir: Path, flops: float) -> Path | None:
     goes back to the newest intact one, `latest_intact_checkpoint`)."""
     found = []
     for path in checkpoints_dir.glob("step-*"):
-        state = _read_record(path / "trainer_state.json") if path.is_dir() else None
+        state = read_json_record(path / "trainer_state.json") if path.is_dir() else None
         if state is not None and state.get("flops_spent", 0.0) >= flops * (1 - 1e-12):
             found.append((state["step"], path))
     return min(found)[1] if found else None
@@ -287,7 +292,7 @@ def probe_cell(settings: CompareSettings, cell: dict | None, probe: str) -> dict
         name = _fraction_name(cell["index"], settings.checkpoints)
         path = settings.out / "probes" / _slug(cell) / name / f"{probe}.json"
     key = _probe_key(settings)
-    done = _read_record(path)
+    done = read_json_record(path)
     if done is not None and {k: done.get(k) for k in key} == key:
         return done
     _notice_unreadable(path)
@@ -324,7 +329,7 @@ def _cell_key(settings: CompareSettings, finetune) -> dict:
 def _current_cell(path: Path, settings: CompareSettings, finetune) -> dict | None:
     """A fine-tuning cell on disk, unless it was made with other seeds or settings (then it is stale: redone, and
     left out of the report meanwhile). `finetune=None` accepts any cell."""
-    done = _read_record(path)
+    done = read_json_record(path)
     if done is None:
         return None
     if finetune is None:
@@ -397,7 +402,7 @@ def _check_report(settings: CompareSettings, finetune) -> None:
     path = settings.out / "results.json"
     if settings.overwrite or not path.is_file():
         return
-    saved = _read_record(path)
+    saved = read_json_record(path)
     if saved is None:
         raise UserError(
             f"{path}: unreadable (cut short by a full disk or a crash?); delete it and rerun: the report is rebuilt "
@@ -422,7 +427,7 @@ def _probes_on_disk(settings: CompareSettings, folder: Path) -> dict[str, dict]:
     key, found = _probe_key(settings), {}
     for probe in settings.probes:
         path = folder / f"{probe}.json"
-        done = _read_record(path)
+        done = read_json_record(path)
         if done is not None and {k: done.get(k) for k in key} == key:
             found[probe] = {k: done[k] for k in ("median", "min", "max", "accuracy", "majority")}
     return found
@@ -784,7 +789,7 @@ def _check_manifest(settings: CompareSettings) -> tuple[dict[str, Any], bool]:
         "vocab": str(Path(settings.vocab).resolve()) if settings.vocab else None,
     }
     if path.is_file():
-        saved = _read_record(path)
+        saved = read_json_record(path)
         if saved is None:
             raise UserError(
                 f"{path}: unreadable (cut short by a full disk or a crash?); it records the pretraining settings of "
@@ -841,20 +846,9 @@ def _tokenizer_cache(settings: CompareSettings) -> str:
     return str(Path(_cache(settings)) / "tokenizers")
 
 
-def _read_record(path: Path) -> dict | None:
-    """A JSON record compare (or the training loop) wrote, or None when it is missing or unreadable: a file cut
-    short by a full disk or a crash of the machine (`write_json_atomically` renames, but does not sync), which
-    must not stop the rerun that repairs it with a traceback."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _notice_unreadable(path: Path) -> None:
     """Say so when a cell is redone because its file is unreadable (not merely missing or made otherwise)."""
-    if path.is_file() and _read_record(path) is None:
+    if path.is_file() and read_json_record(path) is None:
         print(f"compare: {path} is unreadable (cut short?); doing this cell again")
 
 

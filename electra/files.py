@@ -83,6 +83,17 @@ def write_json_atomically(path: str | Path, value: Any, **dumps: Any) -> None:
     write_text_atomically(path, json.dumps(value, **{"indent": 2, **dumps}) + "\n")
 
 
+def read_json_record(path: str | Path) -> dict | None:
+    """A JSON object a run wrote, or None when it is missing or unreadable: a file cut short by a full disk or a
+    crash of the machine (`write_json_atomically` renames, but does not sync), or edited by hand. Callers that
+    repair or redo what it described must not stop on it with a traceback."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def fsync_file(path: str | Path) -> None:
     with open(path, "rb") as handle:
         os.fsync(handle.fileno())

@@ -28,7 +28,7 @@ import numpy as np
 
 from electra.corpus import corpus_fingerprint, read_documents
 from electra.errors import UserError
-from electra.files import write_json_atomically
+from electra.files import read_json_record, write_json_atomically
 from electra.run_log import progress_off
 from tlm.keywords import keyword_query
 
@@ -105,15 +105,6 @@ class DamagedIndexError(UserError):
         self.why = why
 
 
-def _read_meta(meta_path: Path) -> dict | None:
-    """The index's metadata, or None when the file is not a JSON object (cut short, edited by hand)."""
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
-
-
 def _checked_offsets(index_dir: Path, meta: dict) -> np.ndarray:
     """The passage offsets, once the store's files are all there and as long as the metadata says.
 
@@ -155,7 +146,7 @@ class BM25Index:
             raise UserError(
                 f"{self.dir}: no BM25 index here ({META_FILE} missing); build it with `electra tlm retrieve`."
             )
-        self.meta = _read_meta(meta_path)
+        self.meta = read_json_record(meta_path)
         if self.meta is None:
             raise DamagedIndexError(self.dir, f"{META_FILE} is not a JSON object")
         if self.meta.get("format") != INDEX_FORMAT:
@@ -397,7 +388,7 @@ def _stale_reason(
     meta_path = index_dir / META_FILE
     if not meta_path.is_file():
         return ""
-    meta = _read_meta(meta_path)
+    meta = read_json_record(meta_path)
     if meta is None:
         return f"its {META_FILE} is damaged"
     if meta.get("format") != INDEX_FORMAT:
@@ -586,7 +577,7 @@ def check_selection(folder: str | Path) -> None:
     if not corpus_path.is_file():
         return
     use_as_is = f"run `electra tlm retrieve` again (with --overwrite), or pass {folder / CORPUS_SUBDIR} to train on it as it is"
-    summary = _read_meta(folder / SUMMARY_FILE)
+    summary = read_json_record(folder / SUMMARY_FILE)
     if summary is None:
         raise UserError(
             f"{corpus_path}: no readable {SUMMARY_FILE} beside it, so `electra tlm retrieve` did not finish "
