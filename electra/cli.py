@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterator
 
 from electra import __version__, compare_cli, plot, pretrain_cli
-from electra.errors import ElectraWarning, UserError
+from electra.errors import ElectraWarning, UserError, first_line
 from electra.run_log import parse_report_to
 from electra.siblings import bind_siblings
 from flops import cli as flops_cli
@@ -188,7 +188,7 @@ def _lost_its_peers(exc: BaseException) -> bool:
 def _peer_loss_line(exc: BaseException) -> str:
     """One line for a process that lost its peers: which process, that the cause is another's message, and the
     backend's own first sentence (gloo prefixes its source file: `[.../pair.cc:553] Connection closed by peer`)."""
-    said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    said = first_line(exc)
     if said.startswith("[") and "] " in said:
         said = said.split("] ", 1)[1]
     said = said.split(". ")[0].rstrip(".")

@@ -11,3 +11,10 @@ class ElectraWarning(UserWarning):
     """Something about the user's input the run works around (a corpus read as Latin-1, say). A `UserWarning`, so
     Python callers filter and catch it as usual; the CLI prints it as one `warning: ...` line, like its other
     warnings, instead of Python's two lines with the library's file and source line."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's own first line, or its type's name when it has no message: what a one-line error quotes of
+    a library's multi-line one (matplotlib's, transformers', gloo's)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

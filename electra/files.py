@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from electra.errors import UserError
+from electra.errors import UserError, first_line
 
 
 def require_file(path: str | Path, what: str, hint: str = "") -> Path:
@@ -68,7 +68,7 @@ def save_figure_atomically(figure: Any, path: str | Path, **savefig: Any) -> Non
         figure.savefig(staging, format=kind, **savefig)
     except (ImportError, OSError, RuntimeError, ValueError) as exc:
         staging.unlink(missing_ok=True)
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = first_line(exc)
         raise UserError(
             f"{path}: matplotlib could not write .{kind} here ({reason}); write .png, .pdf or .svg."
         ) from None

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from electra.errors import UserError
+from electra.errors import UserError, first_line
 from electra.export import fit_length
 from glue.finetune import resolve_model_dir
 from probes.data import DEV_EVERY, read_brown, read_sst2, split_brown
@@ -240,7 +240,7 @@ def random_encoder_dir(model_dir: str | Path, out_dir: str | Path, seed: int = 0
     try:
         config = AutoConfig.from_pretrained(str(source), local_files_only=True)
     except (OSError, ValueError) as exc:  # a corrupt config.json: transformers' own error, one line of it
-        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        said = first_line(exc)
         raise UserError(f"{source}/config.json: could not be read ({said}).") from None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
