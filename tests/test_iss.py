@@ -129,8 +129,11 @@ def test_iss_refusals_are_one_line(data, retrieved, start_dir, tmp_path, capsys)
     ]
     refused(_retrieve(data, tmp_path / "b", *iss, "--select-size", "100000"), "raise --top-k")
     refused(_retrieve(data, tmp_path / "c", "--select-size", "0"), "at least 1")
-    iss_layer = [*iss, "--select-size", "5", "--reference-steps", "1", "--iss-layer", "nosuchlayer"]
-    refused(_retrieve(data, tmp_path / "d", *iss_layer), "names no parameters")
+    # A layer the model lacks is refused before the reference run (before: after it, an hour on a real corpus).
+    iss_layer = [*iss, "--select-size", "5", "--reference-steps", "1", "--iss-layer"]
+    refused(_retrieve(data, tmp_path / "d", *iss_layer, "nosuchlayer"), "names no parameters")
+    refused(_retrieve(data, tmp_path / "e", *iss_layer, "-9"), "--iss-layer -9 is out of range")
+    assert not (tmp_path / "d" / "reference").exists() and not (tmp_path / "e" / "reference").exists()
 
 
 def test_iss_counts_are_refused_before_any_work(data, retrieved, start_dir, tmp_path, capsys):

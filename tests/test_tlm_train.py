@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -342,6 +343,63 @@ def test_a_killed_run_resumes_to_the_same_results(data, retrieved, tmp_path, mon
     resumed = train_tlm(settings("killed", resume=True))
     for key in ("stage1_steps", "stage1_flops", "total_flops", "best_epoch", "stage1_dev", "dev", "test"):
         assert resumed[key] == straight[key], key
+
+
+def test_a_resume_with_no_checkpoint_says_it_trains_from_the_start(
+    data, retrieved, tmp_path, monkeypatch, caplog
+):
+    """Before: a run started without --save-every (none is the default) and killed in stage 1 was "resumed" by
+    training stage 1 again from step 0 without a word, as if hours of training were being continued."""
+    from tlm.train import JointTask
+
+    settings = _settings(
+        data,
+        tmp_path / "run",
+        objective="electra",
+        rho1=1,
+        rho2=1.0,
+        steps=3,
+        finetune_epochs=0,
+        save_every=0,
+    )
+    real_step, calls = JointTask.step, []
+
+    def step_then_die(self, model, batch):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed in stage 1")
+        return real_step(self, model, batch)
+
+    monkeypatch.setattr(JointTask, "step", step_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        train_tlm(settings)
+    monkeypatch.setattr(JointTask, "step", real_step)
+    with caplog.at_level("WARNING", logger="tlm.train"):
+        resumed = train_tlm(replace(settings, resume=True))
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    stage1 = tmp_path / "run" / "stage1"
+    assert said == [
+        f"--resume: {stage1} holds no checkpoint (checkpoints are kept with --save-every N); stage 1 trains again "
+        "from its first step."
+    ]
+    # A finished stage without a checkpoint cannot be reloaded either: it is trained again (to the same
+    # results, the seeds being the same), and the message says why.
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tlm.train"):
+        again = train_tlm(replace(settings, resume=True))
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == [
+        f"--resume: {stage1} finished but kept no checkpoint of its weights (checkpoints are kept with "
+        "--save-every N); stage 1 trains again from its first step."
+    ]
+    assert again["stage1_steps"] == resumed["stage1_steps"] == 3 and again["test"] == resumed["test"]
+    # A resume that finds its checkpoints says nothing of the kind.
+    kept = replace(settings, out=str(tmp_path / "kept"), save_every=3)
+    train_tlm(kept)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tlm.train"):
+        assert train_tlm(replace(kept, resume=True))["test"] == again["test"]
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
 def test_resume_refuses_another_objective_or_settings_in_one_line(data, retrieved, tmp_path):

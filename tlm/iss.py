@@ -34,7 +34,7 @@ from electra.run_log import progress_off
 from tlm.retrieval import BM25Index, retrieve, write_selection
 from tlm.tartan import flat
 from tlm.tasks import LabelVocab
-from tlm.train import TLMSettings, encode_task, train_joint
+from tlm.train import TLMSettings, encode_task, run_config, train_joint
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,19 @@ def layer_parameters(encoder: nn.Module, layer: int | str = -1) -> list[nn.Param
     if not -len(layers) <= index < len(layers):
         raise UserError(f"--iss-layer {index} is out of range: the encoder has {len(layers)} layers.")
     return list(layers[index].parameters())
+
+
+def check_layer(settings: TLMSettings, layer: int | str) -> None:
+    """Refuse a layer the reference model will not have before BM25 and the reference run (an hour on a real
+    corpus), not after them: the encoder is built on the meta device, with no memory and no weights."""
+    from transformers import ElectraModel
+
+    from electra.hf_configs import discriminator_hf_config
+
+    _, config = run_config(settings)
+    with torch.device("meta"):
+        encoder = ElectraModel(discriminator_hf_config(config))
+    layer_parameters(encoder, layer)
 
 
 def flat_gradient(loss: torch.Tensor, parameters: Sequence[nn.Parameter]) -> torch.Tensor:
@@ -184,6 +197,7 @@ def select_with_reference(
     """Algorithm 1 end to end: BM25 pool, reference model (`settings`: a `tlm.train.TLMSettings` for the brief joint
     run, whose task-dev split is the validation set), influence, and the selected corpus written to `out_dir`.
     Returns the summary written beside it."""
+    check_layer(settings, layer)
     train_examples = settings.read_split(settings.task_train)
     dev_examples = settings.read_split(settings.task_dev)
     started = time.perf_counter()

@@ -573,26 +573,13 @@ class TrainedJoint:
     config: Any
 
 
-def train_tlm(settings: TLMSettings) -> dict[str, Any]:
-    """Both stages end to end; writes OUT/{config.json, tokenizer/, stage1/, stage2/, model/, results.json}."""
-    return train_joint(settings).results
-
-
-def train_joint(settings: TLMSettings) -> TrainedJoint:
-    """`train_tlm`, keeping the trained model, its tokenizer and config."""
-    objectives = (*objective_names(), TASK_ONLY)
-    if settings.objective not in objectives:
-        raise UserError(f"--objective {settings.objective!r} is not one of {', '.join(objectives)}.")
-    if settings.rho1 < 0 or settings.rho2 < 0:
-        raise UserError("--rho1 and --rho2 must not be negative.")
-    if settings.weighting not in WEIGHTINGS:
-        raise UserError(f"--weighting {settings.weighting!r} is not one of {', '.join(WEIGHTINGS)}.")
-    if settings.metric not in ("macro_f1", "accuracy"):
-        raise UserError(f"--metric {settings.metric!r} is not macro_f1 or accuracy.")
-    use_lm = settings.objective != TASK_ONLY
-    lm_objective = settings.objective if use_lm else "electra"
+def run_config(settings: TLMSettings) -> tuple[TLMSettings, PretrainConfig]:
+    """The settings with their size resolved (the one `init_from` was built as, tiny without one) and the model
+    config the run trains: read here once, so that ISS can check a layer against the model's shape before it
+    spends the reference run."""
+    lm_objective = settings.objective if settings.objective != TASK_ONLY else "electra"
     overrides = {**settings.overrides, "objective": lm_objective}
-    if settings.size is None:  # the recipe of the size the checkpoint was built as (tiny without one)
+    if settings.size is None:
         found = (
             preset_of(settings.init_from)
             if settings.init_from and Path(settings.init_from).is_dir()
@@ -611,6 +598,27 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
     config = build_config(settings.size, settings.config_file, overrides)
     if settings.learning_rate is not None:
         config.learning_rate = settings.learning_rate
+    return settings, config
+
+
+def train_tlm(settings: TLMSettings) -> dict[str, Any]:
+    """Both stages end to end; writes OUT/{config.json, tokenizer/, stage1/, stage2/, model/, results.json}."""
+    return train_joint(settings).results
+
+
+def train_joint(settings: TLMSettings) -> TrainedJoint:
+    """`train_tlm`, keeping the trained model, its tokenizer and config."""
+    objectives = (*objective_names(), TASK_ONLY)
+    if settings.objective not in objectives:
+        raise UserError(f"--objective {settings.objective!r} is not one of {', '.join(objectives)}.")
+    if settings.rho1 < 0 or settings.rho2 < 0:
+        raise UserError("--rho1 and --rho2 must not be negative.")
+    if settings.weighting not in WEIGHTINGS:
+        raise UserError(f"--weighting {settings.weighting!r} is not one of {', '.join(WEIGHTINGS)}.")
+    if settings.metric not in ("macro_f1", "accuracy"):
+        raise UserError(f"--metric {settings.metric!r} is not macro_f1 or accuracy.")
+    use_lm = settings.objective != TASK_ONLY
+    settings, config = run_config(settings)
     out = Path(settings.out)
     record = resume_record(settings)
     if settings.resume:
@@ -749,6 +757,8 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
         stage1_steps, stage1_flops = finished["step"], finished["flops"]
     else:
         resume_from = stage1.latest_checkpoint() if settings.resume else None
+        if settings.resume and resume_from is None and accelerator.is_main_process:
+            _say_nothing_to_resume(stage1_dir, "stage 1", finished=finished is not None)
         joint = JointTask(model, train_rows, dataset, plan, counter, dev_rows)
         result = stage1.fit(joint, resume_from)
         stage1_steps, stage1_flops = result.step, result.flops
@@ -796,7 +806,10 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
         )
         stage2 = Engine(stage2_args, accelerator)
         task2 = ClassifierTask(classifier, train_rows, dev_rows, plan | {"batch_size": ft_batch}, counter)
-        result2 = stage2.fit(task2, stage2.latest_checkpoint() if settings.resume else None)
+        resume_from = stage2.latest_checkpoint() if settings.resume else None
+        if settings.resume and resume_from is None and accelerator.is_main_process:
+            _say_nothing_to_resume(stage2_args.output_dir, "stage 2")
+        result2 = stage2.fit(task2, resume_from)
         total_flops += result2.flops
         best_dev, best_epoch = result2.best["metrics"], result2.best["step"] // per_epoch
         stage1_dev = {k: v for k, v in result2.evaluations[0].items() if k != "step"}
@@ -869,6 +882,19 @@ def _restore_best_state(stage1: Engine, model: TLMModel, finished: dict[str, Any
             "--overwrite."
         )
     load_model(model, str(best), strict=False)
+
+
+def _say_nothing_to_resume(stage_dir: Path, stage: str, finished: bool = False) -> None:
+    """A `--resume` that finds no checkpoint trains the stage from its first step, which is all it can do (no
+    weights were kept), but it did so without a word: a run started with `--save-every 0` (the default) keeps
+    none, not even of a finished stage, and its user believed hours of training were being continued."""
+    what = "finished but kept no checkpoint of its weights" if finished else "holds no checkpoint"
+    logger.warning(
+        "--resume: %s %s (checkpoints are kept with --save-every N); %s trains again from its first step.",
+        stage_dir,
+        what,
+        stage,
+    )
 
 
 def _finished_stage(stage_dir: Path) -> dict[str, Any] | None:
