@@ -52,6 +52,11 @@ def register(subparsers) -> None:
     )
     add_output_option(parser, "output", "write the results to this JSON file", directory=False, default=None)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the rows an interrupted run left in --output (same data, seeds and lengths) and probe the rest",
+    )
     parser.set_defaults(func=run)
 
 
@@ -81,14 +86,31 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    from electra.errors import UserError
+def _distinct_models(models: list[str]) -> list[str]:
+    """Each model checked (weights safetensors, a tokenizer beside them) and kept once: one given twice, or by
+    two spellings (a run and its discriminator/), was probed twice and listed as two rows of the same encoder."""
     from electra.export import require_safetensors
     from electra.tokenization import require_tokenizer
     from glue.finetune import resolve_model_dir
+
+    first: dict[Path, str] = {}
+    for model in models:
+        directory = require_safetensors(resolve_model_dir(model))
+        # where there is no tokenizer, AutoTokenizer makes an empty one and every word is [UNK]
+        require_tokenizer(directory)
+        kept = first.setdefault(directory.resolve(), model)
+        if kept is not model:
+            print(f"probe: --model {model} is {kept} again ({directory}); probed once.", file=sys.stderr)
+    return list(first.values())
+
+
+def run(args: argparse.Namespace) -> int:
+    from electra.errors import UserError
     from probes.run import check_probe_inputs, parse_probe_list, random_encoder_dir, run_probe
 
     require_counts(args, ("seeds", "max_length", "batch_size"), optional=("max_train",))
+    if args.resume and not args.output:
+        raise UserError("--resume continues the run whose rows are in --output; pass --output FILE.")
     specs = parse_probe_list(args.probes)
     data = args.data or os.environ.get("ELECTRA_DATA")
     if not data:
@@ -99,17 +121,17 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"{data}: data folder not found; pass --data DIR holding glue/SST-2/ and corpus/brown/."
         )
-    for model in args.model:  # a wrong model stops here, before any reading or extraction
-        directory = require_safetensors(resolve_model_dir(model))
-        # where there is no tokenizer, AutoTokenizer makes an empty one and every word is [UNK]
-        require_tokenizer(directory)
+    args.model = _distinct_models(args.model)  # a wrong model stops here, before any reading or extraction
     check_probe_inputs(specs, data, args.max_length)  # every probe's files, before the first probe runs
-    if args.output:
-        refuse_to_replace([args.output], args.overwrite)
-        if Path(args.output).is_dir():
-            raise UserError(f"--output {args.output}: is a folder; give the JSON file to write.")
-        refuse_unwritable_directory(Path(args.output).parent, option=f"--output {args.output}: its folder")
-    seeds = [args.seed + i for i in range(args.seeds)]
+    settings = {
+        "probes": [s.name for s in specs],
+        "data": str(data),
+        "seeds": [args.seed + i for i in range(args.seeds)],
+        "max_train": args.max_train,
+        "max_length": args.max_length,
+        "random_baseline": args.random_baseline,
+    }
+    done = _earlier_rows(args, settings)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="electra-probe-") as scratch:
         models = [(model, model, False) for model in args.model]
@@ -118,34 +140,73 @@ def run(args: argparse.Namespace) -> int:
             models.append((str(random_dir), f"random ({args.model[0]})", True))
         for spec in specs:
             for model, label, is_random in models:
-                row = run_probe(
-                    model,
-                    spec,
-                    data,
-                    seeds=seeds,
-                    max_train=args.max_train,
-                    max_length=args.max_length,
-                    batch_size=args.batch_size,
-                )
-                row.update(label=label, random=is_random)
-                if is_random:
-                    row["model"] = row["model_dir"] = label
+                row = done.get((spec.name, label))
+                if row is None:
+                    row = run_probe(
+                        model,
+                        spec,
+                        data,
+                        seeds=settings["seeds"],
+                        max_train=args.max_train,
+                        max_length=args.max_length,
+                        batch_size=args.batch_size,
+                    )
+                    row.update(label=label, random=is_random)
+                    if is_random:
+                        row["model"] = row["model_dir"] = label
+                said = "" if (spec.name, label) not in done else ", from the earlier run"
                 rows.append(row)
                 print(
-                    f"{spec.name} {label}: median {_pct(row['median'])} ({row['seconds']:.1f} s)",
+                    f"{spec.name} {label}: median {_pct(row['median'])} ({row['seconds']:.1f} s{said})",
                     file=sys.stderr,
                 )
+                _write_results(args.output, settings, rows, complete=False)
     print(format_table(rows))
-    if args.output:
-        settings = {
-            "probes": [s.name for s in specs],
-            "data": str(data),
-            "seeds": seeds,
-            "max_train": args.max_train,
-            "max_length": args.max_length,
-            "random_baseline": args.random_baseline,
-        }
-        output = Path(args.output)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomically(output, {"settings": settings, "results": rows})
+    _write_results(args.output, settings, rows, complete=True)
     return 0
+
+
+# What must match for an earlier run's rows to be reused: the rest (the probe list, the random baseline, the
+# models) only says which rows a run holds.
+_ROW_SETTINGS = ("data", "seeds", "max_train", "max_length")
+
+
+def _earlier_rows(args: argparse.Namespace, settings: dict) -> dict[tuple[str, str], dict]:
+    """The rows a `--resume` keeps, by (probe, model label); without --resume, the --output checks. Probes of
+    several models take an hour on a CPU, and a run stopped at its last model had lost them all: the results file
+    is now written after each row (`complete: false` until the end)."""
+    from electra.config import refuse_changed_settings
+    from electra.errors import UserError
+    from electra.files import read_json_record
+
+    if not args.output:
+        return {}
+    output = Path(args.output)
+    if output.is_dir():
+        raise UserError(f"--output {output}: is a folder; give the JSON file to write.")
+    if not args.resume:
+        refuse_to_replace([output], args.overwrite, resume_hint=True)
+    refuse_unwritable_directory(output.parent, option=f"--output {output}: its folder")
+    if not (args.resume and output.exists()):
+        return {}
+    earlier = read_json_record(output)
+    if earlier is None or not isinstance(earlier.get("results"), list):
+        raise UserError(
+            f"--resume: {output} is not a results file of `electra probe`; pass --overwrite to redo it."
+        )
+    saved = {name: (earlier.get("settings") or {}).get(name) for name in _ROW_SETTINGS}
+    current = {name: settings[name] for name in _ROW_SETTINGS}
+    for values in (saved, current):  # one folder, however it is spelled
+        values["data"] = values["data"] and str(Path(values["data"]).resolve())
+    refuse_changed_settings(
+        output, saved, current, "probe with those settings, or pass --overwrite to start over."
+    )
+    return {
+        (row["probe"], row["label"]): row for row in earlier["results"] if "probe" in row and "label" in row
+    }
+
+
+def _write_results(output: str | None, settings: dict, rows: list[dict], complete: bool) -> None:
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomically(Path(output), {"settings": settings, "complete": complete, "results": rows})

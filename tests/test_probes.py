@@ -310,3 +310,62 @@ def test_random_baseline_of_a_corrupt_config_is_one_line(micro_encoder, tmp_path
     with pytest.raises(UserError, match="config.json") as err:
         random_encoder_dir(broken, tmp_path / "random")
     assert "\n" not in str(err.value)
+
+
+def test_a_killed_probe_keeps_its_rows_and_resume_probes_the_rest(
+    micro_encoder, tmp_path, capsys, monkeypatch
+):
+    """Before: the results file was written once all probes had run, so a run stopped at its last model (an hour
+    of CPU) kept nothing, and there was no way to continue it."""
+    import probes.run
+
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    argv = ["probe", "--model", str(micro_encoder), "--probes", "sst2", "--data", str(root), "--seeds", "2"]
+    argv += ["--random-baseline", "--max-length", "16"]
+    straight = tmp_path / "straight.json"
+    assert main([*argv, "--output", str(straight)]) == 0
+    real_probe, calls = probes.run.run_probe, []
+
+    def probe_then_die(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_probe(*args, **kwargs)
+
+    monkeypatch.setattr(probes.run, "run_probe", probe_then_die)
+    out = tmp_path / "killed.json"
+    assert main([*argv, "--output", str(out)]) == 130  # Ctrl-C
+    kept = json.loads(out.read_text())
+    assert kept["complete"] is False and [r["label"] for r in kept["results"]] == [str(micro_encoder)]
+    capsys.readouterr()
+    assert main([*argv, "--output", str(out)]) == 2  # not replaced unasked; the message names --resume
+    assert "--resume to continue it" in capsys.readouterr().err
+    # another number of seeds would mix rows of two settings: refused, naming the values
+    assert main([*argv, "--output", str(out), "--resume", "--seeds", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "seeds (saved [1, 2], now [1, 2, 3])" in err and err.count("\n") == 1
+    calls.clear()
+    assert main([*argv, "--output", str(out), "--resume"]) == 0
+    assert len(calls) == 1 and "random" in calls[0]  # only the random baseline was probed again
+    resumed, whole = (json.loads(p.read_text()) for p in (out, straight))
+    assert resumed["complete"] is True and whole["complete"] is True
+    timings = ("seconds", "extract_seconds")
+    strip = [{k: v for k, v in r.items() if k not in timings} for r in whole["results"]]
+    assert [{k: v for k, v in r.items() if k not in timings} for r in resumed["results"]] == strip
+    assert main(["probe", "--model", str(micro_encoder), "--data", str(root), "--resume"]) == 2
+    assert "pass --output FILE" in capsys.readouterr().err
+
+
+def test_a_model_given_twice_is_probed_once(micro_encoder, tmp_path, capsys):
+    """Before: `--model m --model m/` (or a run and its discriminator/) probed the same encoder twice and listed it
+    as two rows."""
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    argv = ["probe", "--probes", "sst2", "--data", str(root), "--seeds", "1", "--max-length", "16"]
+    out = tmp_path / "p.json"
+    assert (
+        main([*argv, "--model", str(micro_encoder), "--model", f"{micro_encoder}/", "--output", str(out)])
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert f"--model {micro_encoder}/ is {micro_encoder} again" in err and "probed once" in err
+    assert [r["label"] for r in json.loads(out.read_text())["results"]] == [str(micro_encoder)]
