@@ -409,17 +409,48 @@ def _check_report(settings: CompareSettings, finetune) -> None:
             "from the cells on disk."
         )
     current = json.loads(json.dumps(json_safe(_evaluation(settings, finetune)), default=str))
-    changed = [key for key, value in current.items() if saved.get(key) != value]
+    changed = _changed_settings(saved, current)
     arms = {arm.label for arm in settings.arms}
     dropped = [label for label in saved.get("objectives") or {} if label not in arms]
     if dropped:  # an added arm extends the report; a dropped one would vanish from it
         changed.append(f"--objectives (this run leaves out {', '.join(dropped)})")
     if changed:
         raise UserError(
-            f"{path} reports a comparison made with other {', '.join(changed)}; rerun with those settings to "
+            f"{path} reports a comparison made with other {'; '.join(changed)}; rerun with those settings to "
             "resume it, pass --overwrite to evaluate with these (results.json, results.md and curve.png are "
             "replaced), or choose another --out."
         )
+
+
+# Lists of what is evaluated, not in which order: `--glue-tasks mrpc,rte` fine-tunes the same cells as `rte,mrpc`.
+_UNORDERED = ("tasks", "probes")
+
+
+def _changed_settings(saved: dict, current: dict) -> list[str]:
+    """Each evaluation setting that differs, with its saved and new value (of a dict, the entries that differ), so
+    that the refusal says what to pass to resume instead of only naming the setting. A fine-tuning setting only
+    one side has (a report from before the setting existed) is not compared, as `refuse_changed_settings` does."""
+
+    def shown(value) -> str:
+        return json.dumps(value, default=str)
+
+    changed = []
+    for key, value in current.items():
+        old = saved.get(key)
+        if key in _UNORDERED and isinstance(old, list) and isinstance(value, list):
+            old, value = sorted(map(str, old)), sorted(map(str, value))
+        if old == value:
+            continue
+        if isinstance(old, dict) and isinstance(value, dict):
+            parts = [
+                f"{key}.{name} (saved {shown(old.get(name))}, now {shown(value.get(name))})"
+                for name in sorted(set(old) & set(value))
+                if old[name] != value[name]
+            ]
+            changed.extend(parts)
+        else:
+            changed.append(f"{key} (saved {shown(old)}, now {shown(value)})")
+    return changed
 
 
 def _probes_on_disk(settings: CompareSettings, folder: Path) -> dict[str, dict]:

@@ -479,7 +479,14 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     monkeypatch.setattr(electra.compare, "prepare_tokenizer", started)
     out = tmp_path / "out"
     out.mkdir()
-    report = {"tasks": ["rte"], "seeds": [1], "probes": [], "probe_max_train": None, "finetune_settings": {}}
+    tuned = {"learning_rate": 0.5, "an_old_setting": 1}  # a setting only one side has is not compared
+    report = {
+        "tasks": ["rte"],
+        "seeds": [1],
+        "probes": [],
+        "probe_max_train": None,
+        "finetune_settings": tuned,
+    }
     (out / "results.json").write_text(json.dumps(report))
     manifest = {"corpus": str(small_corpus.resolve()), "size": "tiny", "overrides": {}, "budget": 6e13}
     (out / "compare.json").write_text(json.dumps({**manifest, "checkpoints": 4, "vocab": None}))
@@ -491,7 +498,12 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     assert err.startswith(
         f"electra compare: error: {out / 'results.json'} reports a comparison made with other "
     )
-    assert "tasks, seeds, finetune_settings, probes" in err and "pass --overwrite" in err
+    # each setting with its saved and new value (before: "other tasks, seeds, finetune_settings, probes")
+    assert (
+        'other tasks (saved ["rte"], now []); seeds (saved [1], now [1, 2]); ' in err and "--overwrite" in err
+    )
+    assert 'finetune_settings.learning_rate (saved 0.5, now 0.001); probes (saved [], now ["sst2"]);' in err
+    assert len(err.splitlines()) == 1
     assert json.loads((out / "results.json").read_text()) == report and sorted(out.iterdir()) == [
         out / "compare.json",
         out / "results.json",
@@ -776,3 +788,15 @@ def test_a_folder_that_is_no_comparison_keeps_what_a_run_would_replace(small_cor
         assert f"{out} holds results.md but no compare.json" in err and err.count("\n") == 1
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "results.md"]
     assert (out / "results.md").read_text() == "my notes"
+
+
+def test_the_order_of_tasks_or_probes_is_no_other_evaluation():
+    """Before: `--glue-tasks mrpc,rte` after `rte,mrpc` was refused as "other tasks", though it fine-tunes the same
+    cells; the seeds' order is kept, since seed i of every task makes the per-seed averages."""
+    from electra.compare import _changed_settings
+
+    saved = {"tasks": ["rte", "mrpc"], "probes": ["sst2", "pos"], "seeds": [1, 2]}
+    assert (
+        _changed_settings(saved, {"tasks": ["mrpc", "rte"], "probes": ["pos", "sst2"], "seeds": [1, 2]}) == []
+    )
+    assert _changed_settings(saved, {**saved, "seeds": [2, 1]}) == ["seeds (saved [1, 2], now [2, 1])"]
