@@ -292,8 +292,8 @@ def probe_cell(settings: CompareSettings, cell: dict | None, probe: str) -> dict
         name = _fraction_name(cell["index"], settings.checkpoints)
         path = settings.out / "probes" / _slug(cell) / name / f"{probe}.json"
     key = _probe_key(settings)
-    done = read_json_record(path)
-    if done is not None and {k: done.get(k) for k in key} == key:
+    done = _probe_current(path, key)
+    if done is not None:
         return done
     _notice_unreadable(path)
     if cell is None:
@@ -458,8 +458,8 @@ def _probes_on_disk(settings: CompareSettings, folder: Path) -> dict[str, dict]:
     key, found = _probe_key(settings), {}
     for probe in settings.probes:
         path = folder / f"{probe}.json"
-        done = read_json_record(path)
-        if done is not None and {k: done.get(k) for k in key} == key:
+        done = _probe_current(path, key)
+        if done is not None:
             found[probe] = {k: done[k] for k in ("median", "min", "max", "accuracy", "majority")}
     return found
 
@@ -627,7 +627,7 @@ def describe_plan(settings: CompareSettings) -> str:
     nothing). It refuses what a run would refuse (`check_inputs`); the steps a budget buys are counted with the
     vocabulary the run would use, or, before one is trained, with tokenizer_vocab_size pieces (an upper bound: a
     trained vocabulary is at most that big, and a smaller one makes every step cheaper)."""
-    base, _, _, restart = check_inputs(settings)
+    base, finetune, _, restart = check_inputs(settings)
     estimated = False
     if (settings.out / "tokenizer" / "tokenizer.json").is_file() and not restart:
         vocab, source = len(load_saved_tokenizer(settings.out / "tokenizer")), "OUT/tokenizer"
@@ -662,19 +662,68 @@ def describe_plan(settings: CompareSettings) -> str:
         lines.append(
             f"{arm.label}: {per_step:.4g} FLOPs/step (batch {config.train_batch_size} x {config.max_seq_length}), "
             f"{config.max_steps} steps, warmup {config.warmup_steps}, checkpoints at steps {steps}"
+            + _done_of(_exported(settings, arm), settings.checkpoints, "exported")
         )
+    done = _cells_done(settings, restart, finetune)
     runs = len(settings.objectives) * settings.checkpoints * len(settings.tasks) * len(settings.seeds)
     lines.append(
         f"fine-tuning: {runs} runs ({len(settings.objectives)} objectives x {settings.checkpoints} checkpoints x "
         f"{len(settings.tasks)} tasks x {len(settings.seeds)} seeds)"
+        + _done_of(done["glue"] * len(settings.seeds), runs, "done")
     )
     if settings.probes:
         cells = len(settings.objectives) * settings.checkpoints + 1
         lines.append(
             f"probes: {', '.join(settings.probes)} on {cells} encoders (every checkpoint and a random one), "
             f"{len(settings.seeds)} seeds, {_probe_sample(settings.probe_max_train)} training sentences each"
+            + _done_of(done["probes"], cells * len(settings.probes), "(encoder, probe) cells done")
         )
     return "\n".join(lines)
+
+
+def _done_of(done: int, total: int, what: str) -> str:
+    """The part of a plan a rerun finds already on disk: the plan of a resumed comparison had counted every run
+    as still to do."""
+    return f"; {done} of {total} {what}, {total - done} left" if done else ""
+
+
+def _exported(settings: CompareSettings, arm: Arm) -> int:
+    """How many of the arm's budget fractions are exported whole (`pretrain_objective` reuses those)."""
+    folder = settings.out / "checkpoints" / arm.slug
+    fractions = (folder / _fraction_name(i, settings.checkpoints) for i in range(1, settings.checkpoints + 1))
+    return sum(read_json_record(f / "cell.json") is not None and _export_intact(f) for f in fractions)
+
+
+def _cells_done(settings: CompareSettings, restart: bool, finetune) -> dict[str, int]:
+    """The fine-tuning and probe cells on disk that a run would keep (made with the current seeds and settings);
+    none when the run starts over."""
+    if restart:
+        return {"glue": 0, "probes": 0}
+    glue = probes = 0
+    key = _probe_key(settings)
+    for arm in settings.arms:
+        for i in range(1, settings.checkpoints + 1):
+            name = _fraction_name(i, settings.checkpoints)
+            cell_glue = settings.out / "glue" / arm.slug / name
+            glue += sum(
+                _current_cell(cell_glue / f"{task}.json", settings, finetune) is not None
+                for task in settings.tasks
+            )
+            probes += sum(
+                _probe_current(settings.out / "probes" / arm.slug / name / f"{p}.json", key) is not None
+                for p in settings.probes
+            )
+    probes += sum(
+        _probe_current(settings.out / "probes" / "random-encoder" / f"{p}.json", key) is not None
+        for p in settings.probes
+    )
+    return {"glue": glue, "probes": probes}
+
+
+def _probe_current(path: Path, key: dict) -> dict | None:
+    """A probe cell on disk made with the current seeds and sizes; None when missing, unreadable or stale."""
+    done = read_json_record(path)
+    return done if done is not None and {k: done.get(k) for k in key} == key else None
 
 
 # Settings that shape the shared vocabulary: an arm may not override them, or its ids would mean other pieces.

@@ -224,7 +224,9 @@ def test_cli_rejects_bad_input(tmp_path, small_corpus, capsys):
 
 
 @pytest.mark.slow
-def test_miniature_end_to_end_compare_and_resume(small_corpus, tmp_path, micro_overrides, shared_data):
+def test_miniature_end_to_end_compare_and_resume(
+    small_corpus, tmp_path, micro_overrides, shared_data, capsys
+):
     out = tmp_path / "cmp"
     argv = ["compare", "--corpus", str(small_corpus), "--out", str(out), "--objectives", "electra,mlm"]
     argv += ["--flops-budget", "4e9", "--checkpoints", "2", "--glue-tasks", "rte", "--seeds", "1"]
@@ -256,6 +258,15 @@ def test_miniature_end_to_end_compare_and_resume(small_corpus, tmp_path, micro_o
     assert main(argv) == 0  # resumed: every cell is on disk, nothing is retrained
     assert [p.stat().st_mtime_ns for p in cells] == stamps
     assert json.loads((out / "results.json").read_text()) == results
+    # The plan of a rerun counts what is on disk (before: every run, as if none were done).
+    cells[0].unlink()
+    capsys.readouterr()
+    assert main([*argv, "--plan"]) == 0
+    plan = capsys.readouterr().out
+    assert plan.count("checkpoints at steps") == 2 and plan.count("; 2 of 2 exported, 0 left") == 2
+    assert (
+        "fine-tuning: 4 runs (2 objectives x 2 checkpoints x 1 tasks x 1 seeds); 3 of 4 done, 1 left" in plan
+    )
     assert main(argv[:-2] + ["--set", "hidden_size=64"]) == 2  # another model into the same OUT is refused
 
 
@@ -435,7 +446,7 @@ def test_probe_columns_and_random_encoder_row_in_the_report(tmp_path):
 
 
 @pytest.mark.slow
-def test_arms_with_probes_only_end_to_end(small_corpus, tmp_path, micro_overrides):
+def test_arms_with_probes_only_end_to_end(small_corpus, tmp_path, micro_overrides, capsys):
     """Two arms (plain and GDES), no GLUE, a part-of-speech probe on planted tagged text, a random-encoder row."""
     brown = tmp_path / "data" / "corpus" / "brown"
     brown.mkdir(parents=True)
@@ -466,6 +477,9 @@ def test_arms_with_probes_only_end_to_end(small_corpus, tmp_path, micro_override
     assert (out / "checkpoints" / "gdes" / "1of1" / "discriminator" / "model.safetensors").is_file()
     table = (out / "results.md").read_text()
     assert "| random encoder |" in table and "| gdes | 1.00 |" in table
+    capsys.readouterr()
+    assert main([*argv, "--plan"]) == 0
+    assert "; 3 of 3 (encoder, probe) cells done, 0 left" in capsys.readouterr().out
 
 
 def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tmp_path, capsys, monkeypatch):
