@@ -432,6 +432,40 @@ def test_resume_refuses_another_objective_or_settings_in_one_line(data, retrieve
     assert again["stage1_steps"] == first["stage1_steps"] == 2 and again["test"] == first["test"]
 
 
+def test_resume_refuses_an_input_whose_contents_changed(data, retrieved, tmp_path):
+    """Before: run.json recorded the task files' paths only, so a `--resume` after the dev file at that path was
+    replaced (relabelled, resampled) continued the run on other data under the same results.json."""
+    import shutil
+
+    from electra.errors import UserError
+
+    task = tmp_path / "task"
+    task.mkdir()
+    for split in ("train", "dev", "test"):
+        shutil.copy(data / f"{split}.tsv", task / f"{split}.tsv")
+    settings = _settings(
+        data,
+        tmp_path / "run",
+        objective="electra",
+        rho1=1,
+        rho2=1.0,
+        steps=2,
+        finetune_epochs=0,
+        save_every=2,
+    )
+    settings = replace(settings, **{f"task_{s}": str(task / f"{s}.tsv") for s in ("train", "dev", "test")})
+    first = train_tlm(settings)
+    original = (task / "dev.tsv").read_text()
+    (task / "dev.tsv").write_text("".join(reversed(original.splitlines(keepends=True))))
+    with pytest.raises(UserError) as refused:
+        train_tlm(replace(settings, resume=True))
+    message = str(refused.value)
+    assert message.startswith(f"--resume: {(task / 'dev.tsv').resolve()} changed since {tmp_path / 'run'}")
+    assert "--overwrite" in message and len(message.splitlines()) == 1
+    (task / "dev.tsv").write_text(original)  # the same contents again: resumed
+    assert train_tlm(replace(settings, resume=True))["test"] == first["test"]
+
+
 def test_overwrite_starts_over_and_a_missing_input_deletes_nothing(data, retrieved, tmp_path, capsys):
     """Before: `--overwrite` left stage 1's checkpoints and its finished-stage marker, so the new run was mixed
     with the old one's; now the earlier run's files go, once the inputs are known to exist."""

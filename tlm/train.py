@@ -36,12 +36,14 @@ from transformers import ElectraForSequenceClassification
 
 from electra.config import (
     RESUME_FIX,
+    RUN_RECORD,
     TASK_AWARE_RANGES,
     PretrainConfig,
     check_ranges,
     check_run_record,
     keep_run_record,
     load_saved_config,
+    read_run_record,
     refuse_changed_settings,
 )
 from electra.continued import checkpoint_shape, load_initial_weights, preset_of
@@ -57,13 +59,13 @@ from electra.engine import (
 )
 from electra.errors import UserError
 from electra.export import save_tokenizer
-from electra.files import write_json_atomically
+from electra.files import file_sha256, write_json_atomically
 from electra.hf_configs import discriminator_hf_config
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, objective_names
 from electra.optim import warmup_steps_of
 from electra.outputs import StepOutput
-from electra.pretraining import RESUMABLE_CHANGES, run_vocabulary, train_args
+from electra.pretraining import RESUMABLE_CHANGES, corpus_sample, run_vocabulary, train_args
 from electra.run_log import read_metrics
 from electra.tokenization import load_or_train_tokenizer
 from tlm.interleave import interleave
@@ -848,20 +850,48 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
 
 def resume_record(settings: TLMSettings) -> dict[str, Any]:
     """The settings a resumed run must share with the run it continues (files as absolute paths, so a relative
-    spelling from another folder still matches)."""
+    spelling from another folder still matches), and what its input files held (`input_digests`)."""
     record = {name: value for name, value in asdict(settings).items() if name not in RESUMABLE_SETTINGS}
     for name in _PATH_SETTINGS:
         if record.get(name):
             record[name] = str(Path(record[name]).resolve())
-    return record
+    return record | {INPUT_DIGESTS: input_digests(settings)}
+
+
+INPUT_DIGESTS = "input_sha256"
+_WHOLE_FILES = ("task_train", "task_dev", "task_test", "config_file", "vocab")  # small: hashed whole
+
+
+def input_digests(settings: TLMSettings) -> dict[str, str]:
+    """A digest of each input file's contents: the same path can hold another file by a resume (a task file
+    relabelled, a retrieval redone into the same folder), and a run resumed on it mixed two datasets under one
+    results.json. Task files, the config and a vocabulary file are hashed whole; the retrieved corpus, which can
+    be gigabytes, by `corpus_sample` (each file's name, size and first 64 KiB), as pretraining's resume does."""
+    digests = {}
+    for name in _WHOLE_FILES:
+        path = getattr(settings, name)
+        if path and Path(path).is_file():
+            digests[name] = file_sha256(path)
+    if settings.retrieved and Path(settings.retrieved).exists():
+        digests["retrieved"] = corpus_sample(corpus_of(settings.retrieved))
+    return digests
 
 
 def check_resume(out: Path, record: dict[str, Any], config: PretrainConfig) -> None:
-    """Refuse (one line, before anything loads) a `resume` under other settings or another model shape: its
-    checkpoints would load into a model of another shape (a traceback), or be continued, and results.json
-    labelled, under settings that did not produce them. OUT/config.json, the model's, is compared too (it is all
-    a run from before OUT/run.json existed has)."""
-    check_run_record(out, record)
+    """Refuse (one line, before anything loads) a `resume` under other settings, other input contents or another
+    model shape: its checkpoints would load into a model of another shape (a traceback), or be continued, and
+    results.json labelled, under settings or data that did not produce them. OUT/config.json, the model's, is
+    compared too (it is all a run from before OUT/run.json existed has)."""
+    saved = (read_run_record(out / RUN_RECORD) or {}).get(INPUT_DIGESTS) or {}
+    changed = [name for name, digest in record[INPUT_DIGESTS].items() if saved.get(name, digest) != digest]
+    if changed:
+        paths = ", ".join(str(record[name]) for name in changed)
+        raise UserError(
+            f"--resume: {paths} changed since {out} was started with {'them' if len(changed) > 1 else 'it'} "
+            "(other contents at the same path); resume with the files it was started with, or start over with "
+            "--overwrite or another --out."
+        )
+    check_run_record(out, {k: v for k, v in record.items() if k != INPUT_DIGESTS})
     if (out / "config.json").is_file():
         model = asdict(load_saved_config(out / "config.json"))
         ignore = RESUMABLE_CHANGES | {"vocab_size"}  # the vocabulary's size is the saved tokenizer's
