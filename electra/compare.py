@@ -24,6 +24,7 @@ loses at most the cell in progress (and pretraining resumes from its latest chec
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import os
@@ -272,7 +273,15 @@ def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) ->
     _notice_unreadable(path)
     model_dir = finetune_dir(settings.out / "checkpoints" / _slug(cell) / name)
     print(f"compare: fine-tuning {cell['objective']} {name} on {task} (seeds {settings.seeds})")
-    results = run_glue(model_dir, [get_task(task)], settings.glue_data, finetune, settings.seeds)
+    results = run_glue(
+        model_dir,
+        [get_task(task)],
+        settings.glue_data,
+        finetune,
+        settings.seeds,
+        output_dir=_seed_runs(path.parent, task, finetune, model_dir),
+        resume=True,
+    )
     done = dict(
         _cell_key(settings, finetune),
         task=task,
@@ -281,6 +290,24 @@ def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) ->
     )
     _write_json(path, done)
     return done
+
+
+def _seed_runs(cell_dir: Path, task: str, finetune, model_dir: Path) -> Path:
+    """Where glue keeps a cell's finished seeds, one folder per fine-tuning setting: a rerun with more seeds
+    (`--seeds 5` after 3, with --overwrite) or one killed inside a cell reuses the seeds already run under these
+    settings; it had fine-tuned every seed again. Folders of the task's other settings are stale and removed, and
+    so is this one when its record names the model at another path (OUT was moved): glue would refuse to resume
+    it."""
+    key = json.dumps(asdict(finetune), sort_keys=True, default=str)
+    folder = cell_dir / "seed-runs" / f"{task}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    record = read_json_record(folder / "run.json")
+    if record is not None and record.get("model") != str(model_dir.resolve()):
+        shutil.rmtree(folder)
+    if folder.parent.is_dir():
+        for other in folder.parent.iterdir():
+            if other != folder and other.name.rsplit("-", 1)[0] == task:
+                shutil.rmtree(other)
+    return folder
 
 
 def probe_cell(settings: CompareSettings, cell: dict | None, probe: str) -> dict:

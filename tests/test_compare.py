@@ -252,7 +252,7 @@ def test_miniature_end_to_end_compare_and_resume(
     table = (out / "results.md").read_text()
     assert table.count("| electra |") == 2 and table.count("| mlm |") == 2
 
-    cells = sorted((out / "glue").rglob("*.json"))
+    cells = sorted((out / "glue").glob("*/*/*.json"))
     assert len(cells) == 4
     stamps = [p.stat().st_mtime_ns for p in cells]
     assert main(argv) == 0  # resumed: every cell is on disk, nothing is retrained
@@ -267,6 +267,27 @@ def test_miniature_end_to_end_compare_and_resume(
     assert (
         "fine-tuning: 4 runs (2 objectives x 2 checkpoints x 1 tasks x 1 seeds); 3 of 4 done, 1 left" in plan
     )
+    # More seeds (an evaluation change, so --overwrite): each cell fine-tunes seed 2 alone and reuses seed 1's
+    # result, also where the cell's record was lost (before: every seed was fine-tuned again).
+    seed_one = sorted((out / "glue").glob("*/*/seed-runs/rte-*/runs/rte/seed-1/result.json"))
+    assert len(seed_one) == 4
+    stamps = [p.stat().st_mtime_ns for p in seed_one]
+    more_seeds = [*argv, "--overwrite"]
+    more_seeds[more_seeds.index("--seeds") + 1] = "2"
+    assert main(more_seeds) == 0
+    assert [p.stat().st_mtime_ns for p in seed_one] == stamps
+    assert len(list((out / "glue").glob("*/*/seed-runs/rte-*/runs/rte/seed-2/result.json"))) == 4
+    assert all(json.loads(p.read_text())["seeds"] == [1, 2] for p in cells)
+    # A comparison moved to another folder resumes there: a cell redone finds its seed runs recorded under the old
+    # path, which glue would refuse to resume, and starts them over.
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    (moved / cells[0].relative_to(out)).unlink()
+    at_moved = [*more_seeds]
+    at_moved[at_moved.index("--out") + 1] = str(moved)
+    assert main(at_moved) == 0
+    assert json.loads((moved / cells[0].relative_to(out)).read_text())["seeds"] == [1, 2]
+    moved.rename(out)
     assert main(argv[:-2] + ["--set", "hidden_size=64"]) == 2  # another model into the same OUT is refused
 
 
