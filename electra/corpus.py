@@ -163,6 +163,21 @@ def _is_text_name(name: str) -> bool:
     return suffix in TEXT_SUFFIXES or suffix in JSON_SUFFIXES
 
 
+def decode_utf16(data: bytes, name: str) -> str:
+    """A file that starts with a UTF-16 byte-order mark (what Windows PowerShell's `>` and Notepad's "Unicode"
+    write), read as UTF-16 with a warning; one that is not valid UTF-16 after its mark is one line naming it. Every
+    reader of a user's text (corpora, score and rescore inputs) takes UTF-16 this one way."""
+    try:
+        text = data.decode("utf-16")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{name}: starts with a UTF-16 byte-order mark but is not valid UTF-16 (offset {exc.start}; cut "
+            "short?); convert it with `iconv -f utf-16 -t utf-8`."
+        ) from None
+    warnings.warn(f"{name} is UTF-16 (byte-order mark); reading it as such", ElectraWarning, stacklevel=3)
+    return text
+
+
 def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]  # a UTF-8 byte-order mark is not text
@@ -172,15 +187,7 @@ def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
                 f"{name}: UTF-16 text (byte-order mark), not UTF-8; convert it with `iconv -f utf-16 -t utf-8` or "
                 "drop --strict-utf8 to read it as UTF-16."
             )
-        try:
-            text = data.decode("utf-16")
-        except UnicodeDecodeError as exc:
-            raise UserError(
-                f"{name}: starts with a UTF-16 byte-order mark but is not valid UTF-16 (offset {exc.start}); "
-                "convert it with `iconv -f utf-16 -t utf-8`."
-            ) from None
-        warnings.warn(f"{name} is UTF-16 (byte-order mark); reading it as such", ElectraWarning, stacklevel=2)
-        return text
+        return decode_utf16(data, name)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

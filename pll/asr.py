@@ -14,7 +14,7 @@ import wave
 from pathlib import Path
 
 from electra.errors import UserError
-from pll.nbest import Hypothesis, Utterance
+from pll.nbest import Hypothesis, Utterance, read_utf8
 
 INSTALL_HINT = "pocketsphinx is not installed; install the ASR extra with: pip install 'electra[asr]'"
 
@@ -22,7 +22,8 @@ INSTALL_HINT = "pocketsphinx is not installed; install the ASR extra with: pip i
 def read_transcription(path: Path) -> dict[str, str]:
     """Sphinx-style references, `<s> words </s> (utt_id)` per line, or plain `utt_id words` lines."""
     refs: dict[str, str] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    text = read_utf8(path, "references file", "'<s> words </s> (utt_id)' or 'utt_id words' lines")
+    for lineno, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if not line:
             continue

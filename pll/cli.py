@@ -12,7 +12,7 @@ from pathlib import Path
 from electra.errors import UserError
 from electra.files import require_file, write_json_atomically, write_text_atomically
 from electra.flags import add_output_option, require_counts
-from electra.overwrite import refuse_to_replace
+from electra.overwrite import refuse_to_replace, refuse_unwritable_directory
 from pll.methods import METHODS, WITHIN_WORD
 
 
@@ -189,17 +189,45 @@ def run_score(args: argparse.Namespace) -> int:
     from pll.nbest import looks_like_nbest
 
     require_counts(args, ("batch_size",))
+    _check_device(args.device)
     if args.output:
-        _check_output_file(args.output, args.overwrite)
+        _check_output_file(args.output, args.overwrite, reads={"--input": args.input})
     name, text = _read_input(args.input)
     # A .json file is an n-best list: if it does not parse, say so rather than score its JSON syntax as sentences.
     if looks_like_nbest(text) or name.lower().endswith(".json"):
         return _score_nbest(args, name, text)
-    sentences = [s for s in (line.strip() for line in text.splitlines()) if s]
-    if not sentences:
+    # Numbered as `sed -n Np` and editors number them: by "\n" alone (str.splitlines also breaks at U+2028, form
+    # feeds and other separators, which would shift every later number).
+    numbered = [(n, s) for n, s in enumerate((line.strip() for line in text.split("\n")), start=1) if s]
+    if not numbered:
         raise UserError(f"{name}: no sentences (the input is empty).")
     scorer = _scorer(args)
-    results = scorer.score(sentences)
+    results = scorer.score([s for _, s in numbered])
+    # --output first: a reader of standard output that stops early (`| head`) must not cost the saved scores.
+    failed = None
+    if args.output:
+        records = []
+        for (number, _), res in zip(numbered, results):
+            record = {
+                "text": res.text,
+                "line": number,
+                "pll": res.pll,
+                "pieces": res.pieces,
+                "tokens": res.tokens,
+            }
+            record.update(words=res.words, truncated=res.truncated, pll_scorer=scorer.identity)
+            records.append(json.dumps(record, ensure_ascii=False) + "\n")
+        try:
+            write_text_atomically(args.output, "".join(records))
+        except OSError as exc:  # a disk that filled up while scoring: the scores still reach standard output
+            failed = exc
+    skipped = numbered[-1][0] - len(numbered)
+    if skipped:
+        where = "; --output records give each one's input 'line'" if args.output else ""
+        print(
+            f"{name}: {skipped} blank line(s) skipped: the scores follow the other lines in order{where}",
+            file=sys.stderr,
+        )
     for res in results:
         line = f"{res.pll:.4f}\t{res.text}"
         if args.tokens:
@@ -209,44 +237,92 @@ def run_score(args: argparse.Namespace) -> int:
         if res.truncated:
             line += f"\t[truncated: only the first {scorer.max_length - 2} pieces scored]"
         print(line)
-    if args.output:
-        records = []
-        for res in results:
-            record = {"text": res.text, "pll": res.pll, "pieces": res.pieces, "tokens": res.tokens}
-            record.update(words=res.words, truncated=res.truncated, pll_scorer=scorer.identity)
-            records.append(json.dumps(record, ensure_ascii=False) + "\n")
-        write_text_atomically(args.output, "".join(records))
     _print_corpus_summary([(r.pll, r.pieces, r.word_count) for r in results])
+    if failed is not None:
+        raise UserError(
+            f"--output {args.output}: could not be written ({failed.strerror or failed}); the scores are on "
+            "standard output above; free some space or choose another --output."
+        ) from None
     return 0
 
 
-def _check_output_file(raw: str, overwrite: bool, example: str = "scores.jsonl") -> None:
+def _check_output_file(
+    raw: str, overwrite: bool, example: str = "scores.jsonl", reads: dict[str, str | None] | None = None
+) -> None:
     """Before any work: an --output that cannot take a file is refused in one line, --overwrite or not.
 
     A directory is not replaced by a file even when asked (that would delete what it holds), and writing into it
     would pick a name the user did not give; a path under a file cannot be created. Both used to surface as a
-    traceback once all the scoring was done. `example` is the file name the message suggests."""
+    traceback once all the scoring was done. Nor is a file the command reads (`reads`: option -> path): `score
+    --input x.json --output x.json --overwrite` replaced the user's list with its scored copy, and without
+    --overwrite the refusal suggested exactly that. `example` is the file name the message suggests."""
     path = Path(raw)
     if path.is_dir():
         raise UserError(f"--output {path} is a directory; name the file to write, e.g. {path / example}.")
     for parent in path.parents:
         if parent.exists() and not parent.is_dir():
             raise UserError(f"--output {path}: {parent} is a file, so nothing can be written under it.")
+    for option, read in (reads or {}).items():
+        if read and read != "-" and _same_file(path, Path(read)):
+            instead = path.with_name(f"{path.stem}.scored{path.suffix}") if option == "--input" else None
+            raise UserError(
+                f"--output {path} is the {option} file; it is never replaced, even with --overwrite: choose "
+                "another output" + (f", e.g. {instead}." if instead else ".")
+            )
     refuse_to_replace([path], overwrite)
+    # A folder that cannot be made or written (/proc/x, a read-only mount) was a traceback after all the work.
+    refuse_unwritable_directory(path.parent, "--output")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links or `..` too); a path that does not exist is no file."""
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return a.resolve() == b.resolve()
+
+
+def _check_device(name: str) -> None:
+    """--device, checked before any file is read or model loaded: a misspelt or absent device was a torch
+    traceback (`Expected one of cpu, cuda, ...`, `Torch not compiled with CUDA enabled`) once the model loaded."""
+    if name == "auto":
+        return
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise UserError(f"--device {name!r} is not a device; give auto, cpu, cuda or cuda:N.") from None
+    if device.type == "cpu":
+        return
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if not count:
+            raise UserError(
+                f"--device {name}: this machine has no CUDA GPU that torch can use; use --device cpu."
+            )
+        if device.index is not None and device.index >= count:
+            raise UserError(
+                f"--device {name}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}."
+            )
+        return
+    try:  # mps, xpu, ...: whether torch can place a tensor there (its own message runs to a page)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError):
+        raise UserError(f"--device {name}: torch cannot use it on this machine; use --device cpu.") from None
 
 
 def _read_input(raw: str) -> tuple[str, str]:
     """(name for messages, text) of a file or, for '-', standard input."""
+    from pll.nbest import decode_text
+
     if raw == "-":
         data = sys.stdin.buffer.read()
         name = "<stdin>"
     else:
         path = require_file(raw, "input file", "'-' reads standard input")
         data, name = path.read_bytes(), str(path)
-    try:
-        return name, data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise UserError(f"{name}: not UTF-8 text; give one sentence per line or an n-best JSON.") from None
+    return name, decode_text(data, name, "one sentence per line or an n-best JSON")
 
 
 def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
@@ -264,13 +340,23 @@ def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
         return [(r.pll, r.pieces) for r in results]
 
     attach_plls([utts], score_texts, scorer=scorer.identity)
-    written = write_nbest(args.output, utts, fmt, lam=None)
-    if args.output:
-        count = sum(len(u.hyps) for u in utts)
-        print(f"{len(utts)} utterances, {count} hypotheses scored -> {args.output}", file=sys.stderr)
-    else:
+    written = write_nbest(None, utts, fmt, lam=None)
+    summary = [by_text[h.text] for u in utts for h in u.hyps]
+    if not args.output:
         sys.stdout.write(written)
-    _print_corpus_summary([by_text[h.text] for u in utts for h in u.hyps])
+        _print_corpus_summary(summary)
+        return 0
+    try:
+        write_text_atomically(args.output, written)
+    except OSError as exc:  # a disk filled up while scoring: the scored list still reaches standard output
+        sys.stdout.write(written)
+        raise UserError(
+            f"--output {args.output}: could not be written ({exc.strerror or exc}); the scored list is on "
+            "standard output above; free some space or choose another --output."
+        ) from None
+    count = sum(len(u.hyps) for u in utts)
+    print(f"{len(utts)} utterances, {count} hypotheses scored -> {args.output}", file=sys.stderr)
+    _print_corpus_summary(summary)
     return 0
 
 
@@ -291,14 +377,58 @@ def _print_corpus_summary(rows: list[tuple[float, int, int]]) -> None:
 
 
 def _parse_lambdas(raw: str | None) -> tuple[float, ...]:
+    """--lambdas as numbers, read before any scoring: a typo there used to surface only after every hypothesis
+    was scored, and `nan` or `inf` was taken, writing NaN (not JSON) into report.json and every list."""
     from pll.rescore import DEFAULT_LAMBDAS
 
     if not raw:
         return DEFAULT_LAMBDAS
     try:
-        return tuple(float(x) for x in raw.split(",") if x.strip())
+        lambdas = tuple(float(x) for x in raw.split(",") if x.strip())
     except ValueError:
         raise UserError(f"--lambdas {raw!r}: give comma-separated numbers, e.g. 0.1,0.2,0.5.") from None
+    if not lambdas:
+        raise UserError("no λ values to try; pass at least one to --lambdas.")
+    if not all(math.isfinite(lam) for lam in lambdas):
+        raise UserError(f"--lambdas {raw!r}: every λ must be a finite number, e.g. 0.1,0.2,0.5.")
+    return lambdas
+
+
+# Feature names `rescore` computes itself rather than reading from a hypothesis's fields.
+COMPUTED_FEATURES = ("score", "pll", "words", "pieces")
+
+
+def _check_features(args: argparse.Namespace, features: list[str], named_lists: list) -> None:
+    """--features, checked on every list before any scoring: one name twice (or one that --model/--scores or
+    --length adds anyway) collapsed into a single weight, the anchor's lost (`--features score,score` fused with
+    weight 0 on everything); a field missing from a test list failed only after all the scoring and after dev's
+    list was written, with a message naming neither the file nor the utterance."""
+    added = (["pll"] if args.model or args.scores else []) + ([args.length] if args.length != "none" else [])
+    every = features + added
+    twice = next((name for name in every if every.count(name) > 1), None)
+    if twice is not None:
+        by = {
+            "pll": "--model/--scores add it",
+            "words": "--length words adds it",
+            "pieces": "--length pieces adds it",
+        }
+        why = f" ({by[twice]})" if twice in by and twice in added else ""
+        raise UserError(f"--features: {twice!r} is named twice{why}; name each feature once.")
+    fields = [name for name in features if name not in COMPUTED_FEATURES and not name.startswith("pll:")]
+    for name in fields:
+        for path, utts in named_lists:
+            for utt in utts:
+                for hyp in utt.hyps:
+                    if not _is_finite_number(hyp.extra.get(name)):
+                        raise UserError(
+                            f"{path}:{utt.id}: hypothesis {hyp.text!r} has no finite number in field {name!r}, "
+                            "which --features fuses; every hypothesis of every list needs it: name fields all "
+                            "of them have (e.g. --features am_score,lm_score)."
+                        )
+
+
+def _is_finite_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def run_rescore(args: argparse.Namespace) -> int:
@@ -307,17 +437,27 @@ def run_rescore(args: argparse.Namespace) -> int:
     from pll.rescore import DEFAULT_LAMBDAS, choose_lambda, require_refs
 
     require_counts(args, ("batch_size",))
+    if not math.isfinite(args.ln) or args.ln < 0:
+        raise UserError(
+            f"--ln {args.ln}: the length-normalisation exponent must be a finite number, 0 or more."
+        )
+    # Read before any scoring, which can take hours.
+    lambdas = _parse_lambdas(args.lambdas) if args.lambdas else None
+    if args.model:
+        _check_device(args.device)
     out_dir = Path(args.output_dir)
     targets = [out_dir / name for name in _rescored_names(args.dev, args.test)]
     refuse_to_replace([out_dir / "report.json", *targets], args.overwrite)
     dev, dev_fmt = read_nbest(args.dev)
     require_refs(dev, args.dev)
     tests = [(path, *read_nbest(path)) for path in args.test]
-    if args.ln < 0:
-        raise UserError(f"--ln {args.ln}: the length-normalisation exponent must be 0 or more.")
     features = [f.strip() for f in args.features.split(",") if f.strip()]
     if not features:
         raise UserError("--features: name at least one numeric field of the hypotheses (e.g. score).")
+    _check_features(args, features, [(args.dev, dev), *((p, u) for p, u, _ in tests)])
+    classic = features == ["score"] and (args.model or args.scores) and len(args.model) <= 1
+    if lambdas is not None and not (classic and args.length == "none"):
+        raise UserError(CLASSIC_ONLY)  # said before the scoring, not after it
     lists = [dev] + [utts for _, utts, _ in tests]
     method = scorer = None
     if args.model or args.scores:
@@ -331,11 +471,7 @@ def run_rescore(args: argparse.Namespace) -> int:
 
     if args.lambdas:
         if features != ["score", "pll"]:
-            raise UserError(
-                "--lambdas is the classic score + λ·PLL recipe: use it with one --model and no "
-                "--features/--length, or drop it to search weights for every feature."
-            )
-        lambdas = _parse_lambdas(args.lambdas)
+            raise UserError(CLASSIC_ONLY)
         lam, table = choose_lambda(dev, lambdas, args.ln, args.ln_type)
         weights = {"score": 1.0, "pll": lam}
         search = {"recipe": "score + λ·PLL", "dev_wer_by_lambda": table}
@@ -394,6 +530,12 @@ def run_rescore(args: argparse.Namespace) -> int:
         print(f"{name}: {path} -> {target}")
     print(f"rescored lists and report.json written to {out_dir}")
     return 0
+
+
+CLASSIC_ONLY = (
+    "--lambdas is the classic score + λ·PLL recipe: use it with one --model (or --scores) and no "
+    "--features/--length, or drop it to search weights for every feature."
+)
 
 
 def _rescored_names(dev: str, tests: list[str]) -> list[str]:
@@ -530,11 +672,19 @@ def run_ngram(args: argparse.Namespace) -> int:
     import time
 
     from electra.corpus import read_documents
-    from pll.nbest import read_nbest, write_nbest
+    from pll.nbest import OWN_HYP_FIELDS, read_nbest, write_nbest
     from pll.ngram import KneserNeyLM, corpus_sentences, normalize_words
 
     if args.order < 1:
         raise UserError(f"--order {args.order}: give 1 or more.")
+    # A field the lists or `rescore` already give a meaning: `--field score` replaced every recognizer score with
+    # the n-gram's, and `--field text` every hypothesis's words with a number, in the lists written.
+    reserved = dict.fromkeys([*OWN_HYP_FIELDS, *COMPUTED_FEATURES])
+    if not args.field.strip() or args.field in reserved or args.field.startswith("pll:"):
+        raise UserError(
+            f"--field {args.field!r}: that name is taken ({', '.join(reserved)} and pll:NAME are the hypotheses' "
+            "own or computed features); choose another, e.g. --field ngram."
+        )
     if not Path(args.corpus).exists():
         raise UserError(f"{args.corpus}: corpus does not exist.")
     out_dir = Path(args.output_dir)
@@ -544,7 +694,17 @@ def run_ngram(args: argparse.Namespace) -> int:
     refuse_to_replace(targets, args.overwrite)
     lists = [(path, *read_nbest(path)) for path in args.nbest]
     started = time.perf_counter()
-    lm = KneserNeyLM(args.order).fit(corpus_sentences(read_documents(args.corpus)))
+    lm = KneserNeyLM(args.order)
+    try:
+        lm.fit(corpus_sentences(read_documents(args.corpus)))
+    except ValueError:
+        if lm.sentences:
+            raise
+        # An empty corpus, or one of digits and punctuation only, was a ValueError traceback from the counting.
+        raise UserError(
+            f"{args.corpus}: holds no words to count (the n-gram reads words of letters, lowercased, as the "
+            "lists' references are); give a corpus of running text."
+        ) from None
     print(
         f"{args.order}-gram LM: {lm.sentences:,} sentences, {len(lm.vocab):,} words, "
         f"{len(lm.counts[args.order]):,} {args.order}-grams in {time.perf_counter() - started:.0f} s",
@@ -570,11 +730,19 @@ def run_nbest(args: argparse.Namespace) -> int:
 
     if args.nbest < 1:
         raise UserError("--nbest must be at least 1.")
-    _check_output_file(args.output, args.overwrite, example="nbest.json")
     refs_path = Path(args.refs) if args.refs else Path(args.audio) / "transcription"
+    _check_output_file(args.output, args.overwrite, example="nbest.json", reads={"--refs": str(refs_path)})
     if args.refs:
         require_file(refs_path, "references file")
+    audio = Path(args.audio)
+    if not audio.is_dir():
+        raise UserError(f"{audio}: audio directory does not exist; give the folder of the .wav files.")
+    stems = [wav.stem for wav in sorted(audio.glob("*.wav"))]
+    if not stems:
+        raise UserError(f"{audio}: no .wav files.")
     refs = read_transcription(refs_path) if refs_path.is_file() else None
+    if refs is not None:
+        _check_refs_match(refs_path, refs, stems)
     utts = decode_nbest(args.audio, args.nbest, refs)
     write_nbest(args.output, utts, "list", lam=0.0)
     print(f"{len(utts)} utterances, {sum(len(u.hyps) for u in utts)} hypotheses -> {args.output}")
@@ -586,3 +754,23 @@ def run_nbest(args: argparse.Namespace) -> int:
             f"oracle {100 * corpus_wer(r, [oracle_best(u) for u in with_refs]):.2f}%"
         )
     return 0
+
+
+def _check_refs_match(path: Path, refs: dict[str, str], stems: list[str]) -> None:
+    """References are found by the wav file's name: a file whose ids match none of them (another corpus, ids
+    with a speaker prefix) was used silently, the lists written without a single 'ref' and no WER printed, after
+    the whole decoding. None matching is refused before decoding; some missing is said on standard error."""
+    missing = [stem for stem in stems if stem not in refs]
+    if len(missing) == len(stems):
+        first = next(iter(refs), None)
+        theirs = f" (its first is {first!r})" if first is not None else " (it holds none)"
+        raise UserError(
+            f"{path}: none of its utterance ids{theirs} is the name of a .wav file (the first is "
+            f"{stems[0]!r}); the id is the wav file's name without .wav: give the references of these files."
+        )
+    if missing:
+        print(
+            f"warning: {path}: {len(missing)} of {len(stems)} .wav files have no reference (first: "
+            f"{missing[0]!r}); their lists get no 'ref' and the WER leaves them out",
+            file=sys.stderr,
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,7 +123,9 @@ def _scores_in(path: Path, text: str) -> list[tuple[str, TextScore, str | None]]
             )
         return found  # type: ignore[return-value]
     found = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # By "\n" alone, as JSON lines are: str.splitlines also breaks at U+2028 and other separators that a scored
+    # sentence may hold (`electra score` writes them unescaped).
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -132,11 +135,29 @@ def _scores_in(path: Path, text: str) -> list[tuple[str, TextScore, str | None]]
             raise UserError(
                 f"{path}:{number}: not a JSON line with 'text' and 'pll' (what `electra score --output` writes)."
             ) from None
+        _check_saved_values(path, number, record)
         scorer = record.get("pll_scorer")
         found.append((*entry, scorer if isinstance(scorer, str) else None))
     if not found:
         raise UserError(f"{path}: holds no scores.")
     return found
+
+
+def _check_saved_values(path: Path, number: int, record: dict) -> None:
+    """A saved PLL must be a finite number and its piece count, where given, a count: NaN or Infinity (which
+    Python's JSON reads) became NaN weights and `"combined": NaN` in every list written, `true` read as 1.0, and a
+    piece count of "3" or -5 stopped --ln with a TypeError or ZeroDivisionError traceback."""
+    pll, pieces = record["pll"], record.get("pieces")
+    if isinstance(pll, bool) or not isinstance(pll, (int, float)) or not math.isfinite(pll):
+        raise UserError(
+            f"{path}:{number}: 'pll' is {json.dumps(pll)}, not a finite number; score that text again with "
+            "`electra score`."
+        )
+    if pieces is not None and (isinstance(pieces, bool) or not isinstance(pieces, int) or pieces < 0):
+        raise UserError(
+            f"{path}:{number}: 'pieces' is {json.dumps(pieces)}, not a count of word pieces (0 or more); "
+            "score that text again with `electra score`."
+        )
 
 
 def first_best(utt: Utterance) -> str:

@@ -1,0 +1,351 @@
+"""Fault paths of `electra score`, `rescore`, `ngram` and `nbest`: every bad input or option is one line naming the
+file (or flag) and the fix, said before any scoring, and nothing the user wrote or asked for is lost."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from electra.cli import main
+from electra.errors import ElectraWarning
+from pll.nbest import Hypothesis, Utterance
+from tests.test_pll_cli import DEV, TEST, _save_mlm, _write_list
+
+
+@pytest.fixture
+def mlm_dir(tmp_path):
+    return _save_mlm(tmp_path / "mlm", seed=0)
+
+
+def _one_line(err: str) -> str:
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+class _ClosedPipe(io.StringIO):
+    """Standard output whose reader has gone (`electra score ... | head -1`)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_score_output_is_written_even_when_standard_output_closes(mlm_dir, tmp_path, monkeypatch, capsys):
+    """The scores went to standard output first and to --output after: `| head` lost the whole --output file
+    (hours of scoring) to the BrokenPipeError."""
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\na dog ran\n")
+    out = tmp_path / "scores.jsonl"
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert main(["score", "--model", str(mlm_dir), "--input", str(text), "--output", str(out)]) == 141
+    assert [json.loads(line)["text"] for line in out.read_text().splitlines()] == ["the cat sat", "a dog ran"]
+
+
+def test_an_unwritable_output_is_refused_before_scoring(tmp_path, capsys):
+    """`score --output /proc/x/s.jsonl` (or a read-only mount) scored everything, then ended in a traceback."""
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\n")
+    argv = ["score", "--model", str(tmp_path / "no-model"), "--input", str(text)]
+    assert main([*argv, "--output", "/proc/electra-test/scores.jsonl"]) == 2
+    assert "--output /proc/electra-test: cannot write here" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("nbest", [False, True], ids=["sentences", "nbest"])
+def test_scores_reach_standard_output_when_output_cannot_be_written(
+    mlm_dir, tmp_path, monkeypatch, capsys, nbest
+):
+    """A disk that fills up during hours of scoring: the write of --output failed with a traceback and every score
+    was lost. Now they are printed, and one line says what happened."""
+    import errno
+
+    import pll.cli
+
+    def full(path, text, durable=False):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pll.cli, "write_text_atomically", full)
+    source = tmp_path / ("dev.json" if nbest else "in.txt")
+    if nbest:
+        _write_list(source, DEV[:1])
+    else:
+        source.write_text("the cat sat\na dog ran\n")
+    out = tmp_path / "scores.out"
+    assert main(["score", "--model", str(mlm_dir), "--input", str(source), "--output", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert (
+        f"electra score: error: --output {out}: could not be written (No space left on device)"
+        in captured.err
+    )
+    assert "Traceback" not in captured.err and not out.exists()
+    if nbest:
+        assert [h["pll"] < 0 for h in json.loads(captured.out)[0]["hyps"]] == [True, True]
+    else:
+        assert [line.split("\t")[1] for line in captured.out.splitlines()] == ["the cat sat", "a dog ran"]
+
+
+def test_output_that_is_an_input_is_never_replaced(tmp_path, capsys):
+    """`score --input x --output x --overwrite` replaced the user's file with the scores (and the refusal without
+    --overwrite suggested exactly that); `nbest --output` over its --refs likewise. Refused before the model."""
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\n")
+    nbest = tmp_path / "dev.json"
+    _write_list(nbest, DEV)
+    before = nbest.read_text()
+    for source, output in ((text, text), (nbest, nbest), (text, tmp_path / "." / "in.txt")):
+        for extra in ([], ["--overwrite"]):
+            argv = ["score", "--model", str(tmp_path / "no-model"), "--input", str(source)]
+            assert main([*argv, "--output", str(output), *extra]) == 2
+            err = _one_line(capsys.readouterr().err)
+            assert "is the --input file; it is never replaced" in err and "pass --overwrite" not in err
+    link = tmp_path / "link.txt"
+    link.symlink_to(text)
+    argv = ["score", "--model", "m", "--input", str(text), "--output", str(link), "--overwrite"]
+    assert main(argv) == 2
+    assert text.read_text() == "the cat sat\n" and nbest.read_text() == before
+    capsys.readouterr()
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    (audio / "u1.wav").write_bytes(b"")
+    refs = audio / "transcription"
+    refs.write_text("u1 the cat\n")
+    assert main(["nbest", "--audio", str(audio), "--output", str(refs), "--overwrite"]) == 2
+    assert "is the --refs file" in _one_line(capsys.readouterr().err)
+    assert refs.read_text() == "u1 the cat\n"
+
+
+def test_blank_lines_keep_each_score_tied_to_its_input_line(mlm_dir, tmp_path, capsys):
+    """Blank lines were dropped silently, so the n-th score was not the n-th line's and nothing said which line a
+    record came from (duplicate sentences made matching by text ambiguous)."""
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\n\n\na dog ran\nthe cat sat\u2028on the mat\n")
+    out = tmp_path / "scores.jsonl"
+    assert main(["score", "--model", str(mlm_dir), "--input", str(text), "--output", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").split("\n") if line]
+    assert [(r["line"], r["text"]) for r in records] == [
+        (1, "the cat sat"),
+        (4, "a dog ran"),
+        (5, "the cat sat\u2028on the mat"),  # U+2028 does not end a line for sed, editors or `wc -l`
+    ]
+    captured = capsys.readouterr()
+    assert f"{text}: 2 blank line(s) skipped" in captured.err
+    assert len(captured.out.split("\n")) == 3 + 1
+    # `rescore --scores` reads the records back, the one holding U+2028 included.
+    dev = tmp_path / "dev.json"
+    _write_list(dev, [("u1", "the cat sat", [("the cat sat", -1.0), ("a dog ran", -1.1)])])
+    argv = ["rescore", "--dev", str(dev), "--scores", str(out), "--output", str(tmp_path / "r")]
+    assert main(argv) == 0
+
+
+def test_text_encodings_are_read_or_named(mlm_dir, tmp_path, monkeypatch, capsys):
+    """UTF-16 with its mark (PowerShell's `>`) is read, as corpora are; UTF-16 without it (valid UTF-8, full of NUL
+    bytes) was scored as garbage sentences; a UTF-8 mark passed `score` but failed `rescore`'s JSON parsing."""
+    plain, utf16 = tmp_path / "plain.txt", tmp_path / "utf16.txt"
+    plain.write_text("the cat sat\na dog ran\n")
+    utf16.write_bytes("the cat sat\r\na dog ran\r\n".encode("utf-16"))
+    assert main(["score", "--model", str(mlm_dir), "--input", str(plain)]) == 0
+    expected = capsys.readouterr().out
+    with pytest.warns(ElectraWarning, match="is UTF-16 \\(byte-order mark\\); reading it as such"):
+        assert main(["score", "--model", str(mlm_dir), "--input", str(utf16)]) == 0
+    assert capsys.readouterr().out == expected
+
+    no_mark = tmp_path / "no-mark.txt"
+    no_mark.write_bytes("the cat sat\n".encode("utf-16-le"))
+    assert main(["score", "--model", str(mlm_dir), "--input", str(no_mark)]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{no_mark}: holds NUL bytes" in err and "iconv -f utf-16le -t utf-8" in err
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("the caf\u00e9 sat\n".encode("latin-1"))
+    assert main(["score", "--model", str(mlm_dir), "--input", str(latin)]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{latin}: not UTF-8 text: undecodable bytes at offset 7" in err and "iconv" in err
+
+    dev = tmp_path / "dev.json"
+    _write_list(dev, DEV)
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + dev.read_bytes())  # Notepad's "UTF-8 with BOM"
+    argv = ["rescore", "--features", "score", "--length", "words", "--dev"]
+    assert main([*argv, str(dev), "--output", str(tmp_path / "a")]) == 0
+    assert main([*argv, str(marked), "--output", str(tmp_path / "b")]) == 0
+    a = json.loads((tmp_path / "a" / "report.json").read_text())
+    b = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert a["weights"] == b["weights"] and a["splits"][0]["wer"] == b["splits"][0]["wer"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--lambdas", "0.1,abc"], "--lambdas '0.1,abc': give comma-separated numbers"),
+        (["--lambdas", "nan,inf"], "--lambdas 'nan,inf': every λ must be a finite number"),
+        (["--lambdas", "0.1", "--length", "words"], "--lambdas is the classic score + λ·PLL recipe"),
+        (["--ln", "nan"], "--ln nan: the length-normalisation exponent must be a finite number"),
+        (["--features", "score,pll"], "--features: 'pll' is named twice (--model/--scores add it)"),
+        (["--device", "nonsense"], "--device 'nonsense' is not a device"),
+        (["--device", "cuda:99"], "--device cuda:99: this machine has"),
+    ],
+)
+def test_bad_rescore_options_are_refused_before_any_scoring(mlm_dir, tmp_path, capsys, extra, message):
+    """These were read after every hypothesis was scored (a typo in --lambdas cost the whole scoring run), or not
+    checked at all: `nan,inf` wrote NaN (not JSON) into report.json and every list, a named `pll` collapsed with
+    --model's into one weight, and a bad --device was a torch traceback."""
+    dev = tmp_path / "dev.json"
+    _write_list(dev, DEV)
+    out = tmp_path / "out"
+    assert main(["rescore", "--model", str(mlm_dir), "--dev", str(dev), *extra, "--output", str(out)]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert err.startswith("electra rescore: error: ") and message in err
+    assert "scoring with" not in err and not out.exists()
+
+
+def test_score_refuses_a_bad_device_in_one_line(mlm_dir, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\n")
+    assert main(["score", "--model", str(mlm_dir), "--input", str(text), "--device", "gpu0"]) == 2
+    assert "--device 'gpu0' is not a device" in _one_line(capsys.readouterr().err)
+
+
+def test_a_feature_named_twice_is_refused(tmp_path, capsys):
+    """`--features score,score` kept one dict entry for two weights: the anchor's weight became the second's, 0,
+    and every list was "re-ranked" by a constant."""
+    dev = tmp_path / "dev.json"
+    _write_list(dev, DEV)
+    for features, length in (("score,score", "words"), ("score,words", "words"), ("score,pieces", "pieces")):
+        argv = ["rescore", "--dev", str(dev), "--features", features, "--length", length]
+        assert main([*argv, "--output", str(tmp_path / "out")]) == 2
+        assert "is named twice" in _one_line(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_feature_missing_from_a_test_list_is_named_before_scoring(mlm_dir, tmp_path, capsys):
+    """A field present in dev but missing from one test hypothesis failed after all the scoring and after dev's
+    rescored list was written, naming neither the file nor the utterance."""
+    dev, test = tmp_path / "dev.json", tmp_path / "test.json"
+    data = [
+        {"id": u, "ref": r, "hyps": [{"text": t, "score": s, "am": s / 2} for t, s in h]} for u, r, h in DEV
+    ]
+    dev.write_text(json.dumps(data))
+    data = [{"id": u, "ref": r, "hyps": [{"text": t, "score": s} for t, s in h]} for u, r, h in TEST]
+    data[0]["hyps"][1]["am"] = "-1.0"  # a string, and the other hypothesis has none
+    test.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    argv = [
+        "rescore",
+        "--model",
+        str(mlm_dir),
+        "--dev",
+        str(dev),
+        "--test",
+        str(test),
+        "--features",
+        "score,am",
+    ]
+    assert main([*argv, "--output", str(out)]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{test}:t1: hypothesis 'the dog sat' has no finite number in field 'am'" in err
+    assert "scoring with" not in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ('{"text": "the cat sad", "pll": NaN, "pieces": 3}', "'pll' is NaN, not a finite number"),
+        ('{"text": "the cat sad", "pll": Infinity, "pieces": 3}', "'pll' is Infinity, not a finite number"),
+        ('{"text": "the cat sad", "pll": true, "pieces": 3}', "'pll' is true, not a finite number"),
+        ('{"text": "the cat sad", "pll": -2.0, "pieces": "3"}', "'pieces' is \"3\", not a count"),
+        ('{"text": "the cat sad", "pll": -2.0, "pieces": -5}', "'pieces' is -5, not a count"),
+    ],
+)
+def test_saved_scores_that_are_not_numbers_are_refused(tmp_path, capsys, record, message):
+    """Python's JSON reads NaN and Infinity: they became NaN weights and `"combined": NaN` in the lists written; a
+    piece count of "3" or -5 stopped --ln with a TypeError or ZeroDivisionError traceback."""
+    dev = tmp_path / "dev.json"
+    _write_list(dev, DEV[:1])
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text(record + '\n{"text": "the cat sat", "pll": -3.0, "pieces": 3}\n')
+    argv = [
+        "rescore",
+        "--dev",
+        str(dev),
+        "--scores",
+        str(scores),
+        "--ln",
+        "1",
+        "--output",
+        str(tmp_path / "o"),
+    ]
+    assert main(argv) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{scores}:1: {message}" in err and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("field", ["score", "text", "pll", "combined", "words", "pll:other"])
+def test_ngram_refuses_a_field_name_that_is_taken(tmp_path, capsys, field):
+    """`ngram --field score` replaced every recognizer score with the n-gram's in the lists written, and `--field
+    text` every hypothesis's words with a number."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat\n")
+    nbest = tmp_path / "dev.json"
+    _write_list(nbest, DEV)
+    out = tmp_path / "out"
+    assert (
+        main(
+            ["ngram", "--corpus", str(corpus), "--nbest", str(nbest), "--field", field, "--output", str(out)]
+        )
+        == 2
+    )
+    assert f"--field {field!r}: that name is taken" in _one_line(capsys.readouterr().err)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("content", ["", "1914 - 1918 !!!\n"])
+def test_ngram_on_a_corpus_without_words_is_one_line(tmp_path, capsys, content):
+    """An empty corpus, or one of digits and punctuation, was the counting's `ValueError: no training sentences`
+    traceback."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(content)
+    nbest = tmp_path / "dev.json"
+    _write_list(nbest, DEV)
+    assert (
+        main(["ngram", "--corpus", str(corpus), "--nbest", str(nbest), "--output", str(tmp_path / "o")]) == 2
+    )
+    assert f"{corpus}: holds no words to count" in _one_line(capsys.readouterr().err)
+
+
+def test_nbest_references_that_match_no_audio_file_are_refused_before_decoding(tmp_path, monkeypatch, capsys):
+    """References are found by the wav file's name; a file of other ids was used silently: lists without a single
+    'ref' and no WER, after the whole decoding. A file that is not UTF-8 was a UnicodeDecodeError traceback."""
+    import pll.asr
+
+    decoded = []
+
+    def fake_decode(audio, nbest, refs):
+        decoded.append(refs)
+        stems = sorted(p.stem for p in Path(audio).glob("*.wav"))
+        return [Utterance(s, (refs or {}).get(s), [Hypothesis("the cat", -1.0)]) for s in stems]
+
+    monkeypatch.setattr(pll.asr, "decode_nbest", fake_decode)
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    for stem in ("a", "b"):
+        (audio / f"{stem}.wav").write_bytes(b"")
+    other = tmp_path / "other.txt"
+    other.write_text("<s> the cat </s> (spk1-a)\n<s> a dog </s> (spk1-b)\n")
+    out = tmp_path / "nbest.json"
+    assert main(["nbest", "--audio", str(audio), "--output", str(out), "--refs", str(other)]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{other}: none of its utterance ids (its first is 'spk1-a')" in err and "'a'" in err
+    assert decoded == [] and not out.exists()
+
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("a the caf\u00e9\n".encode("latin-1"))
+    assert main(["nbest", "--audio", str(audio), "--output", str(out), "--refs", str(latin)]) == 2
+    assert f"{latin}: not UTF-8 text" in _one_line(capsys.readouterr().err)
+
+    some = tmp_path / "some.txt"
+    some.write_text("a the cat\n")
+    assert main(["nbest", "--audio", str(audio), "--output", str(out), "--refs", str(some)]) == 0
+    captured = capsys.readouterr()
+    assert f"warning: {some}: 1 of 2 .wav files have no reference (first: 'b')" in captured.err
+    assert decoded == [{"a": "the cat"}] and "WER over 1 referenced utterances" in captured.out
