@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -44,6 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _scoring_options(score)
     score.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
+    )
+    score.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run from the scores it saved in OUTPUT.unfinished (same input and model)",
     )
     score.set_defaults(func=run_score)
 
@@ -190,6 +196,10 @@ def run_score(args: argparse.Namespace) -> int:
 
     require_counts(args, ("batch_size",))
     _check_device(args.device)
+    if args.resume and not args.output:
+        raise UserError(
+            "--resume continues the scores an interrupted run saved in --output; pass --output FILE."
+        )
     if args.output:
         _check_output_file(args.output, args.overwrite, reads={"--input": args.input})
     name, text = _read_input(args.input)
@@ -201,26 +211,17 @@ def run_score(args: argparse.Namespace) -> int:
     numbered = [(n, s) for n, s in enumerate((line.strip() for line in text.split("\n")), start=1) if s]
     if not numbered:
         raise UserError(f"{name}: no sentences (the input is empty).")
-    scorer = _scorer(args)
-    results = scorer.score([s for _, s in numbered])
-    # --output first: a reader of standard output that stops early (`| head`) must not cost the saved scores.
-    failed = None
     if args.output:
-        records = []
-        for (number, _), res in zip(numbered, results):
-            record = {
-                "text": res.text,
-                "line": number,
-                "pll": res.pll,
-                "pieces": res.pieces,
-                "tokens": res.tokens,
-            }
-            record.update(words=res.words, truncated=res.truncated, pll_scorer=scorer.identity)
-            records.append(json.dumps(record, ensure_ascii=False) + "\n")
-        try:
-            write_text_atomically(args.output, "".join(records))
-        except OSError as exc:  # a disk that filled up while scoring: the scores still reach standard output
-            failed = exc
+        _check_unfinished(args)
+    scorer = _scorer(args)
+    failed = None
+    if (
+        args.output
+    ):  # --output first: a reader of standard output that stops early (`| head`) must not cost it
+        records, failed = _score_to_output(args, scorer, numbered)
+    else:
+        results = scorer.score([s for _, s in numbered])
+        records = [_record(number, res, scorer.identity) for (number, _), res in zip(numbered, results)]
     skipped = numbered[-1][0] - len(numbered)
     if skipped:
         where = "; --output records give each one's input 'line'" if args.output else ""
@@ -228,22 +229,136 @@ def run_score(args: argparse.Namespace) -> int:
             f"{name}: {skipped} blank line(s) skipped: the scores follow the other lines in order{where}",
             file=sys.stderr,
         )
-    for res in results:
-        line = f"{res.pll:.4f}\t{res.text}"
+    for record in records:
+        line = f"{record['pll']:.4f}\t{record['text']}"
         if args.tokens:
-            line += "\t" + " ".join(f"{tok}={val:.3f}" for tok, val in res.tokens)
+            line += "\t" + " ".join(f"{tok}={val:.3f}" for tok, val in record["tokens"])
         if args.words:
-            line += "\t" + " ".join(f"{word}={val:.3f}" for word, val in res.words)
-        if res.truncated:
+            line += "\t" + " ".join(f"{word}={val:.3f}" for word, val in record["words"])
+        if record["truncated"]:
             line += f"\t[truncated: only the first {scorer.max_length - 2} pieces scored]"
         print(line)
-    _print_corpus_summary([(r.pll, r.pieces, r.word_count) for r in results])
+    _print_corpus_summary([(r["pll"], r["pieces"], len(r["words"])) for r in records])
     if failed is not None:
-        raise UserError(
-            f"--output {args.output}: could not be written ({failed.strerror or failed}); the scores are on "
-            "standard output above; free some space or choose another --output."
-        ) from None
+        raise UserError(failed)
     return 0
+
+
+# Sentences scored between two saves of --output's unfinished file: small enough that a kill costs minutes, large
+# enough that batches stay full.
+SCORE_CHUNK = 1024
+
+
+def _record(number: int, res, identity: str | None) -> dict:
+    """One --output JSON line: a sentence's score with its input line number and the scorer that made it."""
+    return {
+        "text": res.text,
+        "line": number,
+        "pll": res.pll,
+        "pieces": res.pieces,
+        "tokens": res.tokens,
+        "words": res.words,
+        "truncated": res.truncated,
+        "pll_scorer": identity,
+    }
+
+
+def _unfinished(output: str) -> Path:
+    return Path(output).with_name(f"{Path(output).name}.unfinished")
+
+
+def _check_unfinished(args: argparse.Namespace) -> None:
+    """Before the model loads: an earlier run's unfinished scores are continued (--resume), deleted (--overwrite)
+    or named; a new run must not append to them, nor silently discard hours of scoring."""
+    unfinished = _unfinished(args.output)
+    if args.resume or not unfinished.exists():
+        return
+    if args.overwrite:
+        unfinished.unlink()
+        return
+    raise UserError(
+        f"{unfinished} holds the scores of an interrupted run; pass --resume to continue it, or --overwrite to "
+        "start over."
+    )
+
+
+def _score_to_output(
+    args: argparse.Namespace, scorer, numbered: list[tuple[int, str]]
+) -> tuple[list, str | None]:
+    """Score in chunks, appending each chunk's JSON lines to OUTPUT.unfinished, renamed to OUTPUT once whole: a
+    run killed after hours (a scheduler's limit, Ctrl-C) kept nothing, and now `--resume` continues it. Returns
+    the records and, when the disk refused a write, the message to end with (the scores still reach standard
+    output, and the unfinished file keeps what was written)."""
+    unfinished = _unfinished(args.output)
+    records = _resumed_records(unfinished, numbered, scorer.identity) if args.resume else []
+    if len(numbered) > SCORE_CHUNK:
+        print(
+            f"saving scores to {unfinished} as they come ({SCORE_CHUNK} sentences at a time); if stopped, "
+            "rerun with --resume to continue",
+            file=sys.stderr,
+        )
+    failed = None
+    with open(unfinished, "a", encoding="utf-8") as handle:
+        for start in range(len(records), len(numbered), SCORE_CHUNK):
+            chunk = numbered[start : start + SCORE_CHUNK]
+            results = scorer.score([s for _, s in chunk])
+            new = [_record(number, res, scorer.identity) for (number, _), res in zip(chunk, results)]
+            records.extend(new)
+            if failed is None:
+                try:
+                    _append_lines(handle, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in new))
+                except OSError as exc:  # a disk that filled up: keep scoring, for standard output
+                    failed = (
+                        f"--output {args.output}: could not be written ({exc.strerror or exc}); the scores are on "
+                        f"standard output above, and the first {start} are kept in {unfinished}: free some space "
+                        "and rerun with --resume, or choose another --output."
+                    )
+            if len(numbered) > SCORE_CHUNK:
+                print(f"scored {len(records)} of {len(numbered)} sentences", file=sys.stderr)
+    if failed is None:
+        os.replace(unfinished, args.output)
+    return records, failed
+
+
+def _append_lines(handle, text: str) -> None:
+    handle.write(text)
+    handle.flush()
+
+
+def _resumed_records(unfinished: Path, numbered: list[tuple[int, str]], identity: str | None) -> list[dict]:
+    """The records an interrupted run saved, checked against this input and scorer line by line; a last line cut
+    short by the kill is dropped (the file is truncated to the whole lines before more are appended)."""
+    if not unfinished.exists():
+        return []
+    records, kept = [], 0
+    with open(unfinished, "rb") as handle:
+        for raw in handle:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                break  # cut short by the kill: scored again
+            if not raw.endswith(b"\n") or not isinstance(record, dict):
+                break
+            index = len(records)
+            if index >= len(numbered) or (record.get("line"), record.get("text")) != numbered[index]:
+                raise UserError(
+                    f"--resume: {unfinished} line {index + 1} holds the score of another input (input line "
+                    f"{record.get('line')}: {record.get('text')!r}); resume with the input it was made from, or "
+                    "pass --overwrite to start over."
+                )
+            if record.get("pll_scorer") != identity:
+                raise UserError(
+                    f"--resume: {unfinished} was scored by {record.get('pll_scorer')}, not by {identity}; resume "
+                    "with that model and --method, or pass --overwrite to start over."
+                )
+            records.append(record)
+            kept += len(raw)
+    os.truncate(unfinished, kept)
+    print(
+        f"--resume: {len(records)} of {len(numbered)} sentences scored earlier ({unfinished})",
+        file=sys.stderr,
+    )
+    return records
 
 
 def _check_output_file(
@@ -330,6 +445,11 @@ def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
     from pll.nbest import read_nbest, write_nbest
     from pll.rescore import attach_plls
 
+    if args.resume:
+        raise UserError(
+            f"--resume continues sentence input; {name} is an n-best list, scored whole: rerun without --resume "
+            "(`rescore --scores` reuses a scored list's PLLs)."
+        )
     utts, fmt = read_nbest(name, text)
     scorer = _scorer(args)
     by_text: dict[str, tuple[float, int, int]] = {}

@@ -63,10 +63,11 @@ def test_scores_reach_standard_output_when_output_cannot_be_written(
 
     import pll.cli
 
-    def full(path, text, durable=False):
+    def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(pll.cli, "write_text_atomically", full)
+    # an n-best list is written whole at the end, sentences' scores as they come
+    monkeypatch.setattr(pll.cli, "write_text_atomically" if nbest else "_append_lines", full)
     source = tmp_path / ("dev.json" if nbest else "in.txt")
     if nbest:
         _write_list(source, DEV[:1])
@@ -80,6 +81,11 @@ def test_scores_reach_standard_output_when_output_cannot_be_written(
         in captured.err
     )
     assert "Traceback" not in captured.err and not out.exists()
+    if not nbest:  # what was written before the disk filled is kept for --resume
+        assert (
+            f"the first 0 are kept in {out}.unfinished: free some space and rerun with --resume"
+            in captured.err
+        )
     if nbest:
         assert [h["pll"] < 0 for h in json.loads(captured.out)[0]["hyps"]] == [True, True]
     else:
@@ -349,3 +355,47 @@ def test_nbest_references_that_match_no_audio_file_are_refused_before_decoding(t
     captured = capsys.readouterr()
     assert f"warning: {some}: 1 of 2 .wav files have no reference (first: 'b')" in captured.err
     assert decoded == [{"a": "the cat"}] and "WER over 1 referenced utterances" in captured.out
+
+
+def test_a_killed_score_run_resumes_from_the_scores_it_saved(mlm_dir, tmp_path, monkeypatch, capsys):
+    """Before: `score --output` wrote its file once every sentence was scored, so a run stopped after hours (a
+    scheduler's time limit, Ctrl-C) kept nothing and could only start over."""
+    import pll.cli
+    from pll.scoring import MaskedLMScorer
+
+    monkeypatch.setattr(pll.cli, "SCORE_CHUNK", 2)
+    source = tmp_path / "in.txt"
+    source.write_text("the cat sat\n\na dog ran\nthe dog sat\na cat ran\nthe end\n")
+    argv = ["score", "--model", str(mlm_dir), "--input", str(source), "--method", "mlm"]
+    straight = tmp_path / "straight.jsonl"
+    assert main([*argv, "--output", str(straight)]) == 0
+    real_score, calls = MaskedLMScorer.score, []
+
+    def score_then_die(self, sentences):
+        calls.append(list(sentences))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_score(self, sentences)
+
+    monkeypatch.setattr(MaskedLMScorer, "score", score_then_die)
+    out = tmp_path / "killed.jsonl"
+    assert main([*argv, "--output", str(out)]) == 130
+    unfinished = tmp_path / "killed.jsonl.unfinished"
+    assert not out.exists() and len(unfinished.read_text().splitlines()) == 2
+    with open(unfinished, "a") as handle:  # the kill cut a line short
+        handle.write('{"text": "a dog r')
+    capsys.readouterr()
+    assert main([*argv, "--output", str(out)]) == 2  # neither appended to nor discarded unasked
+    assert "holds the scores of an interrupted run; pass --resume" in _one_line(capsys.readouterr().err)
+    calls.clear()
+    monkeypatch.setattr(MaskedLMScorer, "score", lambda self, s: calls.append(list(s)) or real_score(self, s))
+    assert main([*argv, "--output", str(out), "--resume"]) == 0
+    assert calls == [["the dog sat", "a cat ran"], ["the end"]]  # only what was not saved
+    assert out.read_text() == straight.read_text() and not unfinished.exists()
+    # another input at the same name is refused, not mixed with the saved scores
+    unfinished.write_text(straight.read_text().splitlines(keepends=True)[0])
+    source.write_text("other words\n")
+    capsys.readouterr()
+    assert main([*argv, "--output", str(tmp_path / "killed.jsonl"), "--resume", "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "holds the score of another input" in err.splitlines()[-1]
