@@ -184,6 +184,36 @@ CASES: list[Case] = [
         "is a directory; give the path of the input file, not a folder",
     ),
     (
+        "score --output naming its own --input, even with --overwrite",
+        lambda r: [
+            "score",
+            "--model",
+            str(r),
+            "--input",
+            str(_write(r, "in.txt", "the cat sat\n")),
+            "--output",
+            str(r / "in.txt"),
+            "--overwrite",
+        ],
+        "is the --input file; it is never replaced",
+    ),
+    (
+        "score input in UTF-16 without a byte-order mark",
+        lambda r: [
+            "score",
+            "--model",
+            str(r),
+            "--input",
+            str(_write(r, "u.txt", "the cat\n".encode("utf-16-le"))),
+        ],
+        "UTF-16 without a byte-order mark",
+    ),
+    (
+        "rescore --lambdas nan,inf",
+        lambda r: ["rescore", "--model", str(r), "--dev", str(r / "dev.json"), "--lambdas", "nan,inf"],
+        "every λ must be a finite number",
+    ),
+    (
         "SQuAD training file that is a folder",
         lambda r: ["squad", "--model", str(_pickled(r)), "--train", str(r), "--output", str(r / "s")],
         "is a directory; give the path of the SQuAD JSON file",
