@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from electra.errors import UserError
 from electra.flags import DefaultsHelpFormatter, add_cpu_dropout_option, add_output_option, require_counts
 from electra.overwrite import refuse_to_replace, start_over
 
@@ -76,7 +77,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--skip-malformed",
         action="store_true",
-        help="drop TSV rows with too few fields (warns) instead of stopping",
+        help="drop TSV rows with too few or too many fields (warns) instead of stopping",
     )
     parser.add_argument(
         "--init-from", default=None, help="start from this fine-tuned checkpoint (e.g. MNLI for RTE)"
@@ -106,6 +107,32 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run, several_processes=True)
 
 
+def is_glue_record(path: Path) -> bool | None:
+    """Whether the OUTPUT/run.json at `path` is one `electra glue` wrote (None: no such file, an empty one, or
+    one that cannot be read, which the resume check reports). Records from before the `command` key existed are
+    told by settings only GLUE records."""
+    from electra.files import read_json_record
+
+    record = read_json_record(path) if path.is_file() else None
+    if not record:
+        return None
+    if "command" in record:
+        return record["command"] == "glue"
+    return {"model", "double_unordered", "original_off_by_one"} <= record.keys()
+
+
+def refuse_foreign_run(output: Path) -> None:
+    """An --output that holds another command's run (`--output runs/small` beside the pretraining run it
+    fine-tunes) is refused, with or without --overwrite or --resume: GLUE wrote its own run.json over the
+    pretraining run's record, `--overwrite` deleted that run's `checkpoints/` (a name both write), and `--resume`
+    wrote GLUE's checkpoints into it."""
+    if is_glue_record(output / "run.json") is False:
+        raise UserError(
+            f"{output} holds another command's run ({output / 'run.json'} is not one `electra glue` wrote); a "
+            "GLUE run there would replace or delete that run's files: choose another --output."
+        )
+
+
 def prepare_output(
     output: str | Path | None,
     model: str | Path,
@@ -116,14 +143,17 @@ def prepare_output(
     overwrite: bool,
     resume: bool,
 ) -> Path:
-    """What `electra glue` and `electra.finetune_glue` check before any work, in this order: an earlier run's
-    results in `output` (refused unless `overwrite` or `resume`), the model, the data files; then, the inputs being
-    sound, `overwrite` deletes the earlier run's files (never a user's). Returns the GLUE data folder."""
+    """What `electra glue` and `electra.finetune_glue` check before any work, in this order: another command's
+    run in `output` (always refused), an earlier run's results there (refused unless `overwrite` or `resume`), the
+    model, the data files; then, the inputs being sound, `overwrite` deletes the earlier run's files (never a
+    user's). Returns the GLUE data folder."""
     from electra.export import finetune_dir, require_safetensors
     from electra.tokenization import require_tokenizer
     from glue.finetune import check_files, resolve_model_dir
     from glue.tasks import resolve_data_dir
 
+    if output:
+        refuse_foreign_run(Path(output))
     produced = [Path(output) / name for name in GLUE_OUTPUTS] if output and not resume else []
     refuse_to_replace(produced, overwrite, resume_hint=True)
     data = resolve_data_dir(data_dir)
@@ -141,11 +171,12 @@ def prepare_output(
 
 
 def run(args: argparse.Namespace) -> int:
-    from electra.errors import UserError
-    from glue.finetune import FinetuneSettings, run_glue
+    from glue.finetune import FinetuneSettings, check_run_inputs, run_glue
     from glue.tasks import parse_task_list
 
-    require_counts(args, ("seeds", "batch_size", "max_seq_length"), optional=("max_steps",))
+    require_counts(
+        args, ("seeds", "batch_size", "max_seq_length"), optional=("max_steps", "max_train_examples")
+    )
     if (args.predict_test or args.save_best or args.resume or args.save_every) and not args.output:
         raise UserError("--predict-test, --save-best, --save-every and --resume need --output DIR.")
     if args.save_every < 0:
@@ -169,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
         cpu_dropout=args.cpu_dropout,
         progress=not args.no_progress,  # what results.json records; the bars themselves follow the global switch
     )
+    seeds = [args.seed + i for i in range(args.seeds)]
+    check_run_inputs(specs, settings, seeds)
     data_dir = prepare_output(
         args.output,
         args.model,
@@ -184,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         specs,
         data_dir,
         settings,
-        seeds=[args.seed + i for i in range(args.seeds)],
+        seeds=seeds,
         output_dir=Path(args.output) if args.output else None,
         init_from=args.init_from,
         predict_test=args.predict_test,

@@ -8,12 +8,13 @@ The training loop runs through Accelerate, so `accelerate launch` gives multi-GP
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+import os
 import random
 import statistics
 import time
+import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoTokenizer
 
-from electra.config import FINETUNE_RANGES, check_ranges, check_run_record, keep_run_record
+from electra.config import FINETUNE_RANGES, check_ranges, check_run_record, keep_run_record, read_run_record
 from electra.engine import (
     Engine,
     Task,
@@ -33,9 +34,9 @@ from electra.engine import (
     per_process_batch,
     shuffled_epochs,
 )
-from electra.errors import UserError
+from electra.errors import ElectraWarning, UserError
 from electra.export import finetune_dir, fit_length
-from electra.files import write_json_atomically
+from electra.files import file_sha256, read_json_record, write_json_atomically
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
 from flops.analytic import finetune_flops as analytic_finetune_flops
@@ -90,6 +91,9 @@ class FinetuneSettings:
     def __post_init__(self) -> None:
         # a learning rate of 0 read as "the default", a negative one trained the wrong way
         check_ranges(self, FINETUNE_RANGES)
+        if self.max_train_examples is not None and self.max_train_examples < 1:
+            # 0 had read as "all of train", a negative count ended in random.sample's ValueError
+            raise UserError(f"max_train_examples must be at least 1, got {self.max_train_examples}.")
 
 
 @dataclass
@@ -132,18 +136,69 @@ def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
     )
 
 
+def _needed_files(spec: TaskSpec, predict_test: bool) -> list[str]:
+    """The files of `spec` a run reads, relative to its task directory."""
+    return [spec.train_file, *spec.dev_files.values()] + (
+        list(spec.test_files.values()) if predict_test else []
+    )
+
+
 def check_files(specs: list[TaskSpec], data_dir: Path, predict_test: bool) -> None:
     """Fail before any training if a needed file is missing (a long `--task all` run must not die at task 6)."""
     for spec in specs:
-        needed = [spec.train_file, *spec.dev_files.values()] + (
-            list(spec.test_files.values()) if predict_test else []
-        )
-        for relative in needed:
+        for relative in _needed_files(spec, predict_test):
             path = task_file(data_dir, spec, relative)
+            if path.is_dir():
+                raise UserError(
+                    f"{path} is a directory; task {spec.name} needs a TSV file there (GLUE layout: "
+                    f"{spec.directory}/{relative})."
+                )
             if not path.is_file():
                 raise UserError(
                     f"{path}: file not found; task {spec.name} needs it (GLUE layout: {spec.directory}/{relative})."
                 )
+
+
+def check_task_rows(specs: list[TaskSpec], data_dir: Path, predict_test: bool, skip_malformed: bool) -> None:
+    """Read every file the run needs once, before any training, so a malformed row (a ragged line, a label
+    outside the task's set, undecodable bytes) is one line at the start: found when its task came up, it ended a
+    `--task all` run after the tasks before it had trained, and without --output their results were lost."""
+    for spec in specs:
+        labelled = [spec.train_file, *spec.dev_files.values()]
+        for relative in _needed_files(spec, predict_test):
+            path = task_file(data_dir, spec, relative)
+            read_examples(path, spec, relative in labelled, skip_malformed, quiet=True)
+
+
+SEED_LIMIT = 2**32  # numpy's seeds (which Accelerate's set_seed sets) are 0 <= seed < 2**32
+
+
+def check_run_inputs(specs: list[TaskSpec], settings: FinetuneSettings, seeds: list[int]) -> None:
+    """The checks of a run's numbers that need the tasks or seeds, made before any work (and before `--overwrite`
+    deletes an earlier run): a seed numpy refuses stopped the first run with a ValueError traceback, and a
+    `max_seq_length` with no room for text past [CLS] A [SEP] (B [SEP]) trained on special tokens alone, or, for
+    a pair task at 1 or 2, left every sequence untruncated without a word."""
+    if not seeds:
+        raise UserError("--seeds must be at least 1.")
+    outside = [seed for seed in seeds if not 0 <= seed < SEED_LIMIT]
+    if outside:
+        raise UserError(
+            f"seed {outside[0]} is outside 0..{SEED_LIMIT - 1} (the range numpy seeds); choose --seed so that "
+            "--seed + --seeds - 1 stays in it."
+        )
+    for spec in specs:
+        least = min_seq_length(spec)
+        if settings.max_seq_length < least:
+            layout = "[CLS] A [SEP] B [SEP]" if spec.text_b else "[CLS] A [SEP]"
+            raise UserError(
+                f"--max-seq-length {settings.max_seq_length} leaves no room for text in {spec.name}'s {layout}; "
+                f"give at least {least} (the paper uses 128)."
+            )
+
+
+def min_seq_length(spec: TaskSpec) -> int:
+    """The shortest sequence that holds a task's special tokens and one piece of each text."""
+    return 5 if spec.text_b else 3
 
 
 def load_task_data(
@@ -347,14 +402,74 @@ def _write_run(run_dir: Path, run: SeedRun) -> None:
 
 
 def _finished_run(run_dir: Path | None) -> SeedRun | None:
-    """A seed's result from an earlier (interrupted) invocation, when it finished."""
-    if run_dir is None or not (run_dir / RUN_RESULT).is_file():
+    """A seed's result from an earlier (interrupted) invocation, when it finished.
+
+    A result.json that cannot be read back (cut short by a full disk or a crash of the machine, edited by hand)
+    is reported in one line and the seed counts as unfinished: it is run again from its last checkpoint (or from
+    the start), which gives the same result, where it had stopped the resume with a JSON traceback."""
+    if run_dir is None or not (run_dir / RUN_RESULT).exists():
         return None
-    data = json.loads((run_dir / RUN_RESULT).read_text())
-    for key in ("train_shapes", "eval_shapes"):
-        data[key] = {int(k): v for k, v in data[key].items()}
-    data["test_predictions"] = {k: [tuple(pair) for pair in v] for k, v in data["test_predictions"].items()}
-    return SeedRun(**data)
+    data = read_json_record(run_dir / RUN_RESULT)
+    try:
+        if data is None:
+            raise ValueError("not a JSON object")
+        for key in ("train_shapes", "eval_shapes"):
+            data[key] = {int(k): v for k, v in data[key].items()}
+        data["test_predictions"] = {
+            k: [tuple(pair) for pair in v] for k, v in data["test_predictions"].items()
+        }
+        run = SeedRun(**data)
+        if not (isinstance(run.metrics, dict) and all(isinstance(m, dict) for m in run.metrics.values())):
+            raise ValueError("no metrics")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        warnings.warn(
+            f"{run_dir / RUN_RESULT} is damaged (not a seed's result); running that seed again",
+            ElectraWarning,
+            stacklevel=2,
+        )
+        return None
+    return run
+
+
+DATA_RECORD = "data.json"  # OUTPUT/runs/TASK/data.json: the SHA-256 of each task file the task's seeds read
+
+
+def _data_fingerprints(spec: TaskSpec, data_dir: Path, predict_test: bool) -> dict[str, str]:
+    """SHA-256 of each file of `spec` this run reads, by its place in the GLUE layout (so the same files under
+    another --data-dir still match)."""
+    return {
+        os.path.normpath(f"{spec.directory}/{relative}"): file_sha256(task_file(data_dir, spec, relative))
+        for relative in _needed_files(spec, predict_test)
+    }
+
+
+def check_task_data(
+    output_dir: Path, specs: list[TaskSpec], data_dir: Path, predict_test: bool, resume: bool
+) -> dict[str, dict[str, str]]:
+    """Per task, the fingerprints of its files to record in OUTPUT/runs/TASK/data.json; a `resume` first compares
+    them with the record there and refuses, in one line before any work, a task file that has changed since.
+
+    Without this, a resume after editing a dev or train file (or pointing --data-dir at another copy) reused the
+    finished seeds' numbers from the old files beside new seeds' from the new ones, one median over both, and
+    continued an interrupted seed's checkpoint on other data. A file only one side read (test files first asked
+    for at a resume) is not compared; the record keeps both."""
+    records = {}
+    for spec in specs:
+        current = _data_fingerprints(spec, data_dir, predict_test)
+        where = output_dir / "runs" / spec.name / DATA_RECORD
+        saved = read_run_record(where) if resume else None
+        if saved is not None:
+            changed = [name for name in current if name in saved and saved[name] != current[name]]
+            if changed:
+                path = task_file(data_dir, spec, os.path.relpath(changed[0], spec.directory))
+                raise UserError(
+                    f"--resume: {path} is not the file the {spec.name} seeds in {output_dir} were run on (its "
+                    f"SHA-256 differs from {where}'s); restore that file, use another --output, or drop --resume "
+                    "and pass --overwrite to start over."
+                )
+            current = {**saved, **current}
+        records[spec.name] = current
+    return records
 
 
 def resume_record(model_dir: str | Path, init_from: str | Path | None, settings: dict) -> dict:
@@ -362,6 +477,7 @@ def resume_record(model_dir: str | Path, init_from: str | Path | None, settings:
     so a relative spelling from another folder still matches) and every setting that changes what is learnt
     (`settings` as resolved for the model's size)."""
     return {
+        "command": "glue",  # what tells this output from another command's (`glue.cli.refuse_foreign_run`)
         "model": str(Path(model_dir).resolve()),
         "init_from": str(Path(init_from).resolve()) if init_from else None,
         **{name: value for name, value in settings.items() if name not in RESUMABLE_SETTINGS},
@@ -442,13 +558,15 @@ def run_glue(
     (`settings.save_every`)."""
     model_dir = resolve_model_dir(model_dir)
     init_from = resolve_model_dir(init_from, "--init-from") if init_from else None
-    if not seeds:
-        raise UserError("--seeds must be at least 1.")
+    check_run_inputs(specs, settings, seeds)
     check_files(specs, data_dir, predict_test)
+    if len(specs) > 1:  # one task reads its files first thing anyway
+        check_task_rows(specs, data_dir, predict_test, settings.skip_malformed)
     accelerator = make_accelerator(settings.mixed_precision)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     config = AutoConfig.from_pretrained(str(model_dir))
     settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
+    check_run_inputs(specs, settings, seeds)  # a model with very few positions can fit the length below it
     size, size_lr, size_decay = size_defaults(config.hidden_size)
     resolved = asdict(settings) | {
         "learning_rate": settings.learning_rate or size_lr,
@@ -459,6 +577,7 @@ def run_glue(
         record = resume_record(model_dir, init_from, resolved)
         if resume:
             check_run_record(output_dir, record, _record_in_results)
+        data_records = check_task_data(output_dir, specs, data_dir, predict_test, resume)
         if accelerator.is_main_process:
             keep_run_record(output_dir, record, resume)
     rows: dict[str, dict] = {}
@@ -467,6 +586,8 @@ def run_glue(
     total_flops, flops_method = 0.0, None
     for spec in specs:
         data = load_task_data(spec, data_dir, tokenizer, settings, predict_test)
+        if output_dir is not None and accelerator.is_main_process:
+            write_json_atomically(output_dir / "runs" / spec.name / DATA_RECORD, data_records[spec.name])
         runs: list[SeedRun] = []
         best_score, best_predictions, best_seed = -math.inf, {}, seeds[0]
         best_dir = output_dir / "checkpoints" / spec.name if save_best and output_dir is not None else None

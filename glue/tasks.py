@@ -5,8 +5,8 @@ byte-order mark), and with no quoting at all (GLUE sentences contain unbalanced 
 with quoting on would silently merge rows). Columns are found by their header name, except CoLA train/dev, which
 have no header (source, label, original label, sentence).
 
-Every problem a user can fix (missing file or column, short row, unknown label, empty split) is a UserError that
-names the file and line.
+Every problem a user can fix (missing or undecodable file, missing column, short or overlong row, unknown label,
+empty split) is a UserError that names the file and line.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from electra.corpus import decode_utf16
 from electra.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -228,21 +229,22 @@ def task_file(data_dir: Path, spec: TaskSpec, relative: str) -> Path:
 
 
 def read_examples(
-    path: str | os.PathLike, spec: TaskSpec, labelled: bool, skip_malformed: bool = False
+    path: str | os.PathLike, spec: TaskSpec, labelled: bool, skip_malformed: bool = False, quiet: bool = False
 ) -> list[Example]:
     """Read one split. `labelled=False` reads a test file (ids and texts, no label column).
 
-    `skip_malformed` drops rows with too few fields (with one warning that counts them) instead of stopping: the
-    escape hatch for a corrupted download; labels outside the label set are always an error.
+    `skip_malformed` drops rows with too few fields, or more than the header names (a tab inside a sentence shifts
+    every column after it, so the row would be read silently wrong), with one warning that counts them, instead of
+    stopping: the escape hatch for a corrupted download; labels outside the label set are always an error.
+    `quiet` leaves that warning to a later read of the same file.
     """
     path = Path(path)
     if not path.is_file():
         raise UserError(
             f"{path}: file not found; the {spec.directory} task needs it (GLUE layout: {spec.directory}/<split>.tsv)."
         )
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        # Split on "\n" only: str.splitlines() would also break rows at U+2028, U+0085 or form feeds in the text.
-        lines = [line.removesuffix("\r") for line in handle.read().split("\n")]
+    # Split on "\n" only: str.splitlines() would also break rows at U+2028, U+0085 or form feeds in the text.
+    lines = [line.removesuffix("\r") for line in _read_text(path).split("\n")]
     if not any(line.strip() for line in lines):
         expected = (
             "examples" if labelled and spec.headerless_columns is not None else "a header line and examples"
@@ -259,11 +261,21 @@ def read_examples(
     )
     for name in wanted:
         if name not in columns:
+            found = ", ".join(_clip(column) for column in list(columns)[:12]) + (
+                ", ..." if len(columns) > 12 else ""
+            )
+            hint = (
+                " the header has no tab, but GLUE files are tab-separated;"
+                if len(columns) == 1 and "," in lines[0]
+                else ""
+            )
             raise UserError(
-                f"{path}:1: no column '{name}' in the header (found: {', '.join(columns)}); "
+                f"{path}:1: no column '{name}' in the header (found: {found});{hint} "
                 f"is this the {spec.directory} {'train/dev' if labelled else 'test'} file?"
             )
     need = max(columns[name] for name in wanted) + 1
+    # a row with more (non-empty) fields than the header has a tab in its text: its columns shift
+    width = len(columns)
     examples: list[Example] = []
     skipped: list[int] = []
     for index, line in enumerate(lines[first_row:]):
@@ -271,13 +283,21 @@ def read_examples(
         if not line.strip():
             continue
         fields = line.split("\t")
-        if len(fields) < need:
+        while len(fields) > width and not fields[-1].strip():
+            fields.pop()  # trailing empty fields (a tab at the end of the row) shift nothing
+        if len(fields) < need or len(fields) > width:
             if skip_malformed:
                 skipped.append(lineno)
                 continue
+            if len(fields) < need:
+                raise UserError(
+                    f"{path}:{lineno}: expected at least {need} tab-separated fields, found {len(fields)}; "
+                    "the row is truncated or not tab-separated (--skip-malformed drops such rows)."
+                )
             raise UserError(
-                f"{path}:{lineno}: expected at least {need} tab-separated fields, found {len(fields)}; "
-                "the row is truncated or not tab-separated (--skip-malformed drops such rows)."
+                f"{path}:{lineno}: {len(fields)} tab-separated fields where the "
+                f"{'header has' if first_row else 'layout has'} {width}; a tab inside the text shifts the row's "
+                "columns: replace it with a space (--skip-malformed drops such rows)."
             )
         label: str | float | None = None
         if labelled:
@@ -295,11 +315,39 @@ def read_examples(
                 label=label,
             )
         )
-    if skipped:
+    if skipped and not quiet:
         logger.warning("%s: skipped %d malformed row(s), first at line %d", path, len(skipped), skipped[0])
     if not examples:
         raise UserError(f"{path}: no examples (the split is empty); check that this is the right file.")
     return examples
+
+
+def _read_text(path: Path) -> str:
+    """A task file's text: UTF-8 (a leading byte-order mark dropped, as MRPC's header has one), or UTF-16 through
+    its byte-order mark (a file saved by a Windows editor). Anything else is one line naming the file, the line
+    and the fix, not a UnicodeDecodeError traceback: GLUE labels and sentences must not be guessed at in
+    another encoding."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror}); check its permissions.") from None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return decode_utf16(data, str(path))
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        lineno = data.count(b"\n", 0, start) + 1
+        raise UserError(
+            f"{path}:{lineno}: undecodable bytes at offset {start} (not UTF-8 text); convert the file to UTF-8, "
+            "e.g. `iconv -f latin1 -t utf-8`."
+        ) from None
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    """A header field as an error message quotes it: a file with no line breaks it knows of is one huge 'header'."""
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _parse_label(value: str, spec: TaskSpec, path: Path, lineno: int) -> str | float:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from electra.cli import main
+from electra.errors import ElectraWarning, UserError
 from electra.optim import layerwise_lr_groups
 from glue.finetune import FinetuneSettings, SeedRun, glue_average, load_task_data, run_glue, summarise
 from glue.model import GlueModel, load_encoder
@@ -462,3 +463,126 @@ def test_overwrite_deletes_the_earlier_runs_seeds(tmp_path, capsys):
     capsys.readouterr()
     assert main(["glue", *common, "--seeds", "2", "--max-steps", "4", "--resume"]) == 0
     assert json.loads((out / "runs" / "stsb" / "seed-2" / "result.json").read_text())["steps"] == 4
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("electra glue: error: "), err
+    return err
+
+
+def test_bad_numbers_are_one_line_before_any_work(tmp_path, capsys, monkeypatch):
+    """Before: `--max-seq-length 2` on a pair task trained on untruncated sequences (the tokenizer cannot cut
+    [CLS] A [SEP] B [SEP] to 2 and keeps all of it), 4 on [CLS] A [SEP] [SEP] without B, both rc 0;
+    `--max-train-examples -3` and `--seed -1` ended in ValueError tracebacks, and `--max-train-examples 0` trained
+    on all of train."""
+    import glue.finetune as finetune_module
+
+    run, data = _micro_glue(tmp_path)
+    capsys.readouterr()  # the export's progress bars
+    monkeypatch.setattr(finetune_module, "run_seed", lambda *a, **k: pytest.fail("trained"))
+    base = ["glue", "--model", str(run), "--task", "stsb", "--data-dir", str(data), "--max-steps", "1"]
+    for flags, expected in [
+        (
+            ["--max-seq-length", "2"],
+            "--max-seq-length 2 leaves no room for text in stsb's [CLS] A [SEP] B [SEP]",
+        ),
+        (["--max-seq-length", "4"], "give at least 5"),
+        (["--max-train-examples", "0"], "--max-train-examples must be at least 1"),
+        (["--max-train-examples", "-3"], "--max-train-examples must be at least 1"),
+        (["--seed", "-1"], "seed -1 is outside 0..4294967295"),
+        (["--seed", str(2**32 - 1), "--seeds", "2"], "seed 4294967296 is outside"),
+    ]:
+        assert main(base + flags) == 2, flags
+        assert expected in _one_line(capsys), flags
+    with pytest.raises(UserError, match="max_train_examples must be at least 1"):
+        FinetuneSettings(max_train_examples=0)
+
+
+def test_a_malformed_later_task_stops_the_run_before_any_training(tmp_path, capsys, monkeypatch):
+    """Before: each task's files were read when its turn came, so a bad row in the second task of a run ended it
+    after the first had trained (results lost without --output); a task file that is a folder read as 'not
+    found'."""
+    import glue.finetune as finetune_module
+
+    run, data = _micro_glue(tmp_path)
+    capsys.readouterr()  # the export's progress bars
+    rte = data / "RTE"
+    rte.mkdir()
+    header = "index\tsentence1\tsentence2\tlabel\n"
+    (rte / "train.tsv").write_text(header + "0\tthe file\tthe loop\tentailment\n1\tthe\tline\tmaybe\n")
+    (rte / "dev.tsv").write_text(header + "0\tthe file\tthe loop\tentailment\n")
+    monkeypatch.setattr(finetune_module, "run_seed", lambda *a, **k: pytest.fail("trained before the check"))
+    argv = ["glue", "--model", str(run), "--task", "stsb,rte", "--data-dir", str(data), "--max-steps", "1"]
+    assert main(argv) == 2
+    assert "RTE/train.tsv:3: label 'maybe' is not one of entailment, not_entailment" in _one_line(capsys)
+    (rte / "dev.tsv").unlink()
+    (rte / "dev.tsv").mkdir()
+    assert main(argv) == 2
+    assert "RTE/dev.tsv is a directory; task rte needs a TSV file there" in _one_line(capsys)
+
+
+def test_a_damaged_seed_result_is_run_again(tmp_path, capsys):
+    """Before: a result.json cut short (a full disk, a crash of the machine) or edited by hand stopped every later
+    `--resume` with a JSONDecodeError or KeyError traceback. Now it is reported in one line and the seed runs
+    again from its last checkpoint, to the same numbers."""
+    run, data = _micro_glue(tmp_path)
+    capsys.readouterr()  # the export's progress bars
+    out = tmp_path / "out"
+    argv = ["glue", "--model", str(run), "--task", "stsb", "--data-dir", str(data), "--seeds", "2"]
+    argv += ["--max-steps", "3", "--batch-size", "8", "--save-every", "3", "--output", str(out)]
+    assert main(argv) == 0
+    straight = json.loads((out / "results.json").read_text())["results"]
+    second = out / "runs" / "stsb" / "seed-2" / "result.json"
+    for damage in (second.read_text()[:40], '{"seed": 2}', "[]"):
+        second.write_text(damage)
+        with pytest.warns(ElectraWarning, match=f"{second} is damaged .*running that seed again"):
+            assert main([*argv, "--resume"]) == 0
+        assert json.loads((out / "results.json").read_text())["results"] == straight
+        assert json.loads(second.read_text())["steps"] == 3
+
+
+def test_resume_refuses_changed_task_files(tmp_path, capsys):
+    """Before: `--resume` after a dev or train file changed (edited, or --data-dir pointed at another copy) reused
+    the seeds finished on the old files beside new seeds run on the new ones, one median over both, rc 0."""
+    import shutil
+
+    run, data = _micro_glue(tmp_path)
+    capsys.readouterr()  # the export's progress bars
+    out = tmp_path / "out"
+    common = ["glue", "--model", str(run), "--task", "stsb", "--max-steps", "2", "--batch-size", "8"]
+    common += ["--output", str(out)]
+    assert main([*common, "--data-dir", str(data), "--seeds", "1"]) == 0
+    saved = (out / "results.json").read_bytes()
+    other = tmp_path / "other"
+    shutil.copytree(data, other)
+    dev = other / "STS-B" / "dev.tsv"
+    dev.write_text("".join(dev.read_text().splitlines(keepends=True)[:20]))
+    capsys.readouterr()
+    assert main([*common, "--data-dir", str(other), "--seeds", "2", "--resume"]) == 2
+    err = _one_line(capsys)
+    assert (
+        f"--resume: {dev} is not the file the stsb seeds in {out} were run on" in err and "--overwrite" in err
+    )
+    assert (out / "results.json").read_bytes() == saved and not (out / "runs" / "stsb" / "seed-2").exists()
+    # The same files elsewhere resume, and test files first read at a resume join the record.
+    shutil.copy(data / "STS-B" / "dev.tsv", dev)
+    assert main([*common, "--data-dir", str(other), "--seeds", "2", "--resume", "--predict-test"]) == 0
+    record = json.loads((out / "runs" / "stsb" / "data.json").read_text())
+    assert sorted(record) == ["STS-B/dev.tsv", "STS-B/test.tsv", "STS-B/train.tsv"]
+
+
+def test_an_output_holding_another_commands_run_is_refused(tmp_path, capsys):
+    """Before: `glue --output runs/small` (the pretraining run it fine-tunes) was told that runs/small/checkpoints
+    'already exists; pass --overwrite to replace it', and --overwrite then deleted the pretraining checkpoints and
+    wrote GLUE's run.json over the run's own; --resume wrote into it. Now each is refused and nothing changes."""
+    run, data = _micro_glue(tmp_path)
+    capsys.readouterr()  # the export's progress bars
+    record = '{"corpus": "/data/corpus.txt", "corpus_sample": "ab12", "world_size": 1}\n'
+    (run / "run.json").write_text(record)
+    (run / "checkpoints" / "step-00000010").mkdir(parents=True)
+    argv = ["glue", "--model", str(run), "--task", "stsb", "--data-dir", str(data), "--max-steps", "1"]
+    for flag in ([], ["--overwrite"], ["--resume"]):
+        assert main([*argv, "--output", str(run), *flag]) == 2
+        assert f"{run} holds another command's run" in _one_line(capsys)
+        assert (run / "run.json").read_text() == record and (run / "checkpoints" / "step-00000010").is_dir()

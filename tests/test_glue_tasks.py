@@ -291,3 +291,55 @@ def test_skip_malformed_rows_and_line_separators_inside_text(tmp_path):
     empty = _write(tmp_path / "CoLA/train.tsv", "\n")
     with pytest.raises(UserError, match=r"CoLA/train\.tsv: the file is empty"):
         read_examples(empty, get_task("cola"), labelled=True)
+
+
+def test_undecodable_and_utf16_files(tmp_path):
+    """Before: a task file in Latin-1 (or any non-UTF-8 bytes) stopped `electra glue` with a UnicodeDecodeError
+    traceback, and so did a UTF-16 file saved by a Windows editor. Now the first is one line naming the file, the
+    line and the fix, and the second is read through its byte-order mark."""
+    latin = tmp_path / "SST-2" / "train.tsv"
+    latin.parent.mkdir()
+    latin.write_bytes(b"sentence\tlabel\ngood film\t1\nmod\xe9le\t0\n")
+    with pytest.raises(
+        UserError, match=r"train\.tsv:3: undecodable bytes at offset 30 \(not UTF-8 text\).*iconv"
+    ):
+        read_examples(latin, get_task("sst2"), labelled=True)
+    latin.write_bytes(b"\xef\xbb\xbf" + latin.read_bytes())  # a UTF-8 byte-order mark before the bad byte
+    with pytest.raises(UserError, match=r"train\.tsv:3: undecodable bytes at offset 33"):
+        read_examples(latin, get_task("sst2"), labelled=True)
+    wide = tmp_path / "SST-2" / "dev.tsv"
+    wide.write_bytes("sentence\tlabel\r\nun café\t1\r\n".encode("utf-16"))
+    examples = read_examples(wide, get_task("sst2"), labelled=True)
+    assert [(ex.text_a, ex.label) for ex in examples] == [("un café", "1")]
+
+
+def test_a_row_with_more_fields_than_the_header_is_refused(tmp_path):
+    """Before: a row with a tab inside its text was read with its columns shifted and no word said: a CoLA
+    sentence lost what followed the tab, an MNLI pair took the tail of sentence 1 for sentence 2. Now it is one
+    line naming the row (--skip-malformed drops it); a tab at the very end of a row shifts nothing and passes,
+    and a `"` inside a sentence (GLUE is unquoted) still never merges rows."""
+    cola = _write(tmp_path / "CoLA/train.tsv", "gj04\t1\t\tThe book fell.\ngj04\t0\t*\tBook the\tfell.\n")
+    with pytest.raises(UserError, match=r"CoLA/train\.tsv:2: 5 tab-separated fields where the layout has 4"):
+        read_examples(cola, get_task("cola"), labelled=True)
+    assert [ex.text_a for ex in read_examples(cola, get_task("cola"), True, skip_malformed=True)] == [
+        "The book fell."
+    ]
+    header = "index\tsentence1\tsentence2\tlabel\n"
+    rte = _write(tmp_path / "RTE/dev.tsv", header + "0\tA cat\tsat.\tA cat sat.\tentailment\n")
+    with pytest.raises(
+        UserError, match=r"RTE/dev\.tsv:2: 5 tab-separated fields where the header has 4; a tab"
+    ):
+        read_examples(rte, get_task("rte"), labelled=True)
+    rows = '0\tHe said "no.\tHe spoke.\tentailment\t\n1\tShe left."\tShe stayed.\tnot_entailment\n'
+    quoted = _write(tmp_path / "RTE/train.tsv", header + rows)
+    examples = read_examples(quoted, get_task("rte"), labelled=True)
+    assert [(ex.text_a, ex.label) for ex in examples] == [
+        ('He said "no.', "entailment"),
+        ('She left."', "not_entailment"),
+    ]
+
+
+def test_a_comma_separated_file_is_named_as_such(tmp_path):
+    path = _write(tmp_path / "SST-2/train.tsv", "sentence,label\ngood,1\n")
+    with pytest.raises(UserError, match=r"the header has no tab, but GLUE files are tab-separated"):
+        read_examples(path, get_task("sst2"), labelled=True)
