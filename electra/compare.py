@@ -60,7 +60,7 @@ from electra.objectives import build_config, flop_report, get_objective, objecti
 from electra.output_lock import output_lock
 from electra.pretraining import RunInputs, pretrain, size_to_budget
 from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
-from glue.finetune import FinetuneSettings, check_files, glue_average, run_glue
+from glue.finetune import FinetuneSettings, check_files, check_task_data, glue_average, run_glue
 from glue.report import json_safe
 from glue.tasks import get_task
 from probes.run import random_encoder_dir, run_probe
@@ -279,7 +279,7 @@ def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) ->
         settings.glue_data,
         finetune,
         settings.seeds,
-        output_dir=_seed_runs(path.parent, task, finetune, model_dir),
+        output_dir=_seed_runs(path.parent, task, finetune, model_dir, settings.glue_data),
         resume=True,
     )
     done = dict(
@@ -292,16 +292,20 @@ def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) ->
     return done
 
 
-def _seed_runs(cell_dir: Path, task: str, finetune, model_dir: Path) -> Path:
+def _seed_runs(cell_dir: Path, task: str, finetune, model_dir: Path, glue_data: Path) -> Path:
     """Where glue keeps a cell's finished seeds, one folder per fine-tuning setting: a rerun with more seeds
     (`--seeds 5` after 3, with --overwrite) or one killed inside a cell reuses the seeds already run under these
     settings; it had fine-tuned every seed again. Folders of the task's other settings are stale and removed, and
-    so is this one when its record names the model at another path (OUT was moved): glue would refuse to resume
-    it."""
+    so is this one when glue would refuse to resume it: its record names the model at another path (OUT was
+    moved), or the task's files have changed since its seeds ran."""
     key = json.dumps(asdict(finetune), sort_keys=True, default=str)
     folder = cell_dir / "seed-runs" / f"{task}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     record = read_json_record(folder / "run.json")
     if record is not None and record.get("model") != str(model_dir.resolve()):
+        shutil.rmtree(folder)
+    try:
+        check_task_data(folder, [get_task(task)], glue_data, predict_test=False, resume=True)
+    except UserError:  # another GLUE file than the seeds there read
         shutil.rmtree(folder)
     if folder.parent.is_dir():
         for other in folder.parent.iterdir():

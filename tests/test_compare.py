@@ -228,11 +228,13 @@ def test_miniature_end_to_end_compare_and_resume(
     small_corpus, tmp_path, micro_overrides, shared_data, capsys
 ):
     out = tmp_path / "cmp"
+    glue_data = tmp_path / "glue"  # a copy, edited below
+    shutil.copytree(shared_data / "glue" / "RTE", glue_data / "RTE")
     argv = ["compare", "--corpus", str(small_corpus), "--out", str(out), "--objectives", "electra,mlm"]
     argv += ["--flops-budget", "4e9", "--checkpoints", "2", "--glue-tasks", "rte", "--seeds", "1"]
     argv += [
         "--glue-data",
-        str(shared_data / "glue"),
+        str(glue_data),
         "--glue-max-steps",
         "3",
         "--glue-max-train-examples",
@@ -288,6 +290,12 @@ def test_miniature_end_to_end_compare_and_resume(
     assert main(at_moved) == 0
     assert json.loads((moved / cells[0].relative_to(out)).read_text())["seeds"] == [1, 2]
     moved.rename(out)
+    # A cell redone after the task's files changed runs its seeds again (glue would refuse to resume them).
+    dev = glue_data / "RTE" / "dev.tsv"
+    dev.write_text("".join(dev.read_text().splitlines(keepends=True)[:-5]))
+    cells[1].unlink()
+    assert main(more_seeds) == 0
+    assert json.loads(cells[1].read_text())["seeds"] == [1, 2]
     assert main(argv[:-2] + ["--set", "hidden_size=64"]) == 2  # another model into the same OUT is refused
 
 
