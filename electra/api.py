@@ -40,7 +40,7 @@ from electra.overwrite import refuse_unusable_output
 from electra.pretraining import PretrainResult, RunInputs
 from electra.pretraining import pretrain as _pretrain
 from glue.cli import prepare_output as _prepare_glue_output
-from glue.finetune import FinetuneSettings, run_glue
+from glue.finetune import FinetuneSettings, check_run_inputs, run_glue
 from glue.tasks import parse_task_list
 from pll.scoring import Scorer
 from pll.scoring import load_scorer as _load_scorer
@@ -192,6 +192,7 @@ def finetune_glue(
         finetune = settings_from(FinetuneSettings, settings, "electra.finetune_glue")
         if (predict_test or save_best or resume or finetune.save_every) and output_dir is None:
             raise UserError("predict_test, save_best, save_every and resume need an output_dir.")
+        check_run_inputs(specs, finetune, list(seeds))  # before `overwrite` deletes an earlier run
         if output_dir is not None:
             refuse_unusable_output(output_dir)
         data = _prepare_glue_output(
