@@ -128,6 +128,16 @@ CASES: list[Case] = [
         "file not found",
     ),
     (
+        "GLUE --max-seq-length 2 on a sentence-pair task",
+        lambda r: ["glue", "--model", "m", "--task", "stsb", "--max-seq-length", "2"],
+        "leaves no room for text",
+    ),
+    (
+        "GLUE --seed -1",
+        lambda r: ["glue", "--model", "m", "--task", "sst2", "--seed", "-1"],
+        "seed -1 is outside 0..4294967295",
+    ),
+    (
         "checkpoint with pickled weights only",
         lambda r: ["glue", "--model", str(_pickled(r)), "--task", "sst2", "--data-dir", str(_sst2(r))],
         "no .safetensors weights",
