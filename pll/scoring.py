@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -72,6 +73,20 @@ class SentenceScore:
         return [(self.join(pieces), total) for pieces, total in groups.values()]
 
 
+# Beyond this many characters a sentence is cut to its first words before tokenizing (`Scorer._heads`).
+LONG_SENTENCE_CHARS = 50_000
+
+
+def _first_words(text: str, count: int) -> str:
+    """`text` up to the end of its `count`-th whitespace-separated word (all of it when it has fewer)."""
+    end = len(text)
+    for index, match in enumerate(re.finditer(r"\S+", text)):
+        if index + 1 == count:
+            end = match.end()
+            break
+    return text[:end]
+
+
 class Scorer:
     """Shared tokenisation, batching and aggregation; subclasses supply `token_scores`."""
 
@@ -92,7 +107,7 @@ class Scorer:
     def encode(self, sentences: Sequence[str]) -> list[Encoded]:
         """Pieces of every sentence; one longer than the model keeps its first max_length - 2 pieces (and [SEP]),
         as `truncation=True` would, and is marked `truncated` so the caller can say so."""
-        batch = self.tokenizer(list(sentences), return_special_tokens_mask=True)
+        batch = self.tokenizer(self._heads(sentences), return_special_tokens_mask=True)
         out = []
         for i, ids in enumerate(batch["input_ids"]):
             special = batch["special_tokens_mask"][i]
@@ -118,8 +133,15 @@ class Scorer:
 
     def too_long(self, sentences: Sequence[str]) -> list[bool]:
         """Which sentences have more pieces than the model takes (their scores would cover a prefix only)."""
-        lengths = self.tokenizer(list(sentences), return_length=True)["length"]
+        lengths = self.tokenizer(self._heads(sentences), return_length=True)["length"]
         return [length > self.max_length for length in lengths]
+
+    def _heads(self, sentences: Sequence[str]) -> list[str]:
+        """Each sentence, or of a very long one its first words: enough for more pieces than the model takes
+        (a word gives at least one piece), so it is still truncated, and scored, exactly as the whole line would
+        be. Tokenizing a whole 3.6 MB line to keep its first 510 pieces took 27 s and 1.1 GB."""
+        words = 2 * self.max_length
+        return [_first_words(s, words) if len(s) > LONG_SENTENCE_CHARS else s for s in sentences]
 
     def pad(self, rows: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(r) for r in rows)

@@ -57,6 +57,26 @@ def test_a_sentence_longer_than_the_model_is_marked(mlm_dir, tmp_path, capsys): 
     assert records[1]["pll"] == pytest.approx(scorer.score([prefix])[0].pll, abs=1e-4)
 
 
+def test_a_huge_line_is_scored_on_its_first_words_alone(mlm_dir, monkeypatch):  # noqa: F811
+    """Before: a 3.6 MB line was tokenized whole (27 s, 1.1 GB) to keep its first pieces. Now past
+    LONG_SENTENCE_CHARS only its first words are tokenized, and its score, pieces, words and `truncated` mark
+    equal the whole line's."""
+    import pll.scoring
+    from pll.scoring import load_scorer
+
+    huge = "the  cat\tsat on, the mat. " * 3000  # 81,000 characters: whitespace runs and punctuation too
+    scorer = load_scorer(mlm_dir, device="cpu")
+    cut = scorer.score([huge, "the cat sat"])
+    assert scorer.too_long([huge, "the cat sat"]) == [True, False]
+    monkeypatch.setattr(pll.scoring, "LONG_SENTENCE_CHARS", 10**9)  # the whole line tokenized, as before
+    whole = scorer.score([huge, "the cat sat"])
+    assert [(s.pll, s.tokens, s.words, s.truncated, s.text) for s in cut] == [
+        (s.pll, s.tokens, s.words, s.truncated, s.text) for s in whole
+    ]
+    assert cut[0].truncated and cut[0].text == huge
+    assert pll.scoring._first_words(" a  b c", 2) == " a  b" and pll.scoring._first_words("a b", 5) == "a b"
+
+
 def test_rescore_warns_per_list_about_long_hypotheses(mlm_dir, tmp_path, capsys):  # noqa: F811
     long = " ".join(["the cat sat on the mat"] * 10)
     dev = tmp_path / "dev.json"
