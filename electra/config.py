@@ -642,14 +642,34 @@ def check_run_record(
 ) -> None:
     """A consumer's (glue, squad, tlm) `--resume` check: `record` against OUTPUT/run.json, or, for an output from
     before run.json existed, against what `from_results` recovers from its results.json (None: nothing to
-    compare). Refused in one line, before any work (`refuse_changed_settings`)."""
+    compare). Refused in one line, before any work: an input file whose contents changed at the same path
+    (`INPUT_DIGESTS`), then any other setting (`refuse_changed_settings`)."""
     where = output / RUN_RECORD
     saved = read_run_record(where)
     if saved is None and from_results is not None:
         results = read_run_record(output / "results.json")
         saved, where = (from_results(results) if results else None), output / "results.json"
-    if saved is not None:
-        refuse_changed_settings(where, saved, record, RESUME_FIX)
+    if saved is None:
+        return
+    digests, saved_digests = record.get(INPUT_DIGESTS) or {}, saved.get(INPUT_DIGESTS) or {}
+    changed = [name for name, digest in digests.items() if saved_digests.get(name, digest) != digest]
+    if changed:
+        paths = ", ".join(str(record.get(name, name)) for name in changed)
+        raise UserError(
+            f"--resume: {paths} changed since {output} was started with {'them' if len(changed) > 1 else 'it'} "
+            "(other contents at the same path); restore the files it was started with, or drop --resume and "
+            "pass --overwrite to start over (or choose another output)."
+        )
+    unhashed = {name: value for name, value in record.items() if name != INPUT_DIGESTS}
+    refuse_changed_settings(
+        where, {k: v for k, v in saved.items() if k != INPUT_DIGESTS}, unhashed, RESUME_FIX
+    )
+
+
+# run.json's record of what each input file held (setting name -> SHA-256 or a corpus sample): the same path can
+# hold another file by a resume (a task file relabelled, a training file edited), and a run continued on it mixes
+# two datasets under one set of results. `check_run_record` refuses that, naming the file (the setting's value).
+INPUT_DIGESTS = "input_sha256"
 
 
 def keep_run_record(output: Path, record: Mapping[str, Any], resume: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from electra.flags import add_cpu_dropout_option, add_output_option
@@ -196,9 +197,10 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         golds = gold_answers(payload["data"])
     except (KeyError, TypeError) as exc:
-        raise UserError(
-            f"{args.data}: not a SQuAD file (missing {exc}); expected data/paragraphs/qas."
-        ) from None
+        # the reader names the article, paragraph or question and the field (a TypeError's own text read as
+        # "missing string indices must be integers")
+        read_squad(args.data, file_version)
+        raise UserError(f"{args.data}: not a SQuAD file ({exc}); expected data/paragraphs/qas.") from None
     if version != file_version:
         print(f"warning: {args.data} says version {file_version}; scoring it as {version}", file=sys.stderr)
     try:
@@ -230,12 +232,10 @@ def run_eval(args: argparse.Namespace) -> int:
 def _load_mapping(path: str, kind: type | tuple[type, ...]) -> dict:
     from electra.errors import UserError
     from electra.files import require_file
+    from squad.data import read_json_file
 
     file = require_file(path, "JSON file")
-    try:
-        mapping = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg}).") from exc
+    mapping = read_json_file(file, "expected a JSON object {question id: value}.")
     if not isinstance(mapping, dict):
         raise UserError(f"{path}: expected a JSON object {{question id: value}}.")
     wanted = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
@@ -246,4 +246,7 @@ def _load_mapping(path: str, kind: type | tuple[type, ...]) -> dict:
                 " (is this nbest_predictions.json? give predictions.json)" if isinstance(value, list) else ""
             )
             raise UserError(f"{path}: question {qid}: value {shown} is not a {wanted}{hint}.")
+        # JSON's NaN or Infinity: no threshold can be tuned on it (a ValueError traceback in the threshold search)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{path}: question {qid}: value {value} is not a finite number.")
     return mapping

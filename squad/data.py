@@ -41,18 +41,36 @@ class SquadExample:
     plausible_answers: list[Answer] = field(default_factory=list)
 
 
+def read_json_file(path: Path, hint: str) -> Any:
+    """A JSON file's value, or one line naming the file and the fix: a file cut short (a copy or download
+    interrupted) is said to be cut short, not just "malformed"; a byte-order mark (editors on Windows write one)
+    is read through, as `json.loads` does for bytes, instead of failing on the first character; and nesting too
+    deep for the parser is a refusal, not a RecursionError traceback. `hint` (a sentence, with its own stop) ends
+    a message about bad JSON."""
+    try:
+        return json.loads(path.read_bytes())  # bytes: UTF-8 with or without a BOM, UTF-16/32 with one
+    except json.JSONDecodeError as exc:
+        if not exc.doc.strip():
+            raise UserError(f"{path}: the file is empty; {hint}") from None
+        # the parser stopped at the end, or in a string that runs to the end: the rest is missing
+        if exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string"):
+            raise UserError(
+                f"{path}:{exc.lineno}: the JSON stops before it is complete ({exc.msg}): the file was cut short; "
+                "copy or download it again."
+            ) from None
+        raise UserError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg}); {hint}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{path}: not UTF-8 text ({exc.reason}); JSON files are UTF-8: convert it (`iconv -f latin1 -t utf-8`)."
+        ) from None
+    except RecursionError:
+        raise UserError(f"{path}: JSON nested too deeply to read; {hint}") from None
+
+
 def load_squad_json(path: str | Path) -> dict[str, Any]:
     """The parsed file, with a one-line error for a missing file, bad JSON or a missing top-level `data`."""
     path = require_file(path, "SQuAD JSON file", "e.g. the official dev-v1.1.json")
-    try:
-        with path.open(encoding="utf-8") as handle:
-            payload = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"{path}:{exc.lineno}: malformed JSON ({exc.msg}); is this the official SQuAD file?"
-        ) from exc
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text ({exc.reason}); SQuAD files are UTF-8 JSON.") from exc
+    payload = read_json_file(path, "is this the official SQuAD file?")
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
         raise UserError(f"{path}: expected an object with a 'data' list (the official SQuAD layout).")
     return payload
@@ -138,6 +156,12 @@ def _answers(qa: dict, name: str, context: str, where: str, required: bool = Tru
     for raw in _field(qa, name, list, where):
         text = _field(raw, "text", str, f"{where} ({name})")
         start = _field(raw, "answer_start", int, f"{where} ({name})")
+        if name == "answers" and not text.strip():
+            # it "matches" anywhere, and training would label the token at answer_start as the answer
+            raise UserError(
+                f"{where}: an answer whose text is empty or blank (answer_start={start}); give the answer's words, "
+                "or remove it (a question with no answer in its context is SQuAD 2.0's is_impossible: true)."
+            )
         found = context[start : start + len(text)] if start >= 0 else ""
         if found != text:
             raise UserError(

@@ -16,17 +16,20 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from electra.errors import UserError
+from electra.errors import UserError, first_line
+from electra.files import read_json_record, write_json_atomically
 from squad.data import SquadExample
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1  # bump when the feature layout changes, so old caches are not reused
+CACHE_FORMAT = 2  # bump when the feature layout changes, so old caches are not reused (2: CACHE_MANIFEST)
+CACHE_MANIFEST = "electra-manifest.json"  # beside the saved dataset: what a damaged copy is found by
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,9 @@ def build_features(
         )
         if cache_path.is_dir():
             logger.info("loading cached SQuAD features from %s", cache_path)
-            return datasets.load_from_disk(str(cache_path))
+            cached = _load_cache(cache_path)
+            if cached is not None:
+                return cached
     source = datasets.Dataset.from_dict(examples_to_columns(examples))
     features = source.map(
         _prepare,
@@ -95,9 +100,50 @@ def build_features(
     if cache_path is not None:
         tmp = cache_path.with_name(cache_path.name + ".tmp")
         features.save_to_disk(str(tmp))
+        _write_manifest(tmp, len(features))
+        if cache_path.is_dir():  # the damaged copy found above
+            shutil.rmtree(cache_path)
         tmp.rename(cache_path)
         features = datasets.load_from_disk(str(cache_path))
     return features
+
+
+def _write_manifest(directory: Path, rows: int) -> None:
+    """What `_load_cache` checks a cached copy against: its row count and every file's size."""
+    sizes = {p.name: p.stat().st_size for p in sorted(directory.iterdir()) if p.name != CACHE_MANIFEST}
+    write_json_atomically(directory / CACHE_MANIFEST, {"rows": rows, "files": sizes})
+
+
+def _load_cache(cache_path: Path) -> Any:
+    """The cached features, or None (with a warning) when the copy is damaged: a file cut short or removed.
+
+    The cache is derived data, keyed on everything that made it, so a damaged copy is built again rather than
+    ending every later run (a `--resume` included) in a pyarrow traceback; and an arrow file cut short at a record
+    boundary loads without error as fewer rows (a training set of none), which only the manifest's count and sizes
+    reveal."""
+    import datasets
+
+    manifest = read_json_record(cache_path / CACHE_MANIFEST)
+    problem = None
+    if manifest is None or not isinstance(manifest.get("files"), dict):
+        problem = f"{CACHE_MANIFEST} is missing or unreadable"
+    else:
+        for name, size in manifest["files"].items():
+            file = cache_path / name
+            if not file.is_file() or file.stat().st_size != size:
+                problem = f"{name} is missing or not the size it was written with"
+                break
+    if problem is None:
+        try:
+            features = datasets.load_from_disk(str(cache_path))
+        except (OSError, ValueError) as exc:  # pyarrow's errors are one or the other
+            problem = first_line(exc)
+        else:
+            if len(features) == manifest.get("rows"):
+                return features
+            problem = f"{len(features)} rows, not the {manifest.get('rows')} written"
+    logger.warning("the feature cache %s is damaged (%s); building the features again", cache_path, problem)
+    return None
 
 
 def _cache_key(
@@ -184,7 +230,8 @@ def _prepare(
 
 def _truncate_questions(questions: list[str], tokenizer: Any, max_tokens: int) -> tuple[list[str], list[int]]:
     """Questions cut to at most `max_tokens` tokens (at a token's end), with their token counts."""
-    encoded = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
+    # verbose=False: a question longer than the model is what this function cuts, not an "indexing error" to warn of
+    encoded = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     lengths = [len(ids) for ids in encoded["input_ids"]]
     long_rows = [i for i, n in enumerate(lengths) if n > max_tokens]
     for i in long_rows:

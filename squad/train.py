@@ -25,7 +25,7 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from electra.config import FINETUNE_RANGES, check_ranges, check_run_record, keep_run_record
+from electra.config import FINETUNE_RANGES, INPUT_DIGESTS, check_ranges, check_run_record, keep_run_record
 from electra.data import pad_batch
 from electra.engine import (
     Engine,
@@ -37,10 +37,11 @@ from electra.engine import (
 )
 from electra.errors import UserError
 from electra.export import finetune_dir, fit_length
-from electra.files import write_json_atomically
+from electra.files import file_sha256, write_json_atomically
 from electra.model_card import CARD, CardFacts, render_card
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
+from electra.overwrite import refuse_unusable_output
 from electra.run_log import progress_off
 from squad.data import SquadExample, read_squad
 from squad.features import FeatureSettings, build_features
@@ -93,6 +94,42 @@ class SquadSettings:
 
     def __post_init__(self) -> None:
         check_ranges(self, FINETUNE_RANGES)  # a negative rate would train the wrong way
+        self._check_counts()
+        self.feature_settings().check()
+
+    def _check_counts(self) -> None:
+        """Refused here, when the settings are made, so before `--overwrite` deletes an earlier run and before a
+        model loads. Each of these had failed late or quietly: a batch size of 0 in a ZeroDivisionError after the
+        features were built, an evaluation batch size or beam of 0 in a traceback after training and saving,
+        `max_steps=0` and `max_train_examples=0` read as "not given" (the second -1 dropping the last question),
+        an n-best size of 0 still keeping one answer, a maximum answer length of 0 predicting "" everywhere, a
+        NaN no-answer threshold written into results.json as NaN (not JSON), a negative seed in a traceback."""
+        for name in (
+            "batch_size",
+            "eval_batch_size",
+            "max_seq_length",
+            "doc_stride",
+            "max_query_length",
+            "beam_size",
+            "head_inner_size",
+            "n_best_size",
+            "max_answer_length",
+            "log_every",
+            "max_steps",
+            "max_train_examples",
+        ):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UserError(f"{name} must be at least 1, got {value}.")
+        if self.save_every < 0:
+            raise UserError(f"save_every must be at least 0 (0: never), got {self.save_every}.")
+        if not 0 <= self.seed < 2**32:
+            raise UserError(f"seed must be in [0, 2**32), got {self.seed}.")
+        if self.na_threshold is not None and not math.isfinite(self.na_threshold):
+            raise UserError(
+                f"na_threshold must be a finite number, got {self.na_threshold} (a large one, like 1e9, never "
+                "predicts no answer)."
+            )
 
     def feature_settings(self) -> FeatureSettings:
         return FeatureSettings(self.max_seq_length, self.doc_stride, self.max_query_length)
@@ -164,6 +201,9 @@ def check_inputs(settings: SquadSettings) -> dict[str, list[SquadExample]]:
             f"{model_dir}/config.json: not found; --model must be a checkpoint directory (a pretraining run, its "
             "discriminator/, or a fine-tuned SQuAD model for --eval alone)."
         )
+    # a file, or /proc/x, had failed in a traceback once the features were built
+    if settings.cache_dir is not None:
+        refuse_unusable_output(settings.cache_dir, option="--cache-dir")
     # every question parsed: a bad --eval must not wait for training
     return {
         split: read_squad(path, settings.version)
@@ -186,6 +226,8 @@ def finetune(settings: SquadSettings, parsed: dict[str, list[SquadExample]] | No
     model_dir = finetune_dir(settings.model)  # a pretraining run's export: its fine-tuning part
     if settings.train is not None:  # before anything loads: the settings as given (max_seq_length unfitted)
         record = resume_record(asdict(settings))
+        # the file's content, not just its path: a training file edited in place would otherwise be continued on
+        record[INPUT_DIGESTS] = {"train": file_sha256(settings.train)}
         if settings.resume:
             check_run_record(output, record, _record_in_results)
         if accelerator.is_main_process:

@@ -35,15 +35,14 @@ from torch import nn
 from transformers import ElectraForSequenceClassification
 
 from electra.config import (
+    INPUT_DIGESTS,
     RESUME_FIX,
-    RUN_RECORD,
     TASK_AWARE_RANGES,
     PretrainConfig,
     check_ranges,
     check_run_record,
     keep_run_record,
     load_saved_config,
-    read_run_record,
     refuse_changed_settings,
 )
 from electra.continued import checkpoint_shape, load_initial_weights, preset_of
@@ -858,7 +857,6 @@ def resume_record(settings: TLMSettings) -> dict[str, Any]:
     return record | {INPUT_DIGESTS: input_digests(settings)}
 
 
-INPUT_DIGESTS = "input_sha256"
 _WHOLE_FILES = ("task_train", "task_dev", "task_test", "config_file", "vocab")  # small: hashed whole
 
 
@@ -882,16 +880,7 @@ def check_resume(out: Path, record: dict[str, Any], config: PretrainConfig) -> N
     model shape: its checkpoints would load into a model of another shape (a traceback), or be continued, and
     results.json labelled, under settings or data that did not produce them. OUT/config.json, the model's, is
     compared too (it is all a run from before OUT/run.json existed has)."""
-    saved = (read_run_record(out / RUN_RECORD) or {}).get(INPUT_DIGESTS) or {}
-    changed = [name for name, digest in record[INPUT_DIGESTS].items() if saved.get(name, digest) != digest]
-    if changed:
-        paths = ", ".join(str(record[name]) for name in changed)
-        raise UserError(
-            f"--resume: {paths} changed since {out} was started with {'them' if len(changed) > 1 else 'it'} "
-            "(other contents at the same path); resume with the files it was started with, or start over with "
-            "--overwrite or another --out."
-        )
-    check_run_record(out, {k: v for k, v in record.items() if k != INPUT_DIGESTS})
+    check_run_record(out, record)
     if (out / "config.json").is_file():
         model = asdict(load_saved_config(out / "config.json"))
         ignore = RESUMABLE_CHANGES | {"vocab_size"}  # the vocabulary's size is the saved tokenizer's
