@@ -14,6 +14,8 @@ import json
 import os
 import random
 import shutil
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,8 +139,15 @@ def verify_checkpoint(path: Path) -> str | None:
     return None
 
 
-def latest_intact_checkpoint(checkpoints_dir: Path, notice=print) -> Path | None:
-    """The newest checkpoint whose files verify; each damaged one on the way is reported in one line."""
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def latest_intact_checkpoint(
+    checkpoints_dir: Path, notice: Callable[[str], None] = _to_stderr
+) -> Path | None:
+    """The newest checkpoint whose files verify; each damaged one on the way is reported in one line (on standard
+    error: a command's results go to standard output)."""
     newest = latest_checkpoint(checkpoints_dir)
     candidates = sorted((p for p in checkpoints_dir.glob("step-*") if p.is_dir()), reverse=True)
     if newest is not None:

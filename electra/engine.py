@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -255,7 +256,12 @@ class Engine:
     def latest_checkpoint(self) -> Path | None:
         """The newest intact checkpoint to resume from (damaged newer ones are reported and skipped)."""
         directory = self.checkpoints_dir
-        return latest_intact_checkpoint(directory, self.accelerator.print) if directory is not None else None
+        return latest_intact_checkpoint(directory, self._notice) if directory is not None else None
+
+    def _notice(self, text: str) -> None:
+        """A line for the user beside the results, on standard error (once, from the main process): on standard
+        output it ended up inside `electra squad ... > results.json`, which then did not parse."""
+        self.accelerator.print(text, file=sys.stderr)
 
     def _refuse_earlier_checkpoints(self) -> None:
         """A fresh run must not start beside another run's checkpoints: pruning keeps the highest steps, so its
@@ -309,7 +315,7 @@ class Engine:
         if acc.device.type == "cpu":
             keep_freed_memory()  # the next step reuses this step's blocks instead of faulting them in again
         if not native_precision(acc.device, _matmul_dtype(acc)):
-            acc.print(
+            self._notice(
                 f"WARNING: this CPU has no native {acc.mixed_precision} matmuls: the run will be far slower than in "
                 "fp32 (--mixed-precision no)."
             )
@@ -327,7 +333,7 @@ class Engine:
         )
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
         if args.schedule == "linear" and args.warmup_steps >= args.max_steps and resume_from is None:
-            acc.print(
+            self._notice(
                 f"WARNING: warmup_steps={args.warmup_steps} is not below max_steps={args.max_steps}: the learning "
                 f"rate only warms up (to {args.learning_rate * args.max_steps / args.warmup_steps:.3g}) and never "
                 "decays; pass a smaller warmup (--set warmup_steps=N) for the whole schedule."
@@ -346,7 +352,7 @@ class Engine:
             if clock is not None:
                 clock.load_state_dict(state.get("schedule_clock", {}))
             task.load_state_dict(state.get("task", {}))
-            acc.print(f"resumed from {resume_from} at step {step}")
+            self._notice(f"resumed from {resume_from} at step {step}")
         model, optimizer = acc.prepare(model, optimizer)
         if args.compile:
             model = torch.compile(model, mode=None if args.compile_mode == "default" else args.compile_mode)

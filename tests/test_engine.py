@@ -437,11 +437,11 @@ def test_a_warmup_as_long_as_the_run_is_warned_of(warmup, warned, tmp_path, caps
     """`--max-steps 40` on a preset with 50 warm-up steps ends at a high rate that never decays: say so at the
     start, with the rate it will reach."""
     Engine(_args(tmp_path, warmup_steps=warmup)).fit(Regression())
-    out = capsys.readouterr().out
-    assert ("never decays" in out) is warned
+    err = capsys.readouterr().err
+    assert ("never decays" in err) is warned
     if warned:
-        assert f"warmup_steps={warmup} is not below max_steps=6" in out
-        assert f"(to {0.05 * 6 / warmup:.3g})" in out
+        assert f"warmup_steps={warmup} is not below max_steps=6" in err
+        assert f"(to {0.05 * 6 / warmup:.3g})" in err
 
 
 def test_an_unknown_cpu_dropout_is_refused_in_one_line():
@@ -526,8 +526,8 @@ def test_bf16_is_charged_against_its_own_peak_only_where_it_is_native(native, tm
         Engine(_args(tmp_path, max_steps=2), Accelerator(cpu=True, mixed_precision="bf16")).fit(task)
     finally:
         AcceleratorState._reset_state(reset_partial_state=True)
-    out = capsys.readouterr().out
-    assert ("WARNING: this CPU has no native bf16 matmuls" in out) is not native
+    err = capsys.readouterr().err  # beside the results, never inside them
+    assert ("WARNING: this CPU has no native bf16 matmuls" in err) is not native
     assert asked == [torch.bfloat16 if native else torch.float32]
 
 

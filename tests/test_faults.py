@@ -77,9 +77,9 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one(
     weights.write_bytes(bytes(data))
     assert "model.safetensors does not match its checksum" in verify_checkpoint(latest)
     result = _run(corpus_module, run, tmp_path / "cache", micro_overrides_module, resume=True)
-    out = capsys.readouterr().out
-    assert "step-00000006 is damaged (model.safetensors does not match its checksum)" in out
-    assert "resuming from step-00000004" in out
+    captured = capsys.readouterr()  # on standard error: `electra squad ... > results.json` must parse
+    assert "step-00000006 is damaged (model.safetensors does not match its checksum)" in captured.err
+    assert "resuming from step-00000004" in captured.err and "is damaged (" not in captured.out
     assert result.step == 6
     a, b = _final_weights(straight), _final_weights(run)
     assert all(torch.equal(a[k], b[k]) for k in a)  # steps 5-6 redone: the same weights as never damaged

@@ -76,8 +76,12 @@ def _squad(files: dict[str, Path], out: Path, *extra: str) -> dict:
     return json.loads((out / "results.json").read_text())
 
 
-def test_an_interrupted_fine_tune_resumes_to_the_same_predictions(files, tmp_path: Path, monkeypatch) -> None:
-    """SQuAD trains on the engine: killed after the step-4 checkpoint, `--resume` ends where a straight run ends."""
+def test_an_interrupted_fine_tune_resumes_to_the_same_predictions(
+    files, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """SQuAD trains on the engine: killed after the step-4 checkpoint, `--resume` ends where a straight run ends;
+    its standard output is the evaluation JSON alone (before: "resumed from ..." came first, so `electra squad
+    ... > results.json` did not parse)."""
     import electra.engine as engine_module
 
     flags = ["--train", str(files["train"]), "--eval", str(files["eval_one"]), "--version", "1.1"]
@@ -94,7 +98,10 @@ def test_an_interrupted_fine_tune_resumes_to_the_same_predictions(files, tmp_pat
     argv = ["squad", "--model", str(files["checkpoint"]), "--output", str(tmp_path / "killed"), *FAST, *flags]
     assert main(argv) == 130
     monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    capsys.readouterr()
     resumed = _squad(files, tmp_path / "killed", *flags, "--resume")
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == resumed["eval"] and "resumed from" in captured.err
     assert resumed["eval"] == straight["eval"] and resumed["train"]["steps"] == 6
     assert resumed["train"]["first_loss"] == straight["train"]["first_loss"]
     predictions = [
