@@ -229,6 +229,34 @@ CASES: list[Case] = [
         "is a directory; give the path of the SQuAD JSON file",
     ),
     (
+        "SQuAD file cut short (a download interrupted)",
+        lambda r: [
+            "squad",
+            "--model",
+            str(_pickled(r)),
+            "--train",
+            str(_write(r, "cut.json", '{"version": "1.1", "data": [{"title": "t", "paragraphs": [')),
+            "--output",
+            str(r / "s"),
+        ],
+        "the file was cut short",
+    ),
+    (
+        "SQuAD --batch-size 0",
+        lambda r: [
+            "squad",
+            "--model",
+            str(r),
+            "--train",
+            str(_squad(r)),
+            "--output",
+            str(r / "s"),
+            "--batch-size",
+            "0",
+        ],
+        "batch_size must be at least 1",
+    ),
+    (
         "TLM task file that is a folder",
         lambda r: [
             "tlm",
