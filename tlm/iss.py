@@ -27,9 +27,11 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from transformers import ElectraModel
 
 from electra.data import PretrainingCollator
 from electra.errors import UserError
+from electra.hf_configs import discriminator_hf_config
 from electra.run_log import progress_off
 from tlm.retrieval import BM25Index, retrieve, write_selection
 from tlm.tartan import flat
@@ -61,10 +63,6 @@ def layer_parameters(encoder: nn.Module, layer: int | str = -1) -> list[nn.Param
 def check_layer(settings: TLMSettings, layer: int | str) -> None:
     """Refuse a layer the reference model will not have before BM25 and the reference run (an hour on a real
     corpus), not after them: the encoder is built on the meta device, with no memory and no weights."""
-    from transformers import ElectraModel
-
-    from electra.hf_configs import discriminator_hf_config
-
     _, config = run_config(settings)
     with torch.device("meta"):
         encoder = ElectraModel(discriminator_hf_config(config))
