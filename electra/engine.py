@@ -249,14 +249,34 @@ class Engine:
 
     @property
     def checkpoints_dir(self) -> Path | None:
-        if self.args.output_dir is None or not self.args.save_every:
-            return None
-        return self.args.output_dir / "checkpoints"
+        """Where checkpoints are, whether or not this run writes any: a `--resume` without the first run's
+        `--save-every` (the consumers' default is 0, and it is a setting a resume may change) had looked nowhere,
+        and trained a killed seed or stage again from its first step beside the checkpoints it could continue."""
+        return None if self.args.output_dir is None else self.args.output_dir / "checkpoints"
+
+    @property
+    def saves_checkpoints(self) -> bool:
+        return self.args.output_dir is not None and self.args.save_every > 0
 
     def latest_checkpoint(self) -> Path | None:
         """The newest intact checkpoint to resume from (damaged newer ones are reported and skipped)."""
         directory = self.checkpoints_dir
         return latest_intact_checkpoint(directory, self._notice) if directory is not None else None
+
+    def resume_checkpoint(self, resume: bool, what: str, finished: bool = False) -> Path | None:
+        """`latest_checkpoint()` when `resume`; a resume that finds none, where an earlier run left its folder,
+        says that `what` trains again from its first step (`finished`: it had ended, but kept no weights). That
+        was silent, and a run started without `--save-every` (which keeps none) looked continued."""
+        if not resume:
+            return None
+        found = self.latest_checkpoint()
+        if found is None and self.args.output_dir is not None and self.args.output_dir.is_dir():
+            state = "finished but kept no checkpoint of its weights" if finished else "holds no checkpoint"
+            self._notice(
+                f"--resume: {self.args.output_dir} {state} (checkpoints are kept with --save-every N); {what} "
+                "trains again from its first step."
+            )
+        return found
 
     def _notice(self, text: str) -> None:
         """A line for the user beside the results, on standard error (once, from the main process): on standard
@@ -478,7 +498,7 @@ class Engine:
                     if stalled and stopping.patience is not None:
                         if step - best["step"] >= stopping.patience * args.eval_every:
                             stop_reason = "early_stopping"
-                if self.checkpoints_dir is not None and (
+                if self.saves_checkpoints and (
                     step % args.save_every == 0 or done or stop_reason != "max_steps"
                 ):
                     trainer_state = {
@@ -602,7 +622,7 @@ class Engine:
     def _keep_best(self, model: nn.Module) -> None:
         """The best weights: in memory, and beside the checkpoints so a resumed run can still restore them."""
         self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-        if self.checkpoints_dir is not None and self.accelerator.is_main_process:
+        if self.saves_checkpoints and self.accelerator.is_main_process:
             save_tensors_atomically(self._best_state, self.checkpoints_dir / BEST_WEIGHTS)
 
     def _restore_best(self, model: nn.Module) -> None:

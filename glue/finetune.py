@@ -360,7 +360,7 @@ def run_seed(
         accelerator.print(f"{spec.name}: {total} steps, learning rate per parameter group:")
         accelerator.print(describe_lr_groups(task.parameter_groups(model, args)))
     engine = Engine(args, accelerator)
-    result = engine.fit(task, engine.latest_checkpoint() if resume else None)
+    result = engine.fit(task, engine.resume_checkpoint(resume, f"{spec.name} seed {seed}"))
 
     eval_shapes: Counter = Counter()
     metrics = {}

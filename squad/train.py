@@ -397,7 +397,7 @@ def train_model(
     logger.info("layer-wise learning rates:\n%s", describe_lr_groups(task.parameter_groups(model, args)))
     started = time.time()
     engine = Engine(args, accelerator)
-    result = engine.fit(task, engine.latest_checkpoint() if settings.resume else None)
+    result = engine.fit(task, engine.resume_checkpoint(settings.resume, "the fine-tuning"))
     recent = [float(loss) for loss in task.recent]
     # None (JSON null), never NaN (not JSON): a resume from a checkpoint written before the losses travelled with
     # it, at its last step, trains nothing and so has no loss of its own to report.

@@ -100,6 +100,41 @@ def test_a_killed_run_resumes_exactly(tmp_path, monkeypatch):
     assert rows(tmp_path / "a") == rows(tmp_path / "b")
 
 
+def test_a_resume_without_save_every_still_continues_the_checkpoints(tmp_path, monkeypatch, capsys):
+    """Before: the engine looked for checkpoints only when this run saved them, so `glue --resume` (or squad, tlm)
+    without the first run's `--save-every` trained a killed seed again from step 0 beside the checkpoint it could
+    continue. A resume that finds none, where a run left its folder, now says it starts over."""
+    straight = Regression()
+    torch.manual_seed(5)
+    Engine(_args(tmp_path / "a", save_every=2)).fit(straight)
+    real_save = _die_after_checkpoint(monkeypatch, 4)
+    killed = Regression()
+    torch.manual_seed(5)
+    with pytest.raises(KeyboardInterrupt):
+        Engine(_args(tmp_path / "b", save_every=2)).fit(killed)
+    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    resumed = Regression()
+    engine = Engine(_args(tmp_path / "b", save_every=0))  # the resume left --save-every out
+    checkpoint = engine.resume_checkpoint(True, "the run")
+    assert checkpoint is not None and checkpoint.name == "step-00000004"
+    assert engine.fit(resumed, checkpoint).step == 6
+    a, b = _weights(straight.model), _weights(resumed.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert sorted(p.name for p in (tmp_path / "b" / "checkpoints").glob("step-*")) == [
+        "step-00000002",
+        "step-00000004",
+    ]  # and it wrote none of its own
+    capsys.readouterr()
+    assert Engine(_args(tmp_path / "c", save_every=0)).resume_checkpoint(True, "the run") is None
+    assert capsys.readouterr().err == ""  # nothing was there to continue: nothing to say
+    (tmp_path / "c").mkdir()
+    assert Engine(_args(tmp_path / "c", save_every=0)).resume_checkpoint(True, "the run") is None
+    assert capsys.readouterr().err == (
+        f"--resume: {tmp_path / 'c'} holds no checkpoint (checkpoints are kept with --save-every N); the run "
+        "trains again from its first step.\n"
+    )
+
+
 def test_accumulation_of_half_batches_equals_the_full_batch(tmp_path):
     full, halves = Regression(batch_size=16), Regression(batch_size=8)
     halves.model.load_state_dict(full.model.state_dict())

@@ -346,7 +346,7 @@ def test_a_killed_run_resumes_to_the_same_results(data, retrieved, tmp_path, mon
 
 
 def test_a_resume_with_no_checkpoint_says_it_trains_from_the_start(
-    data, retrieved, tmp_path, monkeypatch, caplog
+    data, retrieved, tmp_path, monkeypatch, capsys
 ):
     """Before: a run started without --save-every (none is the default) and killed in stage 1 was "resumed" by
     training stage 1 again from step 0 without a word, as if hours of training were being continued."""
@@ -374,9 +374,9 @@ def test_a_resume_with_no_checkpoint_says_it_trains_from_the_start(
     with pytest.raises(KeyboardInterrupt):
         train_tlm(settings)
     monkeypatch.setattr(JointTask, "step", real_step)
-    with caplog.at_level("WARNING", logger="tlm.train"):
-        resumed = train_tlm(replace(settings, resume=True))
-    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    capsys.readouterr()
+    resumed = train_tlm(replace(settings, resume=True))
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("--resume")]
     stage1 = tmp_path / "run" / "stage1"
     assert said == [
         f"--resume: {stage1} holds no checkpoint (checkpoints are kept with --save-every N); stage 1 trains again "
@@ -384,22 +384,19 @@ def test_a_resume_with_no_checkpoint_says_it_trains_from_the_start(
     ]
     # A finished stage without a checkpoint cannot be reloaded either: it is trained again (to the same
     # results, the seeds being the same), and the message says why.
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="tlm.train"):
-        again = train_tlm(replace(settings, resume=True))
-    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    again = train_tlm(replace(settings, resume=True))
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("--resume")]
     assert said == [
         f"--resume: {stage1} finished but kept no checkpoint of its weights (checkpoints are kept with "
         "--save-every N); stage 1 trains again from its first step."
     ]
     assert again["stage1_steps"] == resumed["stage1_steps"] == 3 and again["test"] == resumed["test"]
-    # A resume that finds its checkpoints says nothing of the kind.
+    # A resume that finds its checkpoints says nothing of the kind, though this one keeps none itself.
     kept = replace(settings, out=str(tmp_path / "kept"), save_every=3)
     train_tlm(kept)
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="tlm.train"):
-        assert train_tlm(replace(kept, resume=True))["test"] == again["test"]
-    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    capsys.readouterr()
+    assert train_tlm(replace(kept, resume=True, save_every=0))["test"] == again["test"]
+    assert "--resume" not in capsys.readouterr().err
 
 
 def test_resume_refuses_another_objective_or_settings_in_one_line(data, retrieved, tmp_path):

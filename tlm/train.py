@@ -757,9 +757,7 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
         _restore_best_state(stage1, model, finished)
         stage1_steps, stage1_flops = finished["step"], finished["flops"]
     else:
-        resume_from = stage1.latest_checkpoint() if settings.resume else None
-        if settings.resume and resume_from is None and accelerator.is_main_process:
-            _say_nothing_to_resume(stage1_dir, "stage 1", finished=finished is not None)
+        resume_from = stage1.resume_checkpoint(settings.resume, "stage 1", finished=finished is not None)
         joint = JointTask(model, train_rows, dataset, plan, counter, dev_rows)
         result = stage1.fit(joint, resume_from)
         stage1_steps, stage1_flops = result.step, result.flops
@@ -807,10 +805,7 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
         )
         stage2 = Engine(stage2_args, accelerator)
         task2 = ClassifierTask(classifier, train_rows, dev_rows, plan | {"batch_size": ft_batch}, counter)
-        resume_from = stage2.latest_checkpoint() if settings.resume else None
-        if settings.resume and resume_from is None and accelerator.is_main_process:
-            _say_nothing_to_resume(stage2_args.output_dir, "stage 2")
-        result2 = stage2.fit(task2, resume_from)
+        result2 = stage2.fit(task2, stage2.resume_checkpoint(settings.resume, "stage 2"))
         total_flops += result2.flops
         best_dev, best_epoch = result2.best["metrics"], result2.best["step"] // per_epoch
         stage1_dev = {k: v for k, v in result2.evaluations[0].items() if k != "step"}
@@ -901,19 +896,6 @@ def _restore_best_state(stage1: Engine, model: TLMModel, finished: dict[str, Any
             "--overwrite."
         )
     load_model(model, str(best), strict=False)
-
-
-def _say_nothing_to_resume(stage_dir: Path, stage: str, finished: bool = False) -> None:
-    """A `--resume` that finds no checkpoint trains the stage from its first step, which is all it can do (no
-    weights were kept), but it did so without a word: a run started with `--save-every 0` (the default) keeps
-    none, not even of a finished stage, and its user believed hours of training were being continued."""
-    what = "finished but kept no checkpoint of its weights" if finished else "holds no checkpoint"
-    logger.warning(
-        "--resume: %s %s (checkpoints are kept with --save-every N); %s trains again from its first step.",
-        stage_dir,
-        what,
-        stage,
-    )
 
 
 def _finished_stage(stage_dir: Path) -> dict[str, Any] | None:
