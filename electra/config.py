@@ -616,11 +616,11 @@ def read_run_record(path: str | Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(
-            f"{path}: not valid JSON ({exc}); restore it, or start over without --resume."
+            f"{path}: not valid JSON ({exc}); restore it, or start over: drop --resume and pass --overwrite."
         ) from None
     if not isinstance(data, dict):
         raise UserError(
-            f"{path}: must hold a JSON object of settings; restore it, or start over without --resume."
+            f"{path}: must hold a JSON object of settings; restore it, or start over: drop --resume and pass --overwrite."
         )
     return data
 

@@ -116,11 +116,16 @@ def prepare_output(settings, overwrite: bool) -> dict:
     results in the output (refused unless `overwrite` or `settings.resume`), the model and data files; then, the
     inputs being sound, `overwrite` deletes the earlier run's files (never a user's). Returns the questions read
     (`squad.train.check_inputs`)."""
+    from electra.errors import UserError
     from electra.export import finetune_dir, require_safetensors
     from electra.tokenization import require_tokenizer
     from squad.train import check_inputs
 
     produced = SQUAD_EVAL_OUTPUTS + (("model", "train") if settings.train else ())
+    if settings.resume and settings.train is None:
+        # nothing trains, so there is nothing to continue: it had skipped the check below and replaced the
+        # earlier results unasked
+        raise UserError("--resume continues training; without --train there is nothing to resume: drop it.")
     if not settings.resume:
         refuse_to_replace([Path(settings.output) / name for name in produced], overwrite, resume_hint=True)
     parsed = check_inputs(settings)

@@ -505,8 +505,6 @@ def score_and_write(
         final = predictions.final(threshold)
         write_json_atomically(output / "null_odds.json", predictions.na_scores)
     write_json_atomically(output / "predictions.json", final, ensure_ascii=False)
-    (output / "nbest_predictions.json").write_text(
-        json.dumps(predictions.nbest, indent=1, ensure_ascii=False) + "\n"
-    )
+    write_json_atomically(output / "nbest_predictions.json", predictions.nbest, indent=1, ensure_ascii=False)
     logger.info("SQuAD %s: %s", settings.version, json.dumps(metrics))
     return metrics

@@ -219,3 +219,17 @@ def test_a_question_longer_than_the_model_is_cut_without_a_false_alarm(tmp_path:
     features = build_features([example], tokenizer, FeatureSettings(64, 32, 16), train=False)
     assert len(features) == 1 and len(features[0]["input_ids"]) <= 64
     assert "indexing errors" not in capfd.readouterr().err
+
+
+def test_an_evaluation_alone_with_resume_replaces_nothing(tmp_path: Path, capsys) -> None:
+    """Before: `--resume` without `--train` skipped the check that keeps earlier results, so an evaluation replaced
+    the results.json and predictions.json of an earlier run unasked."""
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(_payload({"text": "Denver", "answer_start": 0})))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text('{"mine": 1}')
+    argv = ["squad", "--model", str(tmp_path / "m"), "--eval", str(data), "--output", str(out), "--resume"]
+    assert main(argv) == 2
+    assert "without --train there is nothing to resume" in _one_line(capsys.readouterr().err)
+    assert (out / "results.json").read_text() == '{"mine": 1}'
