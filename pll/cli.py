@@ -215,9 +215,7 @@ def run_score(args: argparse.Namespace) -> int:
         _check_unfinished(args)
     scorer = _scorer(args)
     failed = None
-    if (
-        args.output
-    ):  # --output first: a reader of standard output that stops early (`| head`) must not cost it
+    if args.output:  # first: a reader of standard output that stops early (`| head`) must not cost it
         records, failed = _score_to_output(args, scorer, numbered)
     else:
         results = scorer.score([s for _, s in numbered])
