@@ -323,9 +323,10 @@ def _append_lines(handle, text: str) -> None:
     handle.flush()
 
 
-def _resumed_records(unfinished: Path, numbered: list[tuple[int, str]], identity: str | None) -> list[dict]:
-    """The records an interrupted run saved, checked against this input and scorer line by line; a last line cut
-    short by the kill is dropped (the file is truncated to the whole lines before more are appended)."""
+def _saved_lines(unfinished: Path, identity: str | None) -> list[dict]:
+    """The JSON lines an interrupted run saved in `unfinished`, each made by this scorer (else refused in one
+    line). A last line cut short by the kill is dropped, and the file truncated to the whole lines before more
+    are appended."""
     if not unfinished.exists():
         return []
     records, kept = [], 0
@@ -337,13 +338,6 @@ def _resumed_records(unfinished: Path, numbered: list[tuple[int, str]], identity
                 break  # cut short by the kill: scored again
             if not raw.endswith(b"\n") or not isinstance(record, dict):
                 break
-            index = len(records)
-            if index >= len(numbered) or (record.get("line"), record.get("text")) != numbered[index]:
-                raise UserError(
-                    f"--resume: {unfinished} line {index + 1} holds the score of another input (input line "
-                    f"{record.get('line')}: {record.get('text')!r}); resume with the input it was made from, or "
-                    "pass --overwrite to start over."
-                )
             if record.get("pll_scorer") != identity:
                 raise UserError(
                     f"--resume: {unfinished} was scored by {record.get('pll_scorer')}, not by {identity}; resume "
@@ -352,11 +346,71 @@ def _resumed_records(unfinished: Path, numbered: list[tuple[int, str]], identity
             records.append(record)
             kept += len(raw)
     os.truncate(unfinished, kept)
+    return records
+
+
+def _resumed_records(unfinished: Path, numbered: list[tuple[int, str]], identity: str | None) -> list[dict]:
+    """The records an interrupted run saved, checked against this input line by line."""
+    records = _saved_lines(unfinished, identity)
+    for index, record in enumerate(records):
+        if index >= len(numbered) or (record.get("line"), record.get("text")) != numbered[index]:
+            raise UserError(
+                f"--resume: {unfinished} line {index + 1} holds the score of another input (input line "
+                f"{record.get('line')}: {record.get('text')!r}); resume with the input it was made from, or "
+                "pass --overwrite to start over."
+            )
     print(
         f"--resume: {len(records)} of {len(numbered)} sentences scored earlier ({unfinished})",
         file=sys.stderr,
     )
     return records
+
+
+def _score_texts_saving(
+    args: argparse.Namespace, scorer, texts: list[str]
+) -> dict[str, tuple[float, int, int]]:
+    """An n-best list's distinct texts scored in chunks, each chunk's (pll, pieces, word count) appended to
+    OUTPUT.unfinished (when there is an --output), so that `--resume` scores only the texts not saved: a list of
+    a few thousand utterances is hours of masked-LM PLL, and a kill had kept nothing."""
+    unfinished = _unfinished(args.output) if args.output else None
+    scores: dict[str, tuple[float, int, int]] = {}
+    if args.resume and unfinished is not None:
+        wanted = set(texts)
+        for record in _saved_lines(unfinished, scorer.identity):
+            if record.get("text") not in wanted or not {"pll", "pieces", "word_count"} <= record.keys():
+                raise UserError(
+                    f"--resume: {unfinished} holds the score of {record.get('text')!r}, which this list does not "
+                    "hold; resume with the list it was made from, or pass --overwrite to start over."
+                )
+            scores[record["text"]] = (record["pll"], record["pieces"], record["word_count"])
+        print(f"--resume: {len(scores)} of {len(texts)} texts scored earlier ({unfinished})", file=sys.stderr)
+    todo = [text for text in texts if text not in scores]
+    handle = open(unfinished, "a", encoding="utf-8") if unfinished is not None else None
+    try:
+        for start in range(0, len(todo), SCORE_CHUNK):
+            lines = []
+            for res in scorer.score(todo[start : start + SCORE_CHUNK]):
+                scores[res.text] = (res.pll, res.pieces, res.word_count)
+                record = {
+                    "text": res.text,
+                    "pll": res.pll,
+                    "pieces": res.pieces,
+                    "word_count": res.word_count,
+                }
+                lines.append(json.dumps({**record, "pll_scorer": scorer.identity}, ensure_ascii=False) + "\n")
+            if handle is not None:
+                try:
+                    _append_lines(handle, "".join(lines))
+                except OSError as exc:  # a full disk: keep scoring; the list goes to stdout if unsaved
+                    print(f"warning: {unfinished}: no longer saved ({exc.strerror or exc})", file=sys.stderr)
+                    handle.close()
+                    handle = None
+            if len(todo) > SCORE_CHUNK:
+                print(f"scored {len(scores)} of {len(texts)} distinct texts", file=sys.stderr)
+    finally:
+        if handle is not None:
+            handle.close()
+    return scores
 
 
 def _check_output_file(
@@ -443,19 +497,15 @@ def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
     from pll.nbest import read_nbest, write_nbest
     from pll.rescore import attach_plls
 
-    if args.resume:
-        raise UserError(
-            f"--resume continues sentence input; {name} is an n-best list, scored whole: rerun without --resume "
-            "(`rescore --scores` reuses a scored list's PLLs)."
-        )
     utts, fmt = read_nbest(name, text)
+    if args.output:
+        _check_unfinished(args)
     scorer = _scorer(args)
     by_text: dict[str, tuple[float, int, int]] = {}
 
     def score_texts(texts: list[str]) -> list[tuple[float, int]]:
-        results = scorer.score(texts)
-        by_text.update((r.text, (r.pll, r.pieces, r.word_count)) for r in results)
-        return [(r.pll, r.pieces) for r in results]
+        by_text.update(_score_texts_saving(args, scorer, texts))
+        return [by_text[t][:2] for t in texts]
 
     attach_plls([utts], score_texts, scorer=scorer.identity)
     written = write_nbest(None, utts, fmt, lam=None)
@@ -472,6 +522,7 @@ def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
             f"--output {args.output}: could not be written ({exc.strerror or exc}); the scored list is on "
             "standard output above; free some space or choose another --output."
         ) from None
+    _unfinished(args.output).unlink(missing_ok=True)  # its scores are in the list now
     count = sum(len(u.hyps) for u in utts)
     print(f"{len(utts)} utterances, {count} hypotheses scored -> {args.output}", file=sys.stderr)
     _print_corpus_summary(summary)

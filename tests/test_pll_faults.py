@@ -399,3 +399,39 @@ def test_a_killed_score_run_resumes_from_the_scores_it_saved(mlm_dir, tmp_path, 
     assert main([*argv, "--output", str(tmp_path / "killed.jsonl"), "--resume", "--overwrite"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "holds the score of another input" in err.splitlines()[-1]
+
+
+def test_a_killed_nbest_scoring_resumes_from_the_texts_it_saved(mlm_dir, tmp_path, monkeypatch, capsys):
+    """Before: `score --input list.json --output scored.json` wrote the list once every hypothesis was scored, so
+    a kill after hours kept nothing, and `--resume` was refused for n-best input."""
+    import pll.cli
+    from pll.scoring import MaskedLMScorer
+
+    monkeypatch.setattr(pll.cli, "SCORE_CHUNK", 2)
+    source = tmp_path / "dev.json"
+    _write_list(source, DEV)  # four distinct texts
+    argv = ["score", "--model", str(mlm_dir), "--input", str(source), "--method", "mlm"]
+    straight = tmp_path / "straight.json"
+    assert main([*argv, "--output", str(straight)]) == 0
+    assert not (tmp_path / "straight.json.unfinished").exists()
+    real_score, calls = MaskedLMScorer.score, []
+
+    def score_then_die(self, texts):
+        calls.append(list(texts))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_score(self, texts)
+
+    monkeypatch.setattr(MaskedLMScorer, "score", score_then_die)
+    out = tmp_path / "killed.json"
+    assert main([*argv, "--output", str(out)]) == 130
+    unfinished = tmp_path / "killed.json.unfinished"
+    assert not out.exists() and len(unfinished.read_text().splitlines()) == 2
+    capsys.readouterr()
+    assert main([*argv, "--output", str(out)]) == 2  # neither appended to nor discarded unasked
+    assert "holds the scores of an interrupted run; pass --resume" in _one_line(capsys.readouterr().err)
+    calls.clear()
+    monkeypatch.setattr(MaskedLMScorer, "score", lambda self, t: calls.append(list(t)) or real_score(self, t))
+    assert main([*argv, "--output", str(out), "--resume"]) == 0
+    assert [len(texts) for texts in calls] == [2]  # only the two texts not saved
+    assert json.loads(out.read_text()) == json.loads(straight.read_text()) and not unfinished.exists()
