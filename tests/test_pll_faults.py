@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -357,11 +358,35 @@ def test_nbest_references_that_match_no_audio_file_are_refused_before_decoding(t
     assert decoded == [{"a": "the cat"}] and "WER over 1 referenced utterances" in captured.out
 
 
+def _scoring_that_dies(monkeypatch) -> tuple[list[list[str]], Callable[[], None]]:
+    """`electra score` in chunks of 2, killed (Ctrl-C) on its second chunk; returns the texts each chunk scored
+    and a function that lets the next run score to the end, still recording them."""
+    import pll.cli
+    from pll.scoring import MaskedLMScorer
+
+    monkeypatch.setattr(pll.cli, "SCORE_CHUNK", 2)
+    real_score, calls = MaskedLMScorer.score, []
+
+    def score_then_die(self, texts):
+        calls.append(list(texts))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_score(self, texts)
+
+    def recover() -> None:
+        calls.clear()
+        monkeypatch.setattr(
+            MaskedLMScorer, "score", lambda self, t: calls.append(list(t)) or real_score(self, t)
+        )
+
+    monkeypatch.setattr(MaskedLMScorer, "score", score_then_die)
+    return calls, recover
+
+
 def test_a_killed_score_run_resumes_from_the_scores_it_saved(mlm_dir, tmp_path, monkeypatch, capsys):
     """Before: `score --output` wrote its file once every sentence was scored, so a run stopped after hours (a
     scheduler's time limit, Ctrl-C) kept nothing and could only start over."""
     import pll.cli
-    from pll.scoring import MaskedLMScorer
 
     monkeypatch.setattr(pll.cli, "SCORE_CHUNK", 2)
     source = tmp_path / "in.txt"
@@ -369,15 +394,7 @@ def test_a_killed_score_run_resumes_from_the_scores_it_saved(mlm_dir, tmp_path, 
     argv = ["score", "--model", str(mlm_dir), "--input", str(source), "--method", "mlm"]
     straight = tmp_path / "straight.jsonl"
     assert main([*argv, "--output", str(straight)]) == 0
-    real_score, calls = MaskedLMScorer.score, []
-
-    def score_then_die(self, sentences):
-        calls.append(list(sentences))
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_score(self, sentences)
-
-    monkeypatch.setattr(MaskedLMScorer, "score", score_then_die)
+    calls, recover = _scoring_that_dies(monkeypatch)
     out = tmp_path / "killed.jsonl"
     assert main([*argv, "--output", str(out)]) == 130
     unfinished = tmp_path / "killed.jsonl.unfinished"
@@ -387,8 +404,7 @@ def test_a_killed_score_run_resumes_from_the_scores_it_saved(mlm_dir, tmp_path, 
     capsys.readouterr()
     assert main([*argv, "--output", str(out)]) == 2  # neither appended to nor discarded unasked
     assert "holds the scores of an interrupted run; pass --resume" in _one_line(capsys.readouterr().err)
-    calls.clear()
-    monkeypatch.setattr(MaskedLMScorer, "score", lambda self, s: calls.append(list(s)) or real_score(self, s))
+    recover()
     assert main([*argv, "--output", str(out), "--resume"]) == 0
     assert calls == [["the dog sat", "a cat ran"], ["the end"]]  # only what was not saved
     assert out.read_text() == straight.read_text() and not unfinished.exists()
@@ -405,7 +421,6 @@ def test_a_killed_nbest_scoring_resumes_from_the_texts_it_saved(mlm_dir, tmp_pat
     """Before: `score --input list.json --output scored.json` wrote the list once every hypothesis was scored, so
     a kill after hours kept nothing, and `--resume` was refused for n-best input."""
     import pll.cli
-    from pll.scoring import MaskedLMScorer
 
     monkeypatch.setattr(pll.cli, "SCORE_CHUNK", 2)
     source = tmp_path / "dev.json"
@@ -414,15 +429,7 @@ def test_a_killed_nbest_scoring_resumes_from_the_texts_it_saved(mlm_dir, tmp_pat
     straight = tmp_path / "straight.json"
     assert main([*argv, "--output", str(straight)]) == 0
     assert not (tmp_path / "straight.json.unfinished").exists()
-    real_score, calls = MaskedLMScorer.score, []
-
-    def score_then_die(self, texts):
-        calls.append(list(texts))
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_score(self, texts)
-
-    monkeypatch.setattr(MaskedLMScorer, "score", score_then_die)
+    calls, recover = _scoring_that_dies(monkeypatch)
     out = tmp_path / "killed.json"
     assert main([*argv, "--output", str(out)]) == 130
     unfinished = tmp_path / "killed.json.unfinished"
@@ -430,8 +437,7 @@ def test_a_killed_nbest_scoring_resumes_from_the_texts_it_saved(mlm_dir, tmp_pat
     capsys.readouterr()
     assert main([*argv, "--output", str(out)]) == 2  # neither appended to nor discarded unasked
     assert "holds the scores of an interrupted run; pass --resume" in _one_line(capsys.readouterr().err)
-    calls.clear()
-    monkeypatch.setattr(MaskedLMScorer, "score", lambda self, t: calls.append(list(t)) or real_score(self, t))
+    recover()
     assert main([*argv, "--output", str(out), "--resume"]) == 0
     assert [len(texts) for texts in calls] == [2]  # only the two texts not saved
     assert json.loads(out.read_text()) == json.loads(straight.read_text()) and not unfinished.exists()
