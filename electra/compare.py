@@ -266,7 +266,7 @@ def glue_settings(settings: CompareSettings, config):
 def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) -> dict:
     """One (objective, fraction, task) cell: every seed, median per dev set. Skipped when already on disk."""
     name = _fraction_name(cell["index"], settings.checkpoints)
-    path = settings.out / "glue" / _slug(cell) / name / f"{task}.json"
+    path = _glue_cell(settings, _slug(cell), name, task)
     done = _current_cell(path, settings, finetune)
     if done is not None:
         return done
@@ -318,10 +318,10 @@ def probe_cell(settings: CompareSettings, cell: dict | None, probe: str) -> dict
     """One (arm, fraction, probe) cell, or with `cell=None` the random-encoder reference (a randomly initialised
     copy of the first arm's encoder): every seed. Skipped when already on disk with the same settings."""
     if cell is None:
-        path = settings.out / "probes" / "random-encoder" / f"{probe}.json"
+        path = _probe_folder(settings) / f"{probe}.json"
     else:
         name = _fraction_name(cell["index"], settings.checkpoints)
-        path = settings.out / "probes" / _slug(cell) / name / f"{probe}.json"
+        path = _probe_folder(settings, _slug(cell), name) / f"{probe}.json"
     key = _probe_key(settings)
     done = _probe_current(path, key)
     if done is not None:
@@ -380,9 +380,7 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
             rows: dict[str, dict] = {}
             name = _fraction_name(cell["index"], settings.checkpoints)
             for task in settings.tasks:
-                done = _current_cell(
-                    settings.out / "glue" / folder / name / f"{task}.json", settings, finetune
-                )
+                done = _current_cell(_glue_cell(settings, folder, name, task), settings, finetune)
                 if done is not None:
                     rows.update(done["rows"])
             for row in rows.values():  # JSON stores an undefined metric (NaN) as null
@@ -394,7 +392,7 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
                     "scores": {k: None if math.isnan(r["median"]) else r["median"] for k, r in rows.items()},
                     "average": None if math.isnan(average) else average,
                     "average_by_seed": seed_averages(rows),
-                    "probes": _probes_on_disk(settings, settings.out / "probes" / folder / name),
+                    "probes": _probes_on_disk(settings, _probe_folder(settings, folder, name)),
                 }
             )
         objectives[objective] = {
@@ -409,7 +407,7 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
         "checkpoints": settings.checkpoints,
         "overrides": settings.overrides,
         **_evaluation(settings, finetune),
-        "random_encoder": _probes_on_disk(settings, settings.out / "probes" / "random-encoder"),
+        "random_encoder": _probes_on_disk(settings, _probe_folder(settings)),
         "objectives": objectives,
     }
 
@@ -731,24 +729,25 @@ def _cells_done(settings: CompareSettings, restart: bool, finetune) -> dict[str,
     if restart:
         return {"glue": 0, "probes": 0}
     glue = probes = 0
-    key = _probe_key(settings)
     for arm in settings.arms:
         for i in range(1, settings.checkpoints + 1):
             name = _fraction_name(i, settings.checkpoints)
-            cell_glue = settings.out / "glue" / arm.slug / name
             glue += sum(
-                _current_cell(cell_glue / f"{task}.json", settings, finetune) is not None
+                _current_cell(_glue_cell(settings, arm.slug, name, task), settings, finetune) is not None
                 for task in settings.tasks
             )
-            probes += sum(
-                _probe_current(settings.out / "probes" / arm.slug / name / f"{p}.json", key) is not None
-                for p in settings.probes
-            )
-    probes += sum(
-        _probe_current(settings.out / "probes" / "random-encoder" / f"{p}.json", key) is not None
-        for p in settings.probes
-    )
-    return {"glue": glue, "probes": probes}
+            probes += len(_probes_on_disk(settings, _probe_folder(settings, arm.slug, name)))
+    return {"glue": glue, "probes": probes + len(_probes_on_disk(settings, _probe_folder(settings)))}
+
+
+def _glue_cell(settings: CompareSettings, slug: str, fraction: str, task: str) -> Path:
+    """OUT/glue/ARM/FRACTION/TASK.json: one fine-tuning cell's record (its seeds run beside it, `_seed_runs`)."""
+    return settings.out / "glue" / slug / fraction / f"{task}.json"
+
+
+def _probe_folder(settings: CompareSettings, slug: str | None = None, fraction: str = "") -> Path:
+    """OUT/probes/ARM/FRACTION/ holding PROBE.json per probe, or with no arm the random encoder's folder."""
+    return settings.out / "probes" / (slug or "random-encoder") / fraction
 
 
 def _probe_current(path: Path, key: dict) -> dict | None:
