@@ -660,10 +660,11 @@ def check_run_record(
             "(other contents at the same path); restore the files it was started with, or drop --resume and "
             "pass --overwrite to start over (or choose another output)."
         )
-    unhashed = {name: value for name, value in record.items() if name != INPUT_DIGESTS}
-    refuse_changed_settings(
-        where, {k: v for k, v in saved.items() if k != INPUT_DIGESTS}, unhashed, RESUME_FIX
-    )
+
+    def settings_of(values: Mapping[str, Any]) -> dict[str, Any]:
+        return {name: value for name, value in values.items() if name != INPUT_DIGESTS}
+
+    refuse_changed_settings(where, settings_of(saved), settings_of(record), RESUME_FIX)
 
 
 # run.json's record of what each input file held (setting name -> SHA-256 or a corpus sample): the same path can
