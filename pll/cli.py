@@ -121,6 +121,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rescore.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
     )
+    rescore.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the PLLs an interrupted run saved in --output-dir (pll.jsonl.unfinished)",
+    )
     rescore.set_defaults(func=run_rescore)
 
     ngram = subparsers.add_parser(
@@ -212,7 +217,7 @@ def run_score(args: argparse.Namespace) -> int:
     if not numbered:
         raise UserError(f"{name}: no sentences (the input is empty).")
     if args.output:
-        _check_unfinished(args)
+        _check_unfinished(args.output, args.resume, args.overwrite)
     scorer = _scorer(args)
     failed = None
     if args.output:  # first: a reader of standard output that stops early (`| head`) must not cost it
@@ -261,17 +266,17 @@ def _record(number: int, res, identity: str | None) -> dict:
     }
 
 
-def _unfinished(output: str) -> Path:
+def _unfinished(output: str | Path) -> Path:
     return Path(output).with_name(f"{Path(output).name}.unfinished")
 
 
-def _check_unfinished(args: argparse.Namespace) -> None:
+def _check_unfinished(output: str | Path, resume: bool, overwrite: bool) -> None:
     """Before the model loads: an earlier run's unfinished scores are continued (--resume), deleted (--overwrite)
     or named; a new run must not append to them, nor silently discard hours of scoring."""
-    unfinished = _unfinished(args.output)
-    if args.resume or not unfinished.exists():
+    unfinished = _unfinished(output)
+    if resume or not unfinished.exists():
         return
-    if args.overwrite:
+    if overwrite:
         unfinished.unlink()
         return
     raise UserError(
@@ -367,14 +372,14 @@ def _resumed_records(unfinished: Path, numbered: list[tuple[int, str]], identity
 
 
 def _score_texts_saving(
-    args: argparse.Namespace, scorer, texts: list[str]
+    scorer, texts: list[str], output: str | Path | None, resume: bool
 ) -> dict[str, tuple[float, int, int]]:
     """An n-best list's distinct texts scored in chunks, each chunk's (pll, pieces, word count) appended to
-    OUTPUT.unfinished (when there is an --output), so that `--resume` scores only the texts not saved: a list of
+    OUTPUT.unfinished (when there is an `output`), so that `--resume` scores only the texts not saved: a list of
     a few thousand utterances is hours of masked-LM PLL, and a kill had kept nothing."""
-    unfinished = _unfinished(args.output) if args.output else None
+    unfinished = _unfinished(output) if output else None
     scores: dict[str, tuple[float, int, int]] = {}
-    if args.resume and unfinished is not None:
+    if resume and unfinished is not None:
         wanted = set(texts)
         for record in _saved_lines(unfinished, scorer.identity):
             if record.get("text") not in wanted or not {"pll", "pieces", "word_count"} <= record.keys():
@@ -385,6 +390,8 @@ def _score_texts_saving(
             scores[record["text"]] = (record["pll"], record["pieces"], record["word_count"])
         print(f"--resume: {len(scores)} of {len(texts)} texts scored earlier ({unfinished})", file=sys.stderr)
     todo = [text for text in texts if text not in scores]
+    if unfinished is not None:  # rescore's --output-dir is made once there is work to save in it
+        unfinished.parent.mkdir(parents=True, exist_ok=True)
     handle = open(unfinished, "a", encoding="utf-8") if unfinished is not None else None
     try:
         for start in range(0, len(todo), SCORE_CHUNK):
@@ -499,12 +506,12 @@ def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
 
     utts, fmt = read_nbest(name, text)
     if args.output:
-        _check_unfinished(args)
+        _check_unfinished(args.output, args.resume, args.overwrite)
     scorer = _scorer(args)
     by_text: dict[str, tuple[float, int, int]] = {}
 
     def score_texts(texts: list[str]) -> list[tuple[float, int]]:
-        by_text.update(_score_texts_saving(args, scorer, texts))
+        by_text.update(_score_texts_saving(scorer, texts, args.output, args.resume))
         return [by_text[t][:2] for t in texts]
 
     attach_plls([utts], score_texts, scorer=scorer.identity)
@@ -614,15 +621,18 @@ def run_rescore(args: argparse.Namespace) -> int:
     lambdas = _parse_lambdas(args.lambdas) if args.lambdas else None
     if args.model:
         _check_device(args.device)
-    out_dir = Path(args.output_dir)
-    targets = [out_dir / name for name in _rescored_names(args.dev, args.test)]
-    refuse_to_replace([out_dir / "report.json", *targets], args.overwrite)
-    dev, dev_fmt = read_nbest(args.dev)
-    require_refs(dev, args.dev)
-    tests = [(path, *read_nbest(path)) for path in args.test]
     features = [f.strip() for f in args.features.split(",") if f.strip()]
     if not features:
         raise UserError("--features: name at least one numeric field of the hypotheses (e.g. score).")
+    out_dir = Path(args.output_dir)
+    targets = [out_dir / name for name in _rescored_names(args.dev, args.test)]
+    pll_files = _pll_files(out_dir, args.model, features)
+    refuse_to_replace([out_dir / "report.json", *targets, *pll_files.values()], args.overwrite)
+    for saved in pll_files.values():  # before any list is read or model loaded, as `score --output` does
+        _check_unfinished(saved, args.resume, args.overwrite)
+    dev, dev_fmt = read_nbest(args.dev)
+    require_refs(dev, args.dev)
+    tests = [(path, *read_nbest(path)) for path in args.test]
     _check_features(args, features, [(args.dev, dev), *((p, u) for p, u, _ in tests)])
     classic = features == ["score"] and (args.model or args.scores) and len(args.model) <= 1
     if lambdas is not None and not (classic and args.length == "none"):
@@ -630,10 +640,11 @@ def run_rescore(args: argparse.Namespace) -> int:
     lists = [dev] + [utts for _, utts, _ in tests]
     method = scorer = None
     if args.model or args.scores:
-        method, scorer = _attach_first_pll(args, dev, tests, lists)
+        method, scorer = _attach_first_pll(args, dev, tests, lists, pll_files.get("pll"))
         features.append("pll")
-    for extra in args.model[1:]:
-        features.append(_attach_extra_pll(args, extra, lists, features))
+    for extra, (name, saved) in zip(args.model[1:], list(pll_files.items())[1:]):
+        _attach_extra_pll(args, extra, lists, name, saved)
+        features.append(name)
     if args.length != "none":
         features.append(args.length)
     ln = LengthNorm(args.ln, args.ln_type)
@@ -728,8 +739,42 @@ def _rescored_names(dev: str, tests: list[str]) -> list[str]:
     return names
 
 
-def _attach_first_pll(args, dev, tests, lists) -> tuple[str, str | None]:
-    """PLLs of the first model (or --scores) on every hypothesis: feature `pll`.
+def _pll_files(out_dir: Path, models: list[str], features: list[str]) -> dict[str, Path]:
+    """Feature name -> the JSON-lines file in --output-dir that keeps its model's PLLs: `pll.jsonl` for the first
+    model, `pll-DIRNAME.jsonl` for each further one (feature `pll:DIRNAME`, numbered when two directories share a
+    name). Scoring every hypothesis of a few thousand utterances is hours of masked-LM PLL, which a kill used to
+    lose and a second fusion setting used to redo; the file fills as the scoring goes (`--resume` continues it)
+    and, whole, is what `--scores` reads."""
+    files: dict[str, Path] = {}
+    taken = [*features, "pll"]
+    for index, model in enumerate(models):
+        if index == 0:
+            files["pll"] = out_dir / "pll.jsonl"
+            continue
+        base = f"pll:{Path(model).resolve().name}"
+        name, k = base, 2
+        while name in taken:
+            name, k = f"{base}-{k}", k + 1
+        taken.append(name)
+        files[name] = out_dir / f"{name.replace(':', '-', 1)}.jsonl"
+    return files
+
+
+def _keep_plls(path: Path, scores: dict[str, tuple[float, int | None]], identity: str | None) -> None:
+    """Every PLL of one feature, written whole in the JSON lines `score --output` writes (so `--scores` reads it);
+    the unfinished copy the scoring appended to goes once this is on disk."""
+    lines = "".join(
+        json.dumps({"text": text, "pll": pll, "pieces": pieces, "pll_scorer": identity}, ensure_ascii=False)
+        + "\n"
+        for text, (pll, pieces) in scores.items()
+    )
+    write_text_atomically(path, lines)
+    _unfinished(path).unlink(missing_ok=True)
+
+
+def _attach_first_pll(args, dev, tests, lists, saved: Path | None) -> tuple[str, str | None]:
+    """PLLs of the first model (or --scores) on every hypothesis: feature `pll`. Those the model scores are saved
+    in `saved` as they come, and then every PLL of the feature is kept there.
 
     Returns the method's name and the scorer's identity (None when the saved scores do not record one)."""
     from pll.rescore import attach_plls, saved_scores
@@ -745,12 +790,21 @@ def _attach_first_pll(args, dev, tests, lists) -> tuple[str, str | None]:
         if args.scores:
             _refuse_other_scorer(args, known, identity, len(unscored))
     score_texts, method = None, "saved scores"
+    fresh: dict[str, tuple[float, int, int]] = {}
     if unscored and args.model:
         scorer = _scorer(args, args.model[0], identity)
         method = scorer.method if not known else f"{scorer.method} + saved scores"
         _warn_long(scorer, [(args.dev, dev), *((p, u) for p, u, _ in tests)])
-        score_texts = _pll_and_pieces(scorer)
+
+        def score_texts(texts: list[str]) -> list[tuple[float, int]]:
+            fresh.update(_score_texts_saving(scorer, texts, saved, args.resume))
+            return [fresh[t][:2] for t in texts]
+
     scored = attach_plls(lists, score_texts, known, scorer=identity)
+    if fresh and saved is not None:
+        used = {text: known[text] for text in texts & known.keys()}
+        _keep_plls(saved, used | {text: (pll, pieces) for text, (pll, pieces, _) in fresh.items()}, identity)
+        print(f"PLLs kept in {saved}: pass it to --scores to fuse again without the model", file=sys.stderr)
     if args.scores:
         reused = len(texts & known.keys())
         print(
@@ -788,20 +842,16 @@ def _refuse_other_scorer(args, known, identity: str, unscored: int) -> None:
         )
 
 
-def _attach_extra_pll(args, model: str, lists, taken: list[str]) -> str:
-    """A further model's PLLs, stored on each hypothesis as `pll:NAME` (and written back with the lists)."""
-    base = f"pll:{Path(model).resolve().name}"
-    name, k = base, 2
-    while name in taken:
-        name, k = f"{base}-{k}", k + 1
+def _attach_extra_pll(args, model: str, lists, name: str, saved: Path) -> None:
+    """A further model's PLLs, stored on each hypothesis as feature `name` (and written back with the lists),
+    saved in `saved` as they come."""
     scorer = _scorer(args, model)
-    texts = sorted(_texts(lists))
-    plls = dict(zip(texts, scorer.sentence_plls(texts)))
+    scores = _score_texts_saving(scorer, sorted(_texts(lists)), saved, args.resume)
+    _keep_plls(saved, {text: (pll, pieces) for text, (pll, pieces, _) in scores.items()}, scorer.identity)
     for utts in lists:
         for utt in utts:
             for hyp in utt.hyps:
-                hyp.extra[name] = plls[hyp.text]
-    return name
+                hyp.extra[name] = scores[hyp.text][0]
 
 
 def _print_wer_table(rows: list) -> None:
@@ -812,13 +862,6 @@ def _print_wer_table(rows: list) -> None:
     for name, file, count, table in rows:
         cells = " ".join(f"{100 * table[c]:>13.2f}%" for c in columns)
         print(f"{name:<6} {file[:28]:<28} {count:>5} {cells}")
-
-
-def _pll_and_pieces(scorer):
-    def score_texts(texts: list[str]) -> list[tuple[float, int]]:
-        return [(r.pll, r.pieces) for r in scorer.score(texts)]
-
-    return score_texts
 
 
 def _texts(lists: list) -> set[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from electra.cli import main
 from electra.errors import ElectraWarning
-from pll.nbest import Hypothesis, Utterance
+from pll.nbest import Hypothesis, Utterance, read_nbest
 from tests.test_pll_cli import DEV, TEST, _save_mlm, _write_list
 
 
@@ -441,3 +441,59 @@ def test_a_killed_nbest_scoring_resumes_from_the_texts_it_saved(mlm_dir, tmp_pat
     assert main([*argv, "--output", str(out), "--resume"]) == 0
     assert [len(texts) for texts in calls] == [2]  # only the two texts not saved
     assert json.loads(out.read_text()) == json.loads(straight.read_text()) and not unfinished.exists()
+
+
+def test_a_killed_rescore_resumes_and_keeps_its_plls_for_scores(mlm_dir, tmp_path, monkeypatch, capsys):
+    """Before: `rescore --model` held its PLLs in memory, so a kill after hours of scoring kept nothing, and each
+    other fusion setting scored every hypothesis again. Now each model's PLLs fill OUT/pll*.jsonl as they come,
+    `--resume` continues them, and the whole file is what `--scores` reads."""
+    import pll.cli
+
+    dev, test = tmp_path / "dev.json", tmp_path / "test.json"
+    _write_list(dev, DEV)  # four distinct texts
+    _write_list(test, TEST)  # two more
+    other = _save_mlm(tmp_path / "other", seed=1)
+    models = ["--model", str(mlm_dir), str(other), "--method", "mlm"]
+    argv = ["rescore", *models, "--dev", str(dev), "--test", str(test)]
+    monkeypatch.setattr(pll.cli, "SCORE_CHUNK", 2)  # batched as the killed run will be: the same floats
+    straight = tmp_path / "straight"
+    assert main([*argv, "--output-dir", str(straight)]) == 0
+    assert sorted(p.name for p in straight.iterdir()) == [
+        "dev.rescored.json",
+        "pll-other.jsonl",
+        "pll.jsonl",
+        "report.json",
+        "test.rescored.json",
+    ]
+    kept = [json.loads(line) for line in (straight / "pll.jsonl").read_text().splitlines()]
+    written, _ = read_nbest(straight / "dev.rescored.json")
+    by_text = {h.text: h.pll for u in written for h in u.hyps}
+    assert len(kept) == 6 and {r["text"]: r["pll"] for r in kept if r["text"] in by_text} == by_text
+    assert {h.extra["pll:other"] for u in written for h in u.hyps} <= {
+        json.loads(line)["pll"] for line in (straight / "pll-other.jsonl").read_text().splitlines()
+    }
+    calls, recover = _scoring_that_dies(monkeypatch)  # chunks of 2 texts; the second chunk is killed
+    out = tmp_path / "killed"
+    assert main([*argv, "--output-dir", str(out)]) == 130
+    assert [p.name for p in out.iterdir()] == ["pll.jsonl.unfinished"]
+    assert len((out / "pll.jsonl.unfinished").read_text().splitlines()) == 2
+    capsys.readouterr()
+    assert main([*argv, "--output-dir", str(out)]) == 2  # neither appended to nor discarded unasked
+    assert "pll.jsonl.unfinished holds the scores of an interrupted run; pass --resume" in _one_line(
+        capsys.readouterr().err
+    )
+    recover()
+    assert main([*argv, "--output-dir", str(out), "--resume"]) == 0
+    assert [len(texts) for texts in calls] == [2] * 5  # the first model's last 4 texts, then the other's 6
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in straight.iterdir())
+    for name in ("pll.jsonl", "pll-other.jsonl", "dev.rescored.json", "test.rescored.json"):
+        assert (out / name).read_text() == (straight / name).read_text(), name
+    report, straight_report = (json.loads((d / "report.json").read_text()) for d in (out, straight))
+    assert report["weights"] == straight_report["weights"] and report["search"] == straight_report["search"]
+    # The kept PLLs fuse again without the model: every hypothesis gets the PLL the model gave it.
+    again = tmp_path / "again"
+    scores = ["--scores", str(straight / "pll.jsonl")]
+    assert main(["rescore", *scores, "--dev", str(dev), "--test", str(test), "--output-dir", str(again)]) == 0
+    reused, _ = read_nbest(again / "dev.rescored.json")
+    assert {h.text: h.pll for u in reused for h in u.hyps} == by_text
+    assert json.loads((again / "report.json").read_text())["scorer"] == straight_report["scorer"]
