@@ -360,6 +360,11 @@ def _parse_label(value: str, spec: TaskSpec, path: Path, lineno: int) -> str | f
             raise UserError(
                 f"{path}:{lineno}: score '{value}' is not a number; {spec.directory} needs a 0-5 score."
             )
+        if not 0.0 <= score <= 5.0:  # a typo such as "45" would pull the regression head far off the scale
+            raise UserError(
+                f"{path}:{lineno}: score '{value}' is outside 0-5, the range of {spec.directory}'s similarity "
+                "scores; fix that line."
+            )
         return score
     if value not in spec.labels:
         raise UserError(

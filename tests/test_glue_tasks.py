@@ -254,6 +254,12 @@ def test_short_row_empty_split_bad_score(tmp_path):
     bad = _write(tmp_path / "c/train.tsv", header + "0\tg\tf\ty\t1\tn\tn\tA.\tB.\tfive\n")
     with pytest.raises(UserError, match=r"train\.tsv:2: score 'five' is not a number"):
         read_examples(bad, get_task("stsb"), labelled=True)
+    typo = _write(
+        tmp_path / "d/train.tsv",
+        header + "0\tg\tf\ty\t1\tn\tn\tA.\tB.\t5.0\n1\tg\tf\ty\t1\tn\tn\tA.\tC.\t45\n",
+    )
+    with pytest.raises(UserError, match=r"train\.tsv:3: score '45' is outside 0-5"):
+        read_examples(typo, get_task("stsb"), labelled=True)
     with pytest.raises(UserError, match=r"file not found"):
         read_examples(tmp_path / "missing.tsv", get_task("sst2"), labelled=True)
 
