@@ -690,6 +690,10 @@ def run_rescore(args: argparse.Namespace) -> int:
         summary["lambda"] = weights["pll"]  # the classic name of the PLL weight
     print(f"scoring method: {method}" if method else "no scoring model: fusing the lists' own fields")
     print("weights (in the features' units): " + ", ".join(f"{k} {v:.4g}" for k, v in weights.items()))
+    # An --overwrite killed between two files left the new dev list beside the old test list and report; with the
+    # old ones gone first, a folder without report.json is plainly unfinished.
+    for stale in [out_dir / "report.json", *targets]:
+        stale.unlink(missing_ok=True)
     rows = []
     for name, path, utts, fmt, target in reports:
         write_nbest(target, utts, fmt, None, combine=lambda h: fused_score(h, weights, ln))

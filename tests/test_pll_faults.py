@@ -497,3 +497,30 @@ def test_a_killed_rescore_resumes_and_keeps_its_plls_for_scores(mlm_dir, tmp_pat
     reused, _ = read_nbest(again / "dev.rescored.json")
     assert {h.text: h.pll for u in reused for h in u.hyps} == by_text
     assert json.loads((again / "report.json").read_text())["scorer"] == straight_report["scorer"]
+
+
+def test_a_rescore_overwrite_stopped_between_files_leaves_no_old_report_beside_new_lists(
+    tmp_path, monkeypatch, capsys
+):
+    """Before: `rescore --overwrite` replaced the lists one by one and report.json last, so a run stopped after the
+    dev list left it beside the previous run's test list and report, which described other weights."""
+    import pll.cli
+    import pll.nbest
+
+    dev, test = tmp_path / "dev.json", tmp_path / "test.json"
+    _write_list(dev, DEV)
+    _write_list(test, TEST)
+    out = tmp_path / "out"
+    argv = ["rescore", "--features", "score", "--length", "words", "--dev", str(dev), "--test", str(test)]
+    assert main([*argv, "--output-dir", str(out)]) == 0
+    real_write, written = pll.nbest.write_nbest, []
+
+    def write_then_die(target, *args, **kwargs):
+        if written:
+            raise KeyboardInterrupt
+        written.append(target)
+        return real_write(target, *args, **kwargs)
+
+    monkeypatch.setattr(pll.nbest, "write_nbest", write_then_die)
+    assert main([*argv, "--output-dir", str(out), "--overwrite"]) == 130
+    assert [p.name for p in out.iterdir()] == ["dev.rescored.json"]  # the new dev list alone, no stale report
