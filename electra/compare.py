@@ -60,7 +60,14 @@ from electra.objectives import build_config, flop_report, get_objective, objecti
 from electra.output_lock import output_lock
 from electra.pretraining import RunInputs, pretrain, size_to_budget
 from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
-from glue.finetune import FinetuneSettings, check_files, check_task_data, glue_average, run_glue
+from glue.finetune import (
+    FinetuneSettings,
+    check_files,
+    check_task_data,
+    glue_average,
+    run_glue,
+    task_data_fingerprints,
+)
 from glue.report import json_safe
 from glue.tasks import get_task
 from probes.run import random_encoder_dir, run_probe
@@ -267,7 +274,7 @@ def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) ->
     """One (objective, fraction, task) cell: every seed, median per dev set. Skipped when already on disk."""
     name = _fraction_name(cell["index"], settings.checkpoints)
     path = _glue_cell(settings, _slug(cell), name, task)
-    done = _current_cell(path, settings, finetune)
+    done = _current_cell(path, settings, finetune, task)
     if done is not None:
         return done
     _notice_unreadable(path)
@@ -284,6 +291,7 @@ def finetune_cell(settings: CompareSettings, cell: dict, task: str, finetune) ->
     )
     done = dict(
         _cell_key(settings, finetune),
+        data=_task_data(settings, task),
         task=task,
         rows=results["results"],
         finetune_flops=results["finetune_flops"],
@@ -354,19 +362,28 @@ def _slug(cell: dict) -> str:
 
 
 def _cell_key(settings: CompareSettings, finetune) -> dict:
+    """What a finished cell must share with the run that reuses it, besides its task's files (`_task_data`)."""
     return {"seeds": settings.seeds, "settings": asdict(finetune)}
 
 
-def _current_cell(path: Path, settings: CompareSettings, finetune) -> dict | None:
-    """A fine-tuning cell on disk, unless it was made with other seeds or settings (then it is stale: redone, and
-    left out of the report meanwhile). `finetune=None` accepts any cell."""
+def _task_data(settings: CompareSettings, task: str) -> dict[str, str]:
+    """The SHA-256 of each GLUE file a cell of `task` reads, kept in the cell: a corrected dev file had left the
+    old scores in the report."""
+    return task_data_fingerprints(get_task(task), settings.glue_data)
+
+
+def _current_cell(path: Path, settings: CompareSettings, finetune, task: str) -> dict | None:
+    """A fine-tuning cell on disk, unless it was made with other seeds, settings or task files (then it is stale:
+    redone, and left out of the report meanwhile). `finetune=None` accepts any cell."""
     done = read_json_record(path)
     if done is None:
         return None
     if finetune is None:
         return done
     wanted = _cell_key(settings, finetune)
-    return done if {k: done.get(k) for k in wanted} == wanted else None
+    if {k: done.get(k) for k in wanted} != wanted:
+        return None
+    return done if done.get("data") == _task_data(settings, task) else None  # the files hashed last
 
 
 # ------------------------------------------------------------------------------------------------------ report
@@ -380,7 +397,7 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
             rows: dict[str, dict] = {}
             name = _fraction_name(cell["index"], settings.checkpoints)
             for task in settings.tasks:
-                done = _current_cell(_glue_cell(settings, folder, name, task), settings, finetune)
+                done = _current_cell(_glue_cell(settings, folder, name, task), settings, finetune, task)
                 if done is not None:
                     rows.update(done["rows"])
             for row in rows.values():  # JSON stores an undefined metric (NaN) as null
@@ -733,7 +750,8 @@ def _cells_done(settings: CompareSettings, restart: bool, finetune) -> dict[str,
         for i in range(1, settings.checkpoints + 1):
             name = _fraction_name(i, settings.checkpoints)
             glue += sum(
-                _current_cell(_glue_cell(settings, arm.slug, name, task), settings, finetune) is not None
+                _current_cell(_glue_cell(settings, arm.slug, name, task), settings, finetune, task)
+                is not None
                 for task in settings.tasks
             )
             probes += len(_probes_on_disk(settings, _probe_folder(settings, arm.slug, name)))

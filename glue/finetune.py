@@ -434,9 +434,9 @@ def _finished_run(run_dir: Path | None) -> SeedRun | None:
 DATA_RECORD = "data.json"  # OUTPUT/runs/TASK/data.json: the SHA-256 of each task file the task's seeds read
 
 
-def _data_fingerprints(spec: TaskSpec, data_dir: Path, predict_test: bool) -> dict[str, str]:
-    """SHA-256 of each file of `spec` this run reads, by its place in the GLUE layout (so the same files under
-    another --data-dir still match)."""
+def task_data_fingerprints(spec: TaskSpec, data_dir: Path, predict_test: bool = False) -> dict[str, str]:
+    """SHA-256 of each file of `spec` a run reads, by its place in the GLUE layout (so the same files under
+    another --data-dir still match): what tells a finished result from one made on other data."""
     return {
         os.path.normpath(f"{spec.directory}/{relative}"): file_sha256(task_file(data_dir, spec, relative))
         for relative in _needed_files(spec, predict_test)
@@ -455,7 +455,7 @@ def check_task_data(
     for at a resume) is not compared; the record keeps both."""
     records = {}
     for spec in specs:
-        current = _data_fingerprints(spec, data_dir, predict_test)
+        current = task_data_fingerprints(spec, data_dir, predict_test)
         where = output_dir / "runs" / spec.name / DATA_RECORD
         saved = read_run_record(where) if resume else None
         if saved is not None:

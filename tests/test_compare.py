@@ -21,6 +21,8 @@ from electra.compare import (
 )
 from electra.errors import UserError
 from electra.objectives import build_config, flop_report
+from glue.finetune import task_data_fingerprints
+from glue.tasks import get_task
 
 PRETRAIN_KEYS = ("max_steps", "save_every", "log_every", "warmup_steps")
 
@@ -290,12 +292,16 @@ def test_miniature_end_to_end_compare_and_resume(
     assert main(at_moved) == 0
     assert json.loads((moved / cells[0].relative_to(out)).read_text())["seeds"] == [1, 2]
     moved.rename(out)
-    # A cell redone after the task's files changed runs its seeds again (glue would refuse to resume them).
+    # After the task's files change every cell is redone, its seeds run again (glue would refuse to resume them);
+    # before, finished cells kept the old dev set's scores in the report.
     dev = glue_data / "RTE" / "dev.tsv"
     dev.write_text("".join(dev.read_text().splitlines(keepends=True)[:-5]))
-    cells[1].unlink()
+    digests = {json.loads(p.read_text())["data"]["RTE/dev.tsv"] for p in cells}
+    stamps = [p.stat().st_mtime_ns for p in seed_one]
     assert main(more_seeds) == 0
-    assert json.loads(cells[1].read_text())["seeds"] == [1, 2]
+    redone = [json.loads(p.read_text()) for p in cells]
+    assert all(r["seeds"] == [1, 2] and r["data"]["RTE/dev.tsv"] not in digests for r in redone)
+    assert len(digests) == 1 and all(a != b for a, b in zip(stamps, (p.stat().st_mtime_ns for p in seed_one)))
     assert main(argv[:-2] + ["--set", "hidden_size=64"]) == 2  # another model into the same OUT is refused
 
 
@@ -343,10 +349,19 @@ def test_results_are_collected_from_the_cells_on_disk(tmp_path):
     (cell_dir / "sst2.json").write_text(
         json.dumps({"seeds": settings.seeds, "settings": {"epochs": 99}, "rows": {"sst2": {"median": 0.8}}})
     )
-    current = dict(seeds=settings.seeds, settings=dataclasses.asdict(finetune))
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    for split in ("train", "dev"):
+        (tmp_path / "STS-B").mkdir(exist_ok=True)
+        (tmp_path / "STS-B" / f"{split}.tsv").write_text(header + "0\tg\tf\ty\t1\tn\tn\tA.\tB.\t2.5\n")
+    data = task_data_fingerprints(get_task("stsb"), tmp_path)
+    current = dict(seeds=settings.seeds, settings=dataclasses.asdict(finetune), data=data)
     (cell_dir / "stsb.json").write_text(json.dumps({**current, "rows": {"stsb": {"median": 0.5}}}))
     row = collect_results(settings, {"mlm": [cell]}, finetune)["objectives"]["mlm"]["cells"][0]
     assert row["scores"] == {"stsb": 0.5}
+    # A cell made on other task files (a corrected dev set) is stale too.
+    (tmp_path / "STS-B" / "dev.tsv").write_text(header + "0\tg\tf\ty\t1\tn\tn\tA.\tB.\t4.0\n")
+    row = collect_results(settings, {"mlm": [cell]}, finetune)["objectives"]["mlm"]["cells"][0]
+    assert row["scores"] == {}
 
 
 @pytest.mark.parametrize("objective", ["electra-15", "replace-mlm", "all-tokens-mlm"])
