@@ -40,11 +40,22 @@ def checkpoint_step(checkpoint: Path) -> int:
 
 
 def latest_checkpoint(checkpoints_dir: Path) -> Path | None:
+    """The checkpoint `latest` names, or, when that pointer is gone or names a checkpoint that is gone (deleted by
+    hand, a copy of the folder without it), the newest complete one there: checkpoints are renamed into place only
+    when complete. Treating such a folder as holding none had `--resume` refuse it and a run without `--resume`
+    delete its checkpoints as a run's leftovers."""
     pointer = checkpoints_dir / LATEST
-    if not pointer.is_file():
+    if pointer.is_file():
+        try:
+            path = checkpoints_dir / pointer.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            path = None
+        if path is not None and path.name and (path / "trainer_state.json").is_file():
+            return path
+    if not checkpoints_dir.is_dir():
         return None
-    path = checkpoints_dir / pointer.read_text().strip()
-    return path if (path / "trainer_state.json").is_file() else None
+    complete = [p for p in checkpoints_dir.glob("step-*") if (p / "trainer_state.json").is_file()]
+    return max(complete, key=lambda p: p.name, default=None)
 
 
 def save_checkpoint(

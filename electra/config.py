@@ -288,6 +288,11 @@ class PretrainConfig:
             raise UserError(f"config: flops_budget must be positive (e.g. 1e15), got {self.flops_budget}.")
         if not self.learning_rate > 0:
             raise UserError(f"config: learning_rate must be positive, got {self.learning_rate}.")
+        # numpy's seeds, which set_seed sets: outside them, a traceback once the corpus work was done
+        if not 0 <= self.seed < 2**32:
+            raise UserError(
+                f"config: seed must be in 0..{2**32 - 1} (the range numpy seeds), got {self.seed}."
+            )
         check_ranges(self, RANGES, "config")
         return self
 

@@ -16,10 +16,11 @@ from typing import Any
 
 from torch import nn
 
-from electra.config import SIZES, PretrainConfig
+from electra.config import RUN_RECORD, SIZES, PretrainConfig
 from electra.errors import UserError
-from electra.export import finetune_dir, read_export, require_safetensors
-from electra.files import read_safetensors
+from electra.export import MANIFEST, finetune_dir, read_export, require_safetensors
+from electra.files import check_safetensors, read_safetensors
+from electra.tokenization import load_saved_tokenizer
 
 # Fields of a transformers ElectraConfig that fix the kept model's shape.
 SHAPE_FIELDS = (
@@ -35,27 +36,53 @@ SHAPE_FIELDS = (
 
 
 def _hf_config(directory: Path) -> dict[str, Any]:
+    """DIR's config.json as a dict, or one line naming the file and what to give instead (a run's folder that
+    was never exported holds the run's own config.json, not a model's)."""
+    # given as --set init_from=, a config file's init_from or from Python, it was not checked with the flags
+    if not directory.is_dir():
+        raise UserError(
+            f"--init-from {directory}: not a directory; give a run of this library or a transformers ELECTRA "
+            "directory."
+        )
     path = directory / "config.json"
+    if (directory / RUN_RECORD).is_file() and not (directory / MANIFEST).is_file():
+        raise UserError(
+            f"--init-from {directory}: a pretraining run of this library with no export yet ({MANIFEST} is "
+            f"written when a run ends); finish it with `electra pretrain --output {directory} --resume` and its "
+            "settings, then continue from it."
+        )
     if not path.is_file():
         raise UserError(
             f"{path}: not found; --init-from takes a run of this library or a transformers ELECTRA directory."
         )
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc}).") from None
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        config = exc
+    if not isinstance(config, dict):
+        reason = f"not valid JSON ({config})" if isinstance(config, Exception) else "not a JSON object"
+        raise UserError(
+            f"{path}: {reason}; it is damaged: copy the checkpoint again, or save it again with "
+            "model.save_pretrained(dir)."
+        )
+    return config
 
 
 def kept_dir(directory: str | Path) -> Path:
-    """The checkpoint whose encoder a continued run starts from: an export's fine-tuning part, or DIR itself."""
+    """The checkpoint whose encoder a continued run starts from: an export's fine-tuning part, or DIR itself.
+
+    Its weights are required to be safetensors and their header to be intact here, before the corpus is read: a
+    pickle-only or cut-short checkpoint is refused at once, not after the examples are built."""
     path = finetune_dir(directory)
     config = _hf_config(path)
     if config.get("model_type") != "electra":
         raise UserError(
             f"{path}: model_type {config.get('model_type')!r}; --init-from continues ELECTRA checkpoints "
-            "(model_type electra)."
+            "(model_type electra). Fine-tune it as it is with `electra glue` or `electra squad`."
         )
-    return require_safetensors(path)  # before the corpus is read: a pickle-only checkpoint is refused at once
+    for weights in sorted(require_safetensors(path).glob("*.safetensors")):
+        check_safetensors(weights)
+    return path
 
 
 # The fields a size preset is recognised by: a checkpoint with all of them equal to a preset's is of that size.
@@ -109,8 +136,28 @@ def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str
                 f"--init-from {directory}: its {key} is {value}, not {overrides[key]}; drop that setting (the "
                 "checkpoint's shape is used)."
             )
-    vocabulary = {"tokenizer_vocab_size": kept["vocab_size"]} if "vocab_size" in kept else {}
+    vocabulary = {"tokenizer_vocab_size": _vocabulary_size(directory, kept)}
     return {**overrides, **shape, **vocabulary}  # the checkpoint's vocabulary is the run's, whatever was set
+
+
+def _vocabulary_size(directory: str | Path, kept: dict[str, Any]) -> int:
+    """The size of DIR's tokenizer, which must be its embeddings' row count: the run builds its model at the
+    tokenizer's size, so any other count could not load the embeddings, and a tokenizer larger than them would
+    hand out ids past their last row. Checked here, before the corpus is read."""
+    pieces = len(load_saved_tokenizer(init_vocabulary(directory)))
+    rows = kept.get("vocab_size", pieces)
+    if rows != pieces:
+        fix = (
+            "give the tokenizer it was trained with"
+            if pieces > rows
+            else "give it the tokenizer's size first: model.resize_token_embeddings(len(tokenizer)), then "
+            "model.save_pretrained(dir)"
+        )
+        raise UserError(
+            f"--init-from {directory}: its tokenizer has {pieces:,} pieces but its config.json says vocab_size "
+            f"{rows:,} (the embeddings' rows); continued pretraining needs the two equal: {fix}."
+        )
+    return pieces
 
 
 def continued_settings(
@@ -152,6 +199,10 @@ def _load(module: nn.Module, directory: Path, required_prefix: str) -> list[str]
         )
     state = read_safetensors(weights)
     target = module.state_dict()
+    if required_prefix and not any(k.startswith(required_prefix) for k in state):
+        # a bare encoder (transformers' ElectraModel) saves its tensors without the prefix the pretraining
+        # classes keep them under; from_pretrained adds it, and so does this
+        state = {f"{required_prefix}{k}": v for k, v in state.items()}
     usable = {k: v for k, v in state.items() if k in target and target[k].shape == v.shape}
     tied = {target[k].data_ptr() for k in usable}  # a tied tensor (output projection) loads with its twin
 
@@ -162,9 +213,14 @@ def _load(module: nn.Module, directory: Path, required_prefix: str) -> list[str]
     missing = [k for k in target if k.startswith(required_prefix) and unloaded(k)]
     if missing:
         wrong = [k for k in missing if k in state]
-        detail = f"shape of {wrong[0]} differs" if wrong else f"{missing[0]} is missing"
+        detail = (
+            f"{wrong[0]} is {list(state[wrong[0]].shape)} there, {list(target[wrong[0]].shape)} in the model"
+            if wrong
+            else f"{missing[0]} is not in {weights.name}"
+        )
         raise UserError(
-            f"{directory}: cannot start this model from it ({detail}); use the checkpoint's own size."
+            f"{directory}: its weights do not fit the model its config.json describes ({detail}); give a "
+            "checkpoint whose config and weights were saved together (model.save_pretrained(dir))."
         )
     module.load_state_dict(usable, strict=False)
     return sorted(k for k in target if unloaded(k))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import tarfile
 import warnings
@@ -93,10 +94,45 @@ def bounded(document: str, limit: int = MAX_DOCUMENT_CHARS) -> Iterator[str]:
 
 
 def corpus_files(path: Path) -> list[Path]:
+    """The files a corpus path stands for, in sorted order, through linked folders too. A folder that cannot be
+    listed (no permission) is an error naming it: `Path.rglob` skips such folders silently, and the run trained
+    on part of the corpus."""
     if path.is_file():
         return [path]
-    files = [p for p in sorted(path.rglob("*")) if p.is_file() and not p.name.startswith(".")]
+
+    def unreadable(exc: OSError) -> None:
+        raise UserError(
+            f"corpus folder {exc.filename} cannot be read ({exc.strerror}); give this user access to it "
+            "(chmod) or move it out of the corpus."
+        )
+
+    found, seen = [], {os.path.realpath(path)}
+    # Linked folders are followed (a corpus put together from links to datasets kept elsewhere had been read
+    # without them, silently), each real folder once, so a link back up the tree is no endless loop.
+    for root, folders, names in os.walk(path, onerror=unreadable, followlinks=True):
+        kept = []
+        for folder in sorted(folders):
+            real = os.path.realpath(os.path.join(root, folder))
+            if real not in seen:
+                seen.add(real)
+                kept.append(folder)
+        folders[:] = kept
+        found += [Path(root, name) for name in names]
+    files = [p for p in sorted(found) if p.is_file() and not p.name.startswith(".")]
     return [p for p in files if p.suffix.lower() not in SKIPPED_SUFFIXES]
+
+
+def read_corpus_bytes(file: Path, limit: int = -1) -> bytes:
+    """The bytes of one corpus file (its first `limit` when given), or one line naming the file when it cannot be
+    read (no permission, a vanished network mount): an OSError's traceback otherwise."""
+    try:
+        with open(file, "rb") as handle:
+            return handle.read(limit)
+    except OSError as exc:
+        raise UserError(
+            f"{file}: cannot be read ({exc.strerror or exc}); give this user access to it (chmod) or remove it "
+            "from the corpus."
+        ) from None
 
 
 def is_saved_dataset(path: Path) -> bool:
@@ -120,6 +156,7 @@ def _read_saved_dataset(path: Path) -> Iterator[str]:
 
 def _file_texts(file: Path, strict_utf8: bool = False) -> Iterator[tuple[str, str]]:
     """(display name, decoded text) for a file or each text member of an archive."""
+    read_corpus_bytes(file, 0)  # a file this user may not read is one line, whatever its format
     name = file.name.lower()
     if name.endswith((".tar.gz", ".tgz", ".tar")):
         try:
@@ -147,12 +184,12 @@ def _file_texts(file: Path, strict_utf8: bool = False) -> Iterator[tuple[str, st
             raise UserError(f"{file}: not a readable zip archive ({exc}).") from None
     elif name.endswith(".gz"):
         try:
-            data = gzip.decompress(file.read_bytes())
+            data = gzip.decompress(read_corpus_bytes(file))
         except OSError as exc:
             raise UserError(f"{file}: not a readable gzip file ({exc}).") from None
         yield str(file.with_suffix("")), _decode(data, str(file), strict_utf8)
     else:
-        yield str(file), _decode(file.read_bytes(), str(file), strict_utf8)
+        yield str(file), _decode(read_corpus_bytes(file), str(file), strict_utf8)
 
 
 def _is_text_name(name: str) -> bool:
@@ -189,11 +226,13 @@ def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
             )
         return decode_utf16(data, name)
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         looks_binary = b"\x00" in data[:65536] or sum(
             b < 9 or 13 < b < 32 for b in data[:65536]
         ) > 0.01 * min(len(data), 65536)
+        if _utf16_without_mark(data):
+            raise _not_text(name, data) from None
         if strict_utf8 or looks_binary:
             raise UserError(
                 f"{name}: undecodable bytes at offset {exc.start} (not UTF-8 text); convert it with "
@@ -205,6 +244,67 @@ def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
             stacklevel=2,
         )
         return data.decode("latin-1")
+    sample = data[:65536]
+    if "\0" in text and (_utf16_without_mark(data) or sample.count(0) > 0.01 * len(sample)):
+        raise _not_text(name, data)  # valid UTF-8, but UTF-16 without its mark ("T\0h\0e\0") or binary
+    return text  # a stray NUL in text is a control character the tokenizer's normalizer drops
+
+
+def _utf16_without_mark(data: bytes) -> str | None:
+    """The encoding ("utf-16le" or "utf-16be") when `data` looks like UTF-16 without a byte-order mark (NUL in a
+    good share of its even or odd bytes: the high byte of Latin letters), else None."""
+    sample = data[:65536]
+    even, odd = sample[0::2].count(0), sample[1::2].count(0)
+    half = len(sample) // 2
+    if max(even, odd) <= 0.3 * half or min(even, odd) > 0.05 * half:  # NULs on both sides: binary (zeros)
+        return None
+    encoding = "utf-16le" if odd > even else "utf-16be"
+    text = sample[: 2 * half].decode(encoding, errors="replace")
+    readable = sum(c.isprintable() or c.isspace() for c in text)
+    return encoding if readable >= 0.9 * len(text) else None  # binary with NULs in one lane is no text
+
+
+def _not_text(name: str, data: bytes, expected: str = "") -> UserError:
+    """One line for a file with NUL bytes: UTF-16 without its mark (what to convert it with), or a binary file
+    (`expected`: what the command reads instead; a corpus file is to be removed). Read as UTF-8, plain-ASCII
+    UTF-16 is valid and had trained on (or been scored as) "T\0h\0e\0"."""
+    encoding = _utf16_without_mark(data)
+    if encoding is not None:
+        return UserError(
+            f"{name}: UTF-16 text without a byte-order mark, not UTF-8; convert it with "
+            f"`iconv -f {encoding} -t utf-8`."
+        )
+    instead = f"expected {expected}" if expected else "remove it from the corpus"
+    return UserError(f"{name}: holds NUL bytes (offset {data.index(0)}), so it is not text; {instead}.")
+
+
+def decode_user_text(data: bytes, name: str, expected: str) -> str:
+    """The text of a file whose every character counts (GLUE rows, sentences to score, n-best lists, SQuAD
+    JSON): UTF-8, through a byte-order mark if it has one, or UTF-16 with its mark (`decode_utf16`). Anything
+    else is one line naming the file, the line and offset of the first bad byte, what the command `expected` and
+    the conversion: unlike a corpus, such a file is never read as Latin-1 or with its NULs, since a wrong guess
+    would train on or score other text than the user's. The one strict reader, so every command words it alike."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return decode_utf16(data, name)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if _utf16_without_mark(data):
+            raise _not_text(name, data, expected) from None
+        start = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        line = data.count(b"\n", 0, start) + 1
+        cut = (
+            " (the file ends inside a character: cut short?)"
+            if start + (exc.end - exc.start) >= len(data)
+            else ""
+        )
+        raise UserError(
+            f"{name}:{line}: not UTF-8 text: undecodable bytes at offset {start}{cut}; expected {expected}; "
+            "convert it, e.g. `iconv -f latin1 -t utf-8`."
+        ) from None
+    if "\0" in text:
+        raise _not_text(name, data, expected)
+    return text
 
 
 def _documents_of(name: str, text: str, boundary: str) -> Iterator[str]:

@@ -50,10 +50,28 @@ def read_safetensors(path: str | Path, device: str = "cpu") -> dict[str, Any]:
     try:
         return load_file(str(path), device=device)
     except SafetensorError as exc:
-        raise UserError(
-            f"{path}: not a readable safetensors file ({exc}); it was cut short or damaged: copy it again, or "
-            "export the run again."
-        ) from None
+        raise _unreadable_safetensors(path, exc) from None
+
+
+def check_safetensors(path: str | Path) -> Path:
+    """`path`, once its safetensors header has been read and checked against the file's length (which a copy cut
+    short fails), without loading a tensor: a command can refuse damaged weights before hours of corpus work,
+    in the words `read_safetensors` uses."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt"):
+            pass
+    except SafetensorError as exc:
+        raise _unreadable_safetensors(path, exc) from None
+    return Path(path)
+
+
+def _unreadable_safetensors(path: str | Path, exc: Exception) -> UserError:
+    return UserError(
+        f"{path}: not a readable safetensors file ({exc}); it was cut short or damaged: copy it again, or "
+        "export the run again."
+    )
 
 
 def save_figure_atomically(figure: Any, path: str | Path, **savefig: Any) -> None:

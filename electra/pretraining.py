@@ -33,6 +33,7 @@ from electra.config import (
     write_run_record,
 )
 from electra.continued import init_vocabulary, load_initial_weights
+from electra.corpus import read_corpus_bytes
 from electra.data import (
     PretrainingCollator,
     ResumableBatchOrder,
@@ -44,7 +45,7 @@ from electra.data import (
 from electra.engine import Engine, Task, TrainArgs, make_accelerator
 from electra.errors import ElectraWarning, UserError
 from electra.export import masked_lm_dir, read_export, save_tokenizer
-from electra.files import write_json_atomically
+from electra.files import read_json_record, write_json_atomically
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.model_card import CardFacts, write_export_cards
 from electra.objectives import check_config, flop_report, get_objective
@@ -492,8 +493,7 @@ def corpus_sample(corpus: str | Path) -> str:
     digest = hashlib.sha256()
     for name, size, _ in corpus_fingerprint(corpus):
         digest.update(f"{Path(name).name}\0{size}\0".encode())
-        with open(name, "rb") as handle:
-            digest.update(handle.read(65536))
+        digest.update(read_corpus_bytes(Path(name), 65536))
     return digest.hexdigest()
 
 
@@ -509,7 +509,13 @@ def check_resume(
     path = output_dir / RUN_RECORD
     if not path.is_file():
         return  # a run from before the record existed
-    record = json.loads(path.read_text())
+    record = read_json_record(path)
+    if record is None or not {"world_size", "corpus_sample", "tokenizer_sha256"} <= record.keys():
+        raise UserError(
+            f"--resume: {path} is damaged (not the run record this command writes), so this resume cannot be "
+            f"checked against the corpus and vocabulary {output_dir} trained on; delete it to resume unchecked "
+            "(with that corpus), or start a new --output."
+        )
     if record["world_size"] != world:
         raise UserError(
             f"--resume: {output_dir} was trained with {record['world_size']} process(es), this launch has {world}; "

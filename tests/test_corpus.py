@@ -1,11 +1,13 @@
+import builtins
 import gzip
 import json
+import os
 import tarfile
 import zipfile
 
 import pytest
 
-from electra.corpus import looks_pos_tagged, read_documents, split_sentences, strip_pos_tags
+from electra.corpus import corpus_files, looks_pos_tagged, read_documents, split_sentences, strip_pos_tags
 from electra.errors import UserError
 
 
@@ -123,3 +125,75 @@ def test_the_cli_prints_the_latin1_warning_as_one_line(tmp_path):
     assert lines == [
         f"warning: {latin} is not UTF-8; reading it as Latin-1 (--strict-utf8 refuses it instead)"
     ]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_byte_order_mark_is_named_with_its_fix(tmp_path, encoding):
+    """Before: plain-ASCII UTF-16 without its mark is valid UTF-8, so it trained silently on "T\0h\0e\0" (and with
+    an accent in it was called "not UTF-8" with a Latin-1 fix that mangles it). Now it is named, with the iconv
+    that converts it; a stray NUL in real text still reads, and a file of NULs is not text."""
+    text = "The committee met on Tuesday. Members asked about repairs.\n\nA storm crossed the coast."
+    for name, body in (("ascii.txt", text), ("accent.txt", "Café, naïve. " + text)):
+        path = tmp_path / name
+        path.write_bytes(body.encode(encoding))
+        fix = encoding.replace("-le", "le").replace("-be", "be")
+        with pytest.raises(
+            UserError, match=rf"{name}: UTF-16 text without a byte-order mark.*iconv -f {fix}"
+        ):
+            list(read_documents(path))
+    stray = tmp_path / "stray.txt"
+    stray.write_text(text * 50 + "\0 end.")
+    assert list(read_documents(stray))[-1].endswith("coast.\0 end.")
+    zeros = tmp_path / "zeros.txt"
+    zeros.write_bytes(bytes(4096))
+    with pytest.raises(UserError, match="zeros.txt: holds NUL bytes .*not text"):
+        list(read_documents(zeros))
+
+
+def test_a_file_or_folder_this_user_cannot_read_is_one_line(tmp_path, monkeypatch):
+    """Before: a corpus file without read permission ended in PermissionError's traceback, and a subfolder that
+    could not be listed was skipped in silence (Path.rglob ignores it): the run trained on part of the corpus.
+    (Permissions are simulated: the suite may run as root, who reads everything.)"""
+    corpus = tmp_path / "corpus"
+    (corpus / "locked").mkdir(parents=True)
+    (corpus / "a.txt").write_text("Some text here.")
+    (corpus / "locked" / "b.txt").write_text("More text.")
+    assert len(list(read_documents(corpus))) == 2
+    real_open, real_scandir = builtins.open, os.scandir
+
+    def no_read(file, *args, **kwargs):
+        if str(file).endswith("a.txt"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", no_read)
+    with pytest.raises(
+        UserError, match=r"a.txt: cannot be read \(Permission denied\); give this user access"
+    ):
+        list(read_documents(corpus / "a.txt"))
+    monkeypatch.setattr(builtins, "open", real_open)
+
+    def no_listing(path="."):
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", no_listing)
+    with pytest.raises(UserError, match=r"corpus folder .*locked cannot be read \(Permission denied\)"):
+        list(read_documents(corpus))
+
+
+def test_linked_folders_are_read_once_each_and_a_link_up_the_tree_ends(tmp_path):
+    """Before: a corpus folder of links to datasets kept elsewhere (`ln -s /data/books corpus/books`) was read
+    without them, silently. Now each linked folder is read, a real folder reached by two links once, and a link
+    back up the tree does not loop."""
+    data, corpus = tmp_path / "data", tmp_path / "corpus"
+    (data / "books").mkdir(parents=True)
+    corpus.mkdir()
+    (data / "books" / "a.txt").write_text("A linked book.")
+    (corpus / "own.txt").write_text("The corpus's own file.")
+    (corpus / "books").symlink_to(data / "books")
+    (corpus / "again").symlink_to(data / "books")
+    (data / "books" / "up").symlink_to(corpus)
+    assert corpus_files(corpus) == [corpus / "again" / "a.txt", corpus / "own.txt"]
+    assert sorted(read_documents(corpus)) == ["A linked book.", "The corpus's own file."]

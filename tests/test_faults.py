@@ -93,6 +93,40 @@ def test_every_checkpoint_damaged_is_one_line(straight, tmp_path, micro_override
         _run(corpus_module, run, tmp_path / "cache", micro_overrides_module, resume=True)
 
 
+@pytest.mark.parametrize("pointer", ["names a deleted checkpoint", "is gone"])
+def test_a_lost_latest_pointer_neither_hides_nor_deletes_the_checkpoints(
+    straight, tmp_path, micro_overrides_module, corpus_module, pointer
+):
+    """Before: with checkpoints/latest gone, or naming a checkpoint deleted by hand, `--resume` said the run had
+    no complete checkpoint (steps 2 and 4 were there), and a run started without `--resume` took the folder for a
+    run killed before its first checkpoint and deleted them, unasked. Now the newest complete one is found."""
+    run = _copy_run(straight, tmp_path)
+    subprocess.run(["rm", "-r", str(run / "checkpoints" / "step-00000006")], check=True)
+    if pointer == "is gone":
+        (run / "checkpoints" / "latest").unlink()
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    with pytest.raises(UserError, match="already holds a run; pass --resume"):
+        _run(corpus_module, run, tmp_path / "cache", micro_overrides_module)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
+    result = _run(corpus_module, run, tmp_path / "cache", micro_overrides_module, resume=True)
+    assert result.step == 6
+    a, b = _final_weights(straight), _final_weights(run)
+    assert all(torch.equal(a[k], b[k]) for k in a)  # steps 5-6 redone from step 4: the uninterrupted weights
+
+
+def test_a_damaged_run_record_is_one_line_on_resume(straight, tmp_path, corpus_module, capsys):
+    """Before: `--resume` of a run whose run.json was cut short (a full disk, a crash of the machine) ended in
+    json's JSONDecodeError traceback. Now one line names the file and both ways on."""
+    run = _copy_run(straight, tmp_path)
+    (run / "run.json").write_text('{"corpus": "/data/cor')
+    config = run / "config.json"
+    argv = ["pretrain", "--config", str(config), "--corpus", str(corpus_module), "--output", str(run)]
+    assert main([*argv, "--resume", "--no-plot", "--cache-dir", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{run / 'run.json'} is damaged" in err[0], err
+    assert "delete it to resume unchecked" in err[0] and not (run / "summary.json").exists()
+
+
 def test_a_full_disk_is_refused_before_writing(corpus_module, micro_overrides_module, tmp_path, monkeypatch):
     """Before: a traceback, and a `.partial` directory left behind."""
     free = {"bytes": 10**12}

@@ -1,0 +1,152 @@
+"""`electra pretrain` fed bad or unusual input: checkpoints to continue from that are damaged, inconsistent or of
+another layout, and settings numpy cannot take. Each is one line on standard error naming the file or flag and the
+fix, before the corpus is read (the corpus in these tests is a binary file, so any corpus work would answer first),
+and nothing is written."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import ElectraConfig, ElectraForPreTraining, ElectraModel, ElectraTokenizerFast
+
+from electra.cli import main
+from electra.continued import checkpoint_shape, init_vocabulary, load_initial_weights
+from electra.model import build_pretraining_model
+from electra.objectives import build_config
+from electra.tokenization import load_saved_tokenizer
+from tests.golden_trace import WORDS
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
+SHAPE = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    embedding_size=16,
+    max_position_embeddings=64,
+)
+
+
+def _save(model, directory: Path) -> Path:
+    model.save_pretrained(str(directory))
+    ElectraTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB)}).save_pretrained(str(directory))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    """Folders as transformers saves them: a discriminator, and a bare encoder (ElectraModel)."""
+    root = tmp_path_factory.mktemp("saved")
+    torch.manual_seed(7)
+    _save(ElectraForPreTraining(ElectraConfig(vocab_size=len(VOCAB), **SHAPE)), root / "discriminator")
+    _save(ElectraModel(ElectraConfig(vocab_size=len(VOCAB), **SHAPE)), root / "encoder")
+    return root
+
+
+def test_a_bare_electra_encoder_continues_with_its_weights(saved):
+    """Before: `--init-from` a folder holding a transformers ElectraModel (an encoder saved alone, its tensors
+    without the `electra.` prefix) read the corpus and built the examples, then said "electra.embeddings.
+    word_embeddings.weight is missing; use the checkpoint's own size", which it was. Now its encoder loads, as
+    from_pretrained loads it, and only the discriminator head starts fresh."""
+    encoder = saved / "encoder"
+    config = build_config("tiny", overrides=checkpoint_shape(encoder, {"init_from": str(encoder)}))
+    torch.manual_seed(0)
+    model = build_pretraining_model(config, load_saved_tokenizer(init_vocabulary(encoder)))
+    fresh = load_initial_weights(model, encoder)
+    assert fresh["kept"] and all(k.startswith("discriminator_predictions.") for k in fresh["kept"])
+    loaded = model.objective.kept_module(model).electra.state_dict()
+    for name, value in ElectraModel.from_pretrained(str(encoder)).state_dict().items():
+        torch.testing.assert_close(loaded[name], value, msg=name)
+
+
+def _config_list(d: Path) -> None:
+    (d / "config.json").write_text("[1, 2]")
+
+
+def _rows(count: int):
+    def edit(d: Path) -> None:
+        config = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps({**config, "vocab_size": len(VOCAB) + count}))
+
+    return edit
+
+
+def _cut_short(d: Path) -> None:
+    weights = d / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+
+
+def _never_exported(d: Path) -> None:
+    """A run's folder killed before its end: run.json and the run's config.json, no export.json."""
+    for name in list(d.iterdir()):
+        name.unlink()
+    build_config("tiny").save(d / "config.json")
+    (d / "run.json").write_text(json.dumps({"corpus_sample": "", "tokenizer_sha256": "", "world_size": 1}))
+
+
+CASES = {
+    "config.json that is a JSON list": (_config_list, "config.json: not a JSON object; it is damaged"),
+    "embeddings with more rows than the tokenizer has pieces": (
+        _rows(8),
+        f"its tokenizer has {len(VOCAB)} pieces but its config.json says vocab_size {len(VOCAB) + 8} .* "
+        r"model.resize_token_embeddings\(len\(tokenizer\)\)",
+    ),
+    "a tokenizer with more pieces than the embeddings have rows": (
+        _rows(-8),
+        f"its tokenizer has {len(VOCAB)} pieces but its config.json says vocab_size {len(VOCAB) - 8} .* give the "
+        "tokenizer it was trained with",
+    ),
+    "weights cut short": (_cut_short, r"model.safetensors: not a readable safetensors file .* copy it again"),
+    "a run that was never exported": (_never_exported, r"no export yet .* --resume"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_checkpoint_that_cannot_be_continued_is_one_line_before_any_work(saved, tmp_path, capsys, case):
+    """Before: a config.json holding a JSON list ended in AttributeError's traceback; a vocabulary size other than
+    the tokenizer's, and weights cut short, were found only once the corpus had been read and its examples built
+    (the first as "shape of electra.embeddings.word_embeddings.weight differs; use the checkpoint's own size", which
+    it was); and a run's folder that was never exported was "model_type None". Now each is named, with its fix,
+    before the corpus is opened."""
+    damage, message = CASES[case]
+    checkpoint = shutil.copytree(saved / "discriminator", tmp_path / "checkpoint")
+    damage(checkpoint)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(bytes(range(256)) * 50)  # reading it would be an error of its own
+    output = tmp_path / "run"
+    argv = ["pretrain", "--init-from", str(checkpoint), "--corpus", str(corpus), "--output", str(output)]
+    assert main([*argv, "--max-steps", "1", "--no-plot", "--cache-dir", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("electra pretrain: error: "), err
+    assert "corpus.txt" not in err[0]
+    assert re.search(message, err[0]), err[0]
+    assert not output.exists() and not (tmp_path / "cache").exists()
+
+
+def test_init_from_given_as_a_setting_must_be_a_folder(saved, tmp_path, capsys):
+    """Before: `--set init_from=DIR/config.json` (or a config file's `init_from`) answered
+    "DIR/config.json/config.json: not found"; only the --init-from flag was checked for a folder."""
+    config_file = saved / "discriminator" / "config.json"
+    assert main(["pretrain", "--set", f"init_from={config_file}", "--output", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"electra pretrain: error: --init-from {config_file}: not a directory; give a run of this library or a "
+        "transformers ELECTRA directory."
+    )
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**32)])
+def test_a_seed_numpy_cannot_take_is_one_line(tmp_path, capsys, seed):
+    """Before: `--seed -1` read the corpus, then ended in numpy's `ValueError: Seed must be between 0 and 2**32 -
+    1` traceback."""
+    assert main(["pretrain", "--seed", seed, "--output", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"electra pretrain: error: config: seed must be in 0..4294967295 (the range numpy seeds), got {seed}."
+    )
+    assert not (tmp_path / "run").exists()
