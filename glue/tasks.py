@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from electra.corpus import decode_utf16
+from electra.corpus import decode_user_text
 from electra.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -323,25 +323,13 @@ def read_examples(
 
 
 def _read_text(path: Path) -> str:
-    """A task file's text: UTF-8 (a leading byte-order mark dropped, as MRPC's header has one), or UTF-16 through
-    its byte-order mark (a file saved by a Windows editor). Anything else is one line naming the file, the line
-    and the fix, not a UnicodeDecodeError traceback: GLUE labels and sentences must not be guessed at in
-    another encoding."""
+    """A task file's text (`decode_user_text`: UTF-8 through MRPC's byte-order mark, or UTF-16 with its mark);
+    GLUE labels and sentences are never guessed at in another encoding."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot be read ({exc.strerror}); check its permissions.") from None
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return decode_utf16(data, str(path))
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        start = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
-        lineno = data.count(b"\n", 0, start) + 1
-        raise UserError(
-            f"{path}:{lineno}: undecodable bytes at offset {start} (not UTF-8 text); convert the file to UTF-8, "
-            "e.g. `iconv -f latin1 -t utf-8`."
-        ) from None
+    return decode_user_text(data, str(path), "a GLUE task file (tab-separated UTF-8)")
 
 
 def _clip(text: str, limit: int = 40) -> str:

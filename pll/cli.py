@@ -488,7 +488,7 @@ def _check_device(name: str) -> None:
 
 def _read_input(raw: str) -> tuple[str, str]:
     """(name for messages, text) of a file or, for '-', standard input."""
-    from pll.nbest import decode_text
+    from electra.corpus import decode_user_text
 
     if raw == "-":
         data = sys.stdin.buffer.read()
@@ -496,7 +496,7 @@ def _read_input(raw: str) -> tuple[str, str]:
     else:
         path = require_file(raw, "input file", "'-' reads standard input")
         data, name = path.read_bytes(), str(path)
-    return name, decode_text(data, name, "one sentence per line or an n-best JSON")
+    return name, decode_user_text(data, name, "one sentence per line or an n-best JSON")
 
 
 def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from electra.corpus import decode_utf16
+from electra.corpus import decode_user_text
 from electra.errors import UserError
 from electra.files import require_file, write_text_atomically
 
@@ -71,34 +71,7 @@ def read_nbest(path: str | Path, text: str | None = None) -> tuple[list[Utteranc
 def read_utf8(path: Path, kind: str, expected: str) -> str:
     """A file's text, or a one-line error naming it: missing, or not text (saying what was expected)."""
     require_file(path, kind)
-    return decode_text(path.read_bytes(), str(path), expected)
-
-
-def decode_text(data: bytes, name: str, expected: str) -> str:
-    """The text of a user's file: UTF-8, with or without a byte-order mark, or UTF-16 with one (what Windows
-    PowerShell's `>` and Notepad's "Unicode" write), read as such with a warning, as corpora are.
-
-    Anything else is one line naming `name`, the offset of the first bad byte and the iconv command that converts
-    it: a file in Latin-1 is not guessed at, since a wrong guess would score other text than the user's. A UTF-8
-    byte-order mark used to pass `score` but fail JSON parsing in `rescore` ("Unexpected UTF-8 BOM"), and UTF-16
-    was refused as "not UTF-8" with no way out named."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return decode_utf16(data, name)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        cut = " (the file ends inside a character: cut short?)" if exc.end >= len(data) else ""
-        raise UserError(
-            f"{name}: not UTF-8 text: undecodable bytes at offset {exc.start}{cut}; expected {expected}; convert "
-            "it, e.g. `iconv -f latin1 -t utf-8`."
-        ) from None
-    # Valid UTF-8 but not text: UTF-16 without its mark was scored as sentences "t\0h\0e\0" and "\0".
-    if "\0" in text:
-        raise UserError(
-            f"{name}: holds NUL bytes (offset {data.index(0)}), so it is not UTF-8 text: UTF-16 without a "
-            f"byte-order mark (convert it with `iconv -f utf-16le -t utf-8`) or a binary file; expected {expected}."
-        )
-    return text
+    return decode_user_text(path.read_bytes(), str(path), expected)
 
 
 def looks_like_nbest(text: str) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from electra.corpus import decode_user_text
 from electra.errors import UserError
 from electra.files import require_file
 
@@ -47,8 +48,10 @@ def read_json_file(path: Path, hint: str) -> Any:
     is read through, as `json.loads` does for bytes, instead of failing on the first character; and nesting too
     deep for the parser is a refusal, not a RecursionError traceback. `hint` (a sentence, with its own stop) ends
     a message about bad JSON."""
+    # UTF-8 with or without a BOM, or UTF-16 with one; anything else is one line from the one strict reader
+    text = decode_user_text(path.read_bytes(), str(path), "JSON (UTF-8)")
     try:
-        return json.loads(path.read_bytes())  # bytes: UTF-8 with or without a BOM, UTF-16/32 with one
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         if not exc.doc.strip():
             raise UserError(f"{path}: the file is empty; {hint}") from None
@@ -59,10 +62,6 @@ def read_json_file(path: Path, hint: str) -> Any:
                 "copy or download it again."
             ) from None
         raise UserError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg}); {hint}") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(
-            f"{path}: not UTF-8 text ({exc.reason}); JSON files are UTF-8: convert it (`iconv -f latin1 -t utf-8`)."
-        ) from None
     except RecursionError:
         raise UserError(f"{path}: JSON nested too deeply to read; {hint}") from None
 

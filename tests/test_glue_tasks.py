@@ -307,16 +307,24 @@ def test_undecodable_and_utf16_files(tmp_path):
     latin.parent.mkdir()
     latin.write_bytes(b"sentence\tlabel\ngood film\t1\nmod\xe9le\t0\n")
     with pytest.raises(
-        UserError, match=r"train\.tsv:3: undecodable bytes at offset 30 \(not UTF-8 text\).*iconv"
+        UserError,
+        match=r"train\.tsv:3: not UTF-8 text: undecodable bytes at offset 30; expected a GLUE.*iconv",
     ):
         read_examples(latin, get_task("sst2"), labelled=True)
     latin.write_bytes(b"\xef\xbb\xbf" + latin.read_bytes())  # a UTF-8 byte-order mark before the bad byte
-    with pytest.raises(UserError, match=r"train\.tsv:3: undecodable bytes at offset 33"):
+    with pytest.raises(UserError, match=r"train\.tsv:3: not UTF-8 text: undecodable bytes at offset 33"):
         read_examples(latin, get_task("sst2"), labelled=True)
     wide = tmp_path / "SST-2" / "dev.tsv"
     wide.write_bytes("sentence\tlabel\r\nun café\t1\r\n".encode("utf-16"))
     examples = read_examples(wide, get_task("sst2"), labelled=True)
     assert [(ex.text_a, ex.label) for ex in examples] == [("un café", "1")]
+    wide.write_bytes(
+        "sentence\tlabel\nun film\t1\n".encode("utf-16-le")
+    )  # no mark: valid UTF-8, full of NULs
+    with pytest.raises(
+        UserError, match=r"dev\.tsv: UTF-16 text without a byte-order mark.*iconv -f utf-16le"
+    ):
+        read_examples(wide, get_task("sst2"), labelled=True)
 
 
 def test_a_row_with_more_fields_than_the_header_is_refused(tmp_path):

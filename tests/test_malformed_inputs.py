@@ -76,6 +76,12 @@ CASES: list[Case] = [
         "UTF-16 text",
     ),
     (
+        "corpus in UTF-16 without a byte-order mark (valid UTF-8, half NUL bytes)",
+        lambda r: _pretrain(r, "--corpus", str(_write(r, "u.txt", (SAMPLE_TEXT * 4).encode("utf-16-le")))),
+        "UTF-16 text without a byte-order mark",
+    ),
+    ("pretrain --seed -1", lambda r: _pretrain(r, "--seed", "-1"), "seed must be in 0..4294967295"),
+    (
         "vocabulary without [MASK]",
         lambda r: _pretrain(
             r, "--corpus", str(_corpus(r)), "--vocab", str(_write(r, "v.txt", "[PAD]\n[UNK]\n"))
@@ -148,6 +154,16 @@ CASES: list[Case] = [
         "its safetensors weights cannot be read",
     ),
     (
+        "--init-from a checkpoint whose weights were cut short",
+        lambda r: _pretrain(r, "--init-from", str(_cut_short(r)), "--corpus", str(_corpus(r))),
+        "not a readable safetensors file",
+    ),
+    (
+        "STS-B score outside 0-5 (a typo)",
+        lambda r: ["glue", "--model", str(_cut_short(r)), "--task", "stsb", "--data-dir", str(_stsb(r))],
+        "is outside 0-5",
+    ),
+    (
         "--init-from a checkpoint with pickled weights only",
         lambda r: _pretrain(r, "--init-from", str(_pickled(r)), "--corpus", str(_corpus(r))),
         "no .safetensors weights",
@@ -216,7 +232,7 @@ CASES: list[Case] = [
             "--input",
             str(_write(r, "u.txt", "the cat\n".encode("utf-16-le"))),
         ],
-        "UTF-16 without a byte-order mark",
+        "UTF-16 text without a byte-order mark",
     ),
     (
         "rescore --lambdas nan,inf",
@@ -333,6 +349,15 @@ def _squad(root: Path) -> Path:
     qa = {"id": "q", "question": "what?", "answers": [{"text": "cat", "answer_start": 2}]}
     data = [{"title": "t", "paragraphs": [{"context": "a cat", "qas": [qa]}]}]
     return _write(root, "squad.json", json.dumps({"version": "1.1", "data": data}))
+
+
+def _stsb(root: Path) -> Path:
+    data = root / "glue"
+    (data / "STS-B").mkdir(parents=True, exist_ok=True)
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    for split in ("train", "dev"):
+        (data / "STS-B" / f"{split}.tsv").write_text(header + "0\tg\tf\t2012\t0\ts\ts\tA cat.\tA dog.\t35\n")
+    return data
 
 
 def _sst2(root: Path) -> Path:

@@ -162,12 +162,17 @@ def test_text_encodings_are_read_or_named(mlm_dir, tmp_path, monkeypatch, capsys
     no_mark.write_bytes("the cat sat\n".encode("utf-16-le"))
     assert main(["score", "--model", str(mlm_dir), "--input", str(no_mark)]) == 2
     err = _one_line(capsys.readouterr().err)
-    assert f"{no_mark}: holds NUL bytes" in err and "iconv -f utf-16le -t utf-8" in err
+    assert f"{no_mark}: UTF-16 text without a byte-order mark" in err and "iconv -f utf-16le -t utf-8" in err
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"the cat\x00\x00\x00\x07\x00sat\n")
+    assert main(["score", "--model", str(mlm_dir), "--input", str(binary)]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{binary}: holds NUL bytes (offset 7), so it is not text; expected one sentence per line" in err
     latin = tmp_path / "latin.txt"
-    latin.write_bytes("the caf\u00e9 sat\n".encode("latin-1"))
+    latin.write_bytes("the cat sat\nthe caf\u00e9 sat\n".encode("latin-1"))
     assert main(["score", "--model", str(mlm_dir), "--input", str(latin)]) == 2
     err = _one_line(capsys.readouterr().err)
-    assert f"{latin}: not UTF-8 text: undecodable bytes at offset 7" in err and "iconv" in err
+    assert f"{latin}:2: not UTF-8 text: undecodable bytes at offset 19;" in err and "iconv" in err
 
     dev = tmp_path / "dev.json"
     _write_list(dev, DEV)
@@ -348,7 +353,7 @@ def test_nbest_references_that_match_no_audio_file_are_refused_before_decoding(t
     latin = tmp_path / "latin.txt"
     latin.write_bytes("a the caf\u00e9\n".encode("latin-1"))
     assert main(["nbest", "--audio", str(audio), "--output", str(out), "--refs", str(latin)]) == 2
-    assert f"{latin}: not UTF-8 text" in _one_line(capsys.readouterr().err)
+    assert f"{latin}:1: not UTF-8 text" in _one_line(capsys.readouterr().err)
 
     some = tmp_path / "some.txt"
     some.write_text("a the cat\n")

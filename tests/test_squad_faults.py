@@ -84,7 +84,7 @@ def test_squad_eval_predictions_not_utf8_or_cut_short(tmp_path: Path, capsys) ->
     latin = tmp_path / "latin.json"
     latin.write_bytes('{"q1": "Dénver"}'.encode("latin-1"))
     assert main(["squad-eval", "--data", str(data), "--predictions", str(latin)]) == 2
-    assert f"{latin}: not UTF-8 text" in _one_line(capsys.readouterr().err)
+    assert f"{latin}:1: not UTF-8 text" in _one_line(capsys.readouterr().err)
     cut = tmp_path / "cut.json"
     cut.write_text('{"q1": "Den')
     assert main(["squad-eval", "--data", str(data), "--predictions", str(cut)]) == 2
