@@ -250,6 +250,10 @@ class PretrainConfig:
                 "config: embedding_sharing=gdes shares a generator's embeddings; generator=unigram has none "
                 "(use mlm or two-tower)."
             )
+        if self.embedding_sharing == "gdes" and self.init_from is not None:  # said before the corpus work
+            raise UserError(
+                "config: --init-from with embedding_sharing=gdes is not supported yet; use embeddings or none."
+            )
         if self.generator_from is not None:
             if self.generator != "mlm":
                 raise UserError(

@@ -228,11 +228,7 @@ def _load(module: nn.Module, directory: Path, required_prefix: str) -> list[str]
 
 def load_initial_weights(model: Any, directory: str | Path) -> dict[str, list[str]]:
     """Start `model` (a PretrainingModel) from DIR; returns, per part, the tensors that stayed freshly initialised."""
-    if model.config.embedding_sharing == "gdes":
-        raise UserError(
-            "--init-from with embedding_sharing=gdes is not supported yet; use embeddings or none."
-        )
-    objective = model.objective
+    objective = model.objective  # what cannot be continued (gdes, a cloze run) was refused by its config
     fresh = {"kept": _load(objective.kept_module(model), kept_dir(directory), "electra.")}
     generator = objective.generator_module(model)
     export = read_export(directory)

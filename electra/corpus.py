@@ -187,7 +187,7 @@ def _file_texts(file: Path, strict_utf8: bool = False) -> Iterator[tuple[str, st
             data = gzip.decompress(read_corpus_bytes(file))
         except OSError as exc:
             raise UserError(f"{file}: not a readable gzip file ({exc}).") from None
-        yield str(file.with_suffix("")), _decode(data, str(file), strict_utf8)
+        yield str(file), _decode(data, str(file), strict_utf8)
     else:
         yield str(file), _decode(read_corpus_bytes(file), str(file), strict_utf8)
 
@@ -308,7 +308,10 @@ def decode_user_text(data: bytes, name: str, expected: str) -> str:
 
 
 def _documents_of(name: str, text: str, boundary: str) -> Iterator[str]:
-    suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name.rsplit("/", 1)[-1] else ""
+    base = (
+        name.rsplit("/", 1)[-1].removesuffix(".gz").removesuffix(".GZ")
+    )  # c.jsonl.gz is JSON lines, so named
+    suffix = "." + base.rsplit(".", 1)[-1].lower() if "." in base else ""
     if suffix in JSON_SUFFIXES:
         yield from _jsonl_documents(name, text)
         return

@@ -8,7 +8,7 @@ from pathlib import Path
 from electra.config import GENERATORS, SCHEDULE_CLOCKS, SIZES
 from electra.errors import UserError
 from electra.files import require_file
-from electra.flags import add_output_option
+from electra.flags import add_output_option, require_counts
 from electra.plot import plot_run
 
 
@@ -236,6 +236,7 @@ def check_paths(args: argparse.Namespace) -> None:
         raise UserError(
             "--resume continues the run in --output and --overwrite deletes it; give one of them."
         )
+    require_counts(args, (), ("num_proc", "per_device_batch_size"))  # --num-proc 0 had been taken as 1
     if args.corpus is not None and not Path(args.corpus).exists():
         raise UserError(
             f"corpus {args.corpus} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset."

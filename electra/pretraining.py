@@ -663,7 +663,8 @@ def _check_output_dir(
         output_dir / "config.json",
         asdict(saved),
         asdict(config),
-        "rerun with the saved settings or start a new --output.",
+        f"rerun with the saved settings (`--config {output_dir / 'config.json'} --resume` repeats them all) or "
+        "start a new --output.",
         ignore=RESUMABLE_CHANGES | {"vocab_size"},
     )
     return existing

@@ -31,6 +31,12 @@ def test_jsonl_and_archives(tmp_path):
     gz = tmp_path / "d.txt.gz"
     gz.write_bytes(gzip.compress(b"Zipped text.\n"))
     assert list(read_documents(gz)) == ["Zipped text."]
+    gz_lines = tmp_path / "g.jsonl.gz"  # JSON lines inside gzip; an error names the file as it is on disk
+    gz_lines.write_bytes(gzip.compress(b'{"text": "Packed."}\n{"text": \n'))
+    with pytest.raises(UserError, match=r"g\.jsonl\.gz:2: not valid JSON"):
+        list(read_documents(gz_lines))
+    gz_lines.write_bytes(gzip.compress(b'{"text": "Packed."}\n'))
+    assert list(read_documents(gz_lines)) == ["Packed."]
     zpath = tmp_path / "e.zip"
     with zipfile.ZipFile(zpath, "w") as z:
         z.writestr("x/a.txt", "From zip.")

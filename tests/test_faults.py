@@ -127,6 +127,25 @@ def test_a_damaged_run_record_is_one_line_on_resume(straight, tmp_path, corpus_m
     assert "delete it to resume unchecked" in err[0] and not (run / "summary.json").exists()
 
 
+def test_a_refused_resume_names_the_config_that_repeats_the_settings_and_it_resumes(
+    straight, tmp_path, corpus_module, capsys
+):
+    """A `--resume` without every `--set` of the first run is refused with a list of differences; the refusal now
+    names `--config RUN/config.json`, which repeats them all, and that command continues the run."""
+    run = _copy_run(straight, tmp_path)
+    subprocess.run(["rm", "-r", str(run / "checkpoints" / "step-00000006")], check=True)
+    common = ["--corpus", str(corpus_module), "--output", str(run), "--resume", "--no-plot"]
+    common += ["--cache-dir", str(tmp_path / "cache")]
+    assert main(["pretrain", *common]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "differs from this run in hidden_size" in err[0], err
+    config = run / "config.json"
+    assert f"`--config {config} --resume` repeats them all" in err[0]
+    assert main(["pretrain", "--config", str(config), *common]) == 0
+    a, b = _final_weights(straight), _final_weights(run)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_a_full_disk_is_refused_before_writing(corpus_module, micro_overrides_module, tmp_path, monkeypatch):
     """Before: a traceback, and a `.partial` directory left behind."""
     free = {"bytes": 10**12}

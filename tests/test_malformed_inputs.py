@@ -81,6 +81,7 @@ CASES: list[Case] = [
         "UTF-16 text without a byte-order mark",
     ),
     ("pretrain --seed -1", lambda r: _pretrain(r, "--seed", "-1"), "seed must be in 0..4294967295"),
+    ("pretrain --num-proc 0", lambda r: _pretrain(r, "--num-proc", "0"), "--num-proc must be at least 1"),
     (
         "vocabulary without [MASK]",
         lambda r: _pretrain(

@@ -116,16 +116,40 @@ def test_a_checkpoint_that_cannot_be_continued_is_one_line_before_any_work(saved
     damage, message = CASES[case]
     checkpoint = shutil.copytree(saved / "discriminator", tmp_path / "checkpoint")
     damage(checkpoint)
+    assert re.search(message, _refused_before_the_corpus(checkpoint, tmp_path, capsys))
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--objective", "cloze"],
+            "objective=cloze keeps no transformers encoder; start a cloze run from scratch",
+        ),
+        (["--set", "embedding_sharing=gdes"], "--init-from with embedding_sharing=gdes is not supported yet"),
+    ],
+)
+def test_settings_that_cannot_continue_a_checkpoint_are_refused_before_the_corpus(
+    saved, tmp_path, capsys, flags, message
+):
+    """Before: these were refused only when the weights were loaded, after the vocabulary and examples were built
+    from the corpus (minutes to hours); now by the config check."""
+    assert message in _refused_before_the_corpus(saved / "discriminator", tmp_path, capsys, *flags)
+
+
+def _refused_before_the_corpus(checkpoint: Path, tmp_path: Path, capsys, *flags: str) -> str:
+    """`pretrain --init-from checkpoint` on a binary corpus, whose reading would be an error of its own: the one
+    line it exits with, once checked that it names no corpus and that nothing was written."""
     corpus = tmp_path / "corpus.txt"
-    corpus.write_bytes(bytes(range(256)) * 50)  # reading it would be an error of its own
+    corpus.write_bytes(bytes(range(256)) * 50)
     output = tmp_path / "run"
     argv = ["pretrain", "--init-from", str(checkpoint), "--corpus", str(corpus), "--output", str(output)]
-    assert main([*argv, "--max-steps", "1", "--no-plot", "--cache-dir", str(tmp_path / "cache")]) == 2
+    assert main([*argv, *flags, "--max-steps", "1", "--no-plot", "--cache-dir", str(tmp_path / "cache")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("electra pretrain: error: "), err
     assert "corpus.txt" not in err[0]
-    assert re.search(message, err[0]), err[0]
     assert not output.exists() and not (tmp_path / "cache").exists()
+    return err[0]
 
 
 def test_init_from_given_as_a_setting_must_be_a_folder(saved, tmp_path, capsys):

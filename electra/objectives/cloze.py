@@ -21,6 +21,10 @@ from electra.outputs import StepOutput
 from flops.analytic import FlopPlan
 from generators.two_tower import TwoTowerGenerator
 
+NO_KEPT_ENCODER = (
+    "objective=cloze keeps no transformers encoder; start a cloze run from scratch (no --init-from)."
+)
+
 
 @register_objective
 class Cloze(Objective):
@@ -42,6 +46,8 @@ class Cloze(Objective):
             )
         if config.generator_from is not None:
             raise UserError("config: objective=cloze trains its own model; remove generator_from.")
+        if config.init_from is not None:  # said before the corpus work, not when the weights are loaded
+            raise UserError(f"config: {NO_KEPT_ENCODER}")
 
     def build(self, model: Parts, token_counts=None) -> None:
         model.discriminator = None
@@ -75,9 +81,7 @@ class Cloze(Objective):
         return model.generator
 
     def kept_module(self, model: Parts) -> nn.Module:
-        raise UserError(
-            "objective=cloze keeps no transformers encoder; start a cloze run from scratch (no --init-from)."
-        )
+        raise UserError(NO_KEPT_ENCODER)
 
     def export_parts(self, model: Parts):
         return [generator_export_part(model.generator, self.name)]
