@@ -403,6 +403,7 @@ class Engine:
         run_start = time.perf_counter()
         last: dict[str, float] = {}
         stop_reason = "max_steps"
+        deadline: int | None = None  # the step the processes agreed the time budget runs out at (steps clock)
         if resume_from is not None:  # a resumed run whose budget was already spent takes no further step
             stop_reason = self._budget_spent_before(flops_spent, elapsed_before, clock) or stop_reason
         try:
@@ -437,6 +438,8 @@ class Engine:
                 budget_spent = args.flops_budget is not None and flops_spent >= args.flops_budget
                 done = step == args.max_steps or budget_spent
                 if clock is not None and not done and clock.finished(step):  # the decay has reached zero
+                    stop_reason, done = "time_budget", True
+                if clock is None and not done and self._past_deadline(step, deadline, run_start):
                     stop_reason, done = "time_budget", True
                 if step % args.log_every == 0 or done:
                     seconds = time.perf_counter() - window_start
@@ -482,9 +485,14 @@ class Engine:
                         )
                     log.log(step, {f"train/{k}": v for k, v in last.items()})
                     progress.set_postfix(_postfix(last, task.progress_keys))
+                    step_seconds = seconds / max(window_steps, 1)
                     window, window_steps, window_tokens, window_start = {}, 0, 0, time.perf_counter()
-                    if not done and self._out_of_time(run_start, elapsed_before, clock, step):
-                        stop_reason, done = "time_budget", True
+                    if not done:
+                        out_of_time, deadline = self._out_of_time(
+                            run_start, elapsed_before, clock, step, step_seconds
+                        )
+                        if out_of_time:
+                            stop_reason, done = "time_budget", True
                     # on the time clock the bar counts the steps that fit in the budget
                     if clock is not None and clock.end_step() is not None:
                         progress.total = clock.end_step()
@@ -578,21 +586,41 @@ class Engine:
         return None
 
     def _out_of_time(
-        self, run_start: float, elapsed_before: float, clock: TimeBudgetClock | None, step: int
-    ) -> bool:
-        """Whether the time budget is spent, decided the same on every process (they must stop at one step). On
+        self,
+        run_start: float,
+        elapsed_before: float,
+        clock: TimeBudgetClock | None,
+        step: int,
+        step_seconds: float,
+    ) -> tuple[bool, int | None]:
+        """At a log step: whether the time budget is spent, decided the same on every process (they must stop at
+        one step), and on the steps clock the step it will run out at, from each process's last window
+        (`step_seconds` a step), agreed as the earliest: between log steps the processes stop there without
+        talking (`_past_deadline`); a Small run logging every 50 steps of 9 s had run on for up to 7 minutes. On
         the time clock the budget is the whole run's, and the time agreed here re-anchors the clock."""
         budget = self.args.time_budget
         if budget is None:
-            return False
+            return False, None
         here = time.perf_counter() - run_start
         if clock is None:
-            spent = torch.tensor(float(here >= budget), device=self.accelerator.device)
-            return float(self.accelerator.reduce(spent, reduction="sum")) > 0
+            left = max(budget - here, 0.0)
+            ends = step + max(1, math.ceil(left / max(step_seconds, 1e-9)))
+            mine = torch.tensor([here, float(ends)], dtype=torch.float64, device=self.accelerator.device)
+            every = self.accelerator.gather(mine).reshape(-1, 2)
+            return bool(every[:, 0].max() >= budget), int(every[:, 1].min())
         seconds = torch.tensor([elapsed_before + here], dtype=torch.float64, device=self.accelerator.device)
         agreed = float(self.accelerator.gather(seconds).max())  # the slowest process's time
         clock.observe(step, agreed)
-        return agreed >= budget
+        return agreed >= budget, None
+
+    def _past_deadline(self, step: int, deadline: int | None, run_start: float) -> bool:
+        """Between log steps, whether the steps clock's time budget is spent: one process reads its own clock
+        after every step (no device work); several stop at the step they agreed at the last log step."""
+        if self.args.time_budget is None:
+            return False
+        if self.accelerator.num_processes == 1:
+            return time.perf_counter() - run_start >= self.args.time_budget
+        return deadline is not None and step >= deadline
 
     # ------------------------------------------------------------------------------------------------------
     def _evaluate(self, task: Task, model, step: int, log: RunLog, evaluations: list, best):

@@ -177,7 +177,7 @@ def test_flop_budget_stops_at_the_first_step_that_spends_it(tmp_path):
     assert result.flops == 3200.0 and result.step == 4  # 800 FLOPs a step: 2400 < 2500 <= 3200
 
 
-def test_a_time_budget_stops_at_the_next_log_step_saves_and_resumes_exactly(tmp_path):
+def test_a_time_budget_stops_at_the_step_that_spends_it_saves_and_resumes_exactly(tmp_path):
     straight = Regression()
     torch.manual_seed(5)
     Engine(_args(tmp_path / "a", save_every=100, log_every=3)).fit(straight)
@@ -185,8 +185,8 @@ def test_a_time_budget_stops_at_the_next_log_step_saves_and_resumes_exactly(tmp_
     torch.manual_seed(5)
     engine = Engine(_args(tmp_path / "b", save_every=100, log_every=3, time_budget=1e-9))
     result = engine.fit(timed)
-    assert (result.stop_reason, result.step) == ("time_budget", 3)  # spent at once, noticed when step 3 logs
-    assert engine.latest_checkpoint().name.endswith("3")
+    assert (result.stop_reason, result.step) == ("time_budget", 1)  # spent at once: the first step ends it
+    assert engine.latest_checkpoint().name.endswith("1")
     resumed = Regression()
     engine = Engine(_args(tmp_path / "b", save_every=100, log_every=3))
     assert engine.fit(resumed, engine.latest_checkpoint()).step == 6
@@ -194,6 +194,33 @@ def test_a_time_budget_stops_at_the_next_log_step_saves_and_resumes_exactly(tmp_
     assert all(torch.equal(a[k], b[k]) for k in a)  # the schedule ran on as if never stopped
     with pytest.raises(UserError, match="time budget must be positive"):
         _args(tmp_path, time_budget=0.0)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_time_budget_between_log_steps_stops_within_a_step(processes, tmp_path, monkeypatch):
+    """Before: the steps clock's budget was looked at only when a row was logged, so a Small run logging every 50
+    steps of 9 s ran on for up to 7 minutes past it. One process now reads its clock after every step; several
+    agree at each log step on the step their budget ends at (from the last window's pace) and stop there, with
+    no talk between log steps. (Two processes are simulated: this one answers for both.)"""
+    now = [0.0]
+    monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    if processes == 2:
+        monkeypatch.setattr(Engine, "_past_deadline", _as_if_two_processes(Engine._past_deadline))
+    args = _args(tmp_path, max_steps=1000, log_every=4, save_every=1000, time_budget=10.5)
+    result = Engine(args).fit(TimedRegression(now))
+    assert (result.stop_reason, result.step) == ("time_budget", 11)  # 1 s a step: step 11 ends at 11 s
+    assert [int(r["step"]) for r in read_metrics(tmp_path)] == [4, 8, 11]
+
+
+def _as_if_two_processes(past_deadline):
+    def check(self, step, deadline, run_start):
+        real, self.accelerator = self.accelerator, SimpleNamespace(num_processes=2)  # all the check reads
+        try:
+            return past_deadline(self, step, deadline, run_start)
+        finally:
+            self.accelerator = real
+
+    return check
 
 
 class TimedRegression(Regression):
