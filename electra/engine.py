@@ -228,6 +228,12 @@ def process_count() -> int:
     return PartialState(cpu=not torch.cuda.is_available()).num_processes
 
 
+def main_process_print(text: str) -> None:
+    """`print` from the main process only, before an Accelerator exists: a note every process of a launch would
+    otherwise print once each."""
+    PartialState(cpu=not torch.cuda.is_available()).print(text)
+
+
 def per_process_batch(batch_size: int, processes: int, flag: str = "--batch-size") -> int:
     """The sequences each process takes per optimizer step when `batch_size` is the whole step's, over all
     processes (as `pretrain`'s --batch-size is): a launch with more processes trains the same recipe. A batch

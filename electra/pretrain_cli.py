@@ -185,7 +185,9 @@ def run(args: argparse.Namespace) -> int:
         # the file's shape fields are checked against the checkpoint too, not silently replaced by its shape
         args.size, overrides, note = continued_settings(init_from, {**from_file, **overrides}, args.size)
         if note:
-            print(note)
+            from electra.engine import main_process_print
+
+            main_process_print(note)
     args.size = args.size or "tiny"
     if args.per_device_batch_size is not None:
         if args.train_batch_size is not None:
@@ -208,7 +210,9 @@ def run(args: argparse.Namespace) -> int:
         from electra.embedded_corpus import ensure_embedded_corpus
 
         corpus = str(ensure_embedded_corpus(Path(args.cache_dir) / "corpus" if args.cache_dir else None))
-        print(f"no --corpus given: training on the embedded Python-docs corpus ({corpus})")
+        from electra.engine import main_process_print
+
+        main_process_print(f"no --corpus given: training on the embedded Python-docs corpus ({corpus})")
     output = Path(args.output or f"runs/{args.size}-{config.objective}")
     inputs = RunInputs(
         corpus=corpus,
@@ -224,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
         strict_utf8=args.strict_utf8,
     )
     result = pretrain(config, inputs)
-    if not args.no_plot and result.is_main_process and (result.output_dir / "metrics.csv").is_file():
+    curves = result.output_dir / "metrics.csv"
+    if not args.no_plot and result.is_main_process and result.trained and curves.is_file():
         print(f"curves: {plot_run(result.output_dir)}")
     return 0
 

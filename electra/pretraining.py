@@ -81,6 +81,9 @@ class PretrainResult:
     metrics: dict[str, float]  # the last logged training window
     output_dir: Path
     is_main_process: bool
+    trained: bool = (
+        True  # False: a finished run resumed with nothing left to do (its files stay as they were)
+    )
 
 
 @dataclass
@@ -398,7 +401,8 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     result = Engine(args, accelerator).fit(task, resume_from)
 
     last = dict(result.metrics, step=result.step)
-    if result.step == resumed_at and (output_dir / "summary.json").is_file():
+    finished_before = result.step == resumed_at and (output_dir / "summary.json").is_file()
+    if finished_before:
         # A finished run resumed with nothing left to do: its exports, cards and summary describe the training
         # that happened; rewritten from this invocation they would lose every metric.
         how = _how_to_go_on(result.stop_reason, output_dir)
@@ -418,7 +422,12 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return PretrainResult(
-        result.step, result.stop_reason, result.metrics, output_dir, accelerator.is_main_process
+        result.step,
+        result.stop_reason,
+        result.metrics,
+        output_dir,
+        accelerator.is_main_process,
+        trained=not finished_before,
     )
 
 

@@ -50,8 +50,10 @@ class CSVTracker(GeneralTracker):
         if self.path.exists():
             with self.path.open(newline="") as handle:
                 self.fields = list(csv.DictReader(handle).fieldnames or [])
-            kept = [row for row in read_csv(self.path) if row.get("step", math.inf) <= self.resume_step]
-            self._rewrite(kept)
+            rows = read_csv(self.path)
+            kept = [row for row in rows if row.get("step", math.inf) <= self.resume_step]
+            if len(kept) < len(rows):  # a finished run resumed with nothing to do keeps its file untouched
+                self._rewrite(kept)
 
     def store_init_configuration(self, values: dict) -> None:
         pass  # the run's config.json holds it

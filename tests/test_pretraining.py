@@ -61,10 +61,13 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(
     # that trained nothing (they had lost every metric).
     finished = {name: (tmp_path / "killed" / name).read_bytes() for name in ("summary.json", "README.md")}
     assert "loss" in json.loads(finished["summary.json"])
+    log_written = (tmp_path / "killed" / "metrics.csv").stat().st_mtime_ns
     capsys.readouterr()
-    assert _run(small_corpus, tmp_path / "killed", cache, micro_overrides, resume=True).step == 6
+    again = _run(small_corpus, tmp_path / "killed", cache, micro_overrides, resume=True)
+    assert (again.step, again.trained) == (6, False)  # the CLI draws no curves.png for it
     assert "--init-from" in capsys.readouterr().out  # the hint names what trains it further, not --max-steps
     assert {name: (tmp_path / "killed" / name).read_bytes() for name in finished} == finished
+    assert (tmp_path / "killed" / "metrics.csv").stat().st_mtime_ns == log_written  # had been rewritten
 
 
 def test_a_kill_during_a_save_keeps_the_previous_checkpoint(
