@@ -133,7 +133,7 @@ class PretrainConfig:
     # `transformers` ...ForMaskedLM directory with the run's vocabulary. No generator loss, no generator backward;
     # its sampling temperature falls linearly from generator_temperature_start to 1 over max_steps.
     generator_from: str | None = None
-    # Continued pretraining: start from this checkpoint (an export of this library or a transformers ELECTRA
+    # Continued pretraining: start from this checkpoint (an export of this library or a transformers ELECTRA or BERT
     # directory; its shape and tokenizer are used), with a fresh optimizer and schedule (electra.continued).
     init_from: str | None = None
     generator_temperature_start: float = 2.0

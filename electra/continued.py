@@ -6,6 +6,12 @@ the ELECTRA ports' issue trackers. DIR is an export of this library or a plain `
 loads the kept model's encoder (and its head when the objective's head has the same layout), loads the generator
 when DIR has one of the same kind (otherwise a fresh one at the configured width, sharing the loaded embeddings as
 configured), and starts a fresh optimizer and schedule.
+
+DIR may also be a `transformers` BERT directory (BertModel, BertForPreTraining, BertForMaskedLM): continuing an
+existing BERT with ELECTRA's objective is what users most often ask for, and BERT's encoder is an ELECTRA
+discriminator's whose embeddings are as wide as its hidden states (same tensors under `bert.` instead of
+`electra.`, no projection). What differs is said here, once: `_as_electra` (the config), `ENCODER_PREFIXES` and
+`_load` (the tensor names); BERT's pooler and its pretraining heads (`cls.*`) have no counterpart and are dropped.
 """
 
 from __future__ import annotations
@@ -15,12 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from torch import nn
+from transformers import BertConfig
 
-from electra.config import RUN_RECORD, SIZES, PretrainConfig
+from electra.config import RUN_RECORD, SIZES, PretrainConfig, coerce_value
 from electra.errors import UserError
 from electra.export import MANIFEST, finetune_dir, read_export, require_safetensors
 from electra.files import check_safetensors, read_safetensors
-from electra.tokenization import load_saved_tokenizer
+from electra.tokenization import load_saved_tokenizer, lowercases
+
+# The model types --init-from continues, and the prefix under which each one's pretraining and task classes keep
+# the encoder (their base_model_prefix): a BERT checkpoint's encoder tensors load under ELECTRA's names once this
+# prefix is renamed. A bare encoder (ElectraModel, BertModel) saves them with no prefix at all.
+ENCODER_PREFIXES = {"electra": "electra.", "bert": "bert."}
 
 # Fields of a transformers ElectraConfig that fix the kept model's shape.
 SHAPE_FIELDS = (
@@ -41,8 +53,8 @@ def _hf_config(directory: Path) -> dict[str, Any]:
     # given as --set init_from=, a config file's init_from or from Python, it was not checked with the flags
     if not directory.is_dir():
         raise UserError(
-            f"--init-from {directory}: not a directory; give a run of this library or a transformers ELECTRA "
-            "directory."
+            f"--init-from {directory}: not a directory; give a run of this library or a transformers ELECTRA or "
+            "BERT directory."
         )
     path = directory / "config.json"
     if (directory / RUN_RECORD).is_file() and not (directory / MANIFEST).is_file():
@@ -53,7 +65,8 @@ def _hf_config(directory: Path) -> dict[str, Any]:
         )
     if not path.is_file():
         raise UserError(
-            f"{path}: not found; --init-from takes a run of this library or a transformers ELECTRA directory."
+            f"{path}: not found; --init-from takes a run of this library or a transformers ELECTRA or BERT "
+            "directory."
         )
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
@@ -75,14 +88,56 @@ def kept_dir(directory: str | Path) -> Path:
     pickle-only or cut-short checkpoint is refused at once, not after the examples are built."""
     path = finetune_dir(directory)
     config = _hf_config(path)
-    if config.get("model_type") != "electra":
+    if config.get("model_type") not in ENCODER_PREFIXES:
         raise UserError(
-            f"{path}: model_type {config.get('model_type')!r}; --init-from continues ELECTRA checkpoints "
-            "(model_type electra). Fine-tune it as it is with `electra glue` or `electra squad`."
+            f"{path}: model_type {config.get('model_type')!r}; --init-from continues ELECTRA and BERT checkpoints "
+            "(model_type electra or bert). Fine-tune it as it is with `electra glue` or `electra squad`."
         )
     for weights in sorted(require_safetensors(path).glob("*.safetensors")):
         check_safetensors(weights)
     return path
+
+
+def kept_config(directory: str | Path) -> dict[str, Any]:
+    """The config.json of DIR's kept model in ELECTRA's fields (`_as_electra`): what the run's shape is read from."""
+    return _as_electra(_hf_config(kept_dir(directory)))
+
+
+def _as_electra(config: dict[str, Any]) -> dict[str, Any]:
+    """A BERT config.json as the ElectraConfig of the same encoder: its embeddings are as wide as its hidden states
+    (ELECTRA then builds no projection), and a field it leaves out has BERT's default, not ELECTRA's or a preset's
+    (BERT-Base's width is 768 where ELECTRA's default is 256). An ELECTRA config is returned as it is."""
+    if config.get("model_type") != "bert":
+        return config
+    bert = {**BertConfig().to_dict(), **config}
+    return {**bert, "embedding_size": bert["hidden_size"]}
+
+
+def _refuse_unrepresentable(directory: str | Path, kept: dict[str, Any]) -> None:
+    """One line, before the corpus is read, for a checkpoint whose weights this library's layers would compute
+    something else with: the run builds ELECTRA's layers as `electra.hf_configs` does (gelu, absolute positions,
+    bidirectional attention), and transformers 5 itself no longer reads a relative position type (it would drop
+    those weights silently)."""
+    activation = kept.get("hidden_act", "gelu")
+    if activation != "gelu":
+        raise UserError(
+            f"--init-from {directory}: its hidden_act is {activation!r}; continued pretraining builds ELECTRA's "
+            "gelu layers, in which these weights would compute something else. Fine-tune it as it is with "
+            "`electra glue` or `electra squad`, which load its own config."
+        )
+    positions = kept.get("position_embedding_type") or "absolute"
+    if positions != "absolute":
+        raise UserError(
+            f"--init-from {directory}: its position_embedding_type is {positions!r}; continued pretraining builds "
+            "absolute position embeddings only, so its relative-position weights would be dropped and its attention "
+            "would compute something else; give a checkpoint with absolute positions."
+        )
+    if kept.get("is_decoder"):
+        raise UserError(
+            f"--init-from {directory}: it is a decoder (is_decoder true: each token attends to the ones before it "
+            "only); continued pretraining trains a bidirectional encoder, in which these weights would compute "
+            "something else; give an encoder checkpoint (e.g. BertModel, BertForPreTraining or BertForMaskedLM)."
+        )
 
 
 # The fields a size preset is recognised by: a checkpoint with all of them equal to a preset's is of that size.
@@ -100,7 +155,7 @@ def preset_of(directory: str | Path) -> str | None:
 
     A continued run takes its recipe (learning rate, batch, warmup, generator width) from a preset; without
     `--size`, the one the checkpoint was built as is the one it should be trained with."""
-    kept = _hf_config(kept_dir(directory))
+    kept = kept_config(directory)
     for name, preset in SIZES.items():
         if all(kept.get(field) == preset.get(field) for field in PRESET_FIELDS):
             return name
@@ -108,17 +163,13 @@ def preset_of(directory: str | Path) -> str | None:
 
 
 def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str = "tiny") -> dict[str, Any]:
-    """`overrides` plus the shape of DIR's model (and of its generator, when it has a masked-LM one); a shape the
-    user set differently is refused, since those weights could not load. The `size` preset's sequence length is
-    cut to the checkpoint's positions when it has fewer."""
-    kept = _hf_config(kept_dir(directory))
-    activation = kept.get("hidden_act", "gelu")
-    if activation != "gelu":  # the run's layers are built as electra.hf_configs builds them: with gelu
-        raise UserError(
-            f"--init-from {directory}: its hidden_act is {activation!r}; continued pretraining builds ELECTRA's "
-            "gelu layers, in which these weights would compute something else. Fine-tune it as it is with "
-            "`electra glue` or `electra squad`, which load its own config."
-        )
+    """`overrides` plus the shape of DIR's model (and of its generator, when it has a masked-LM one) and whether
+    its tokenizer lowercases; a value the user set differently is refused, since those weights could not load (or,
+    for `lowercase`, the run's config would describe another tokenizer than the one it uses: the checkpoint's
+    tokenizer is used as saved, e.g. a cased BERT's stays cased). The `size` preset's sequence length is cut to the
+    checkpoint's positions when it has fewer."""
+    kept = kept_config(directory)
+    _refuse_unrepresentable(directory, kept)
     shape: dict[str, Any] = {k: kept[k] for k in SHAPE_FIELDS if k in kept}
     preset_length = SIZES.get(size, {}).get("max_seq_length", PretrainConfig.max_seq_length)
     positions = int(kept.get("max_position_embeddings", preset_length))
@@ -130,21 +181,24 @@ def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str
         shape["generator_hidden_multiplier"] = generator["hidden_size"] / kept["hidden_size"]
         if generator["num_hidden_layers"] != kept["num_hidden_layers"]:
             shape["generator_num_layers"] = generator["num_hidden_layers"]
+    tokenizer = load_saved_tokenizer(init_vocabulary(directory))
+    # text_form=words puts its own, lowercasing normalizer into the checkpoint's tokenizer (apply_text_form)
+    shape["lowercase"] = lowercases(tokenizer) or overrides.get("text_form") == "words"
     for key, value in shape.items():
-        if key in overrides and str(overrides[key]) != str(value):
+        # "--set hidden_size=32.0" or "lowercase=yes" mean what the checkpoint has: compared as the field's type
+        if key in overrides and coerce_value(key, overrides[key], type(value).__name__) != value:
             raise UserError(
                 f"--init-from {directory}: its {key} is {value}, not {overrides[key]}; drop that setting (the "
-                "checkpoint's shape is used)."
+                "checkpoint's shape and tokenizer are used)."
             )
-    vocabulary = {"tokenizer_vocab_size": _vocabulary_size(directory, kept)}
+    vocabulary = {"tokenizer_vocab_size": _vocabulary_size(directory, kept, len(tokenizer))}
     return {**overrides, **shape, **vocabulary}  # the checkpoint's vocabulary is the run's, whatever was set
 
 
-def _vocabulary_size(directory: str | Path, kept: dict[str, Any]) -> int:
-    """The size of DIR's tokenizer, which must be its embeddings' row count: the run builds its model at the
-    tokenizer's size, so any other count could not load the embeddings, and a tokenizer larger than them would
+def _vocabulary_size(directory: str | Path, kept: dict[str, Any], pieces: int) -> int:
+    """The size of DIR's tokenizer (`pieces`), which must be its embeddings' row count: the run builds its model at
+    the tokenizer's size, so any other count could not load the embeddings, and a tokenizer larger than them would
     hand out ids past their last row. Checked here, before the corpus is read."""
-    pieces = len(load_saved_tokenizer(init_vocabulary(directory)))
     rows = kept.get("vocab_size", pieces)
     if rows != pieces:
         fix = (
@@ -189,19 +243,33 @@ def init_vocabulary(directory: str | Path) -> Path:
     return path
 
 
-def _load(module: nn.Module, directory: Path, required_prefix: str) -> list[str]:
+def _load(
+    module: nn.Module, directory: Path, required_prefix: str, saved_prefix: str | None = None
+) -> list[str]:
     """Load DIR's safetensors weights into `module`: every tensor under `required_prefix` must be there with its
-    shape; other tensors (a head) load when they match and stay fresh otherwise. Returns the fresh ones."""
+    shape; other tensors (a head) load when they match and stay fresh otherwise. Returns the fresh ones.
+
+    `saved_prefix` is what DIR keeps those tensors under when it differs (a BERT checkpoint's `bert.`)."""
     weights = require_safetensors(directory) / "model.safetensors"
     if not weights.is_file():
         raise UserError(
             f"{directory}: no model.safetensors (only safetensors are loaded, since unpickling can run code)."
         )
-    state = read_safetensors(weights)
+    # checkpoints converted from TensorFlow name LayerNorm's tensors gamma and beta; from_pretrained renames them
+    state = {
+        key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): value
+        for key, value in read_safetensors(weights).items()
+    }
     target = module.state_dict()
-    if required_prefix and not any(k.startswith(required_prefix) for k in state):
-        # a bare encoder (transformers' ElectraModel) saves its tensors without the prefix the pretraining
-        # classes keep them under; from_pretrained adds it, and so does this
+    saved_prefix = saved_prefix or required_prefix
+    if required_prefix and any(k.startswith(saved_prefix) for k in state):
+        state = {
+            required_prefix + k[len(saved_prefix) :] if k.startswith(saved_prefix) else k: v
+            for k, v in state.items()
+        }
+    elif required_prefix:
+        # a bare encoder (transformers' ElectraModel, BertModel) saves its tensors without the prefix the
+        # pretraining classes keep them under; from_pretrained adds it, and so does this
         state = {f"{required_prefix}{k}": v for k, v in state.items()}
     usable = {k: v for k, v in state.items() if k in target and target[k].shape == v.shape}
     tied = {target[k].data_ptr() for k in usable}  # a tied tensor (output projection) loads with its twin
@@ -229,7 +297,9 @@ def _load(module: nn.Module, directory: Path, required_prefix: str) -> list[str]
 def load_initial_weights(model: Any, directory: str | Path) -> dict[str, list[str]]:
     """Start `model` (a PretrainingModel) from DIR; returns, per part, the tensors that stayed freshly initialised."""
     objective = model.objective  # what cannot be continued (gdes, a cloze run) was refused by its config
-    fresh = {"kept": _load(objective.kept_module(model), kept_dir(directory), "electra.")}
+    kept = kept_dir(directory)
+    saved_prefix = ENCODER_PREFIXES[_hf_config(kept)["model_type"]]
+    fresh = {"kept": _load(objective.kept_module(model), kept, "electra.", saved_prefix)}
     generator = objective.generator_module(model)
     export = read_export(directory)
     if generator is not None and export is not None and "generator" in export.parts:

@@ -70,8 +70,8 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--init-from",
         metavar="DIR",
-        help="continued pretraining: start from this checkpoint (a run of this library or a transformers ELECTRA "
-        "directory; its size and tokenizer are used; fresh optimizer and schedule)",
+        help="continued pretraining: start from this checkpoint (a run of this library, or a transformers ELECTRA "
+        "or BERT directory; its size and tokenizer are used; fresh optimizer and schedule)",
     )
     parser.add_argument("--max-steps", type=int, help="optimizer steps")
     parser.add_argument(
@@ -253,7 +253,7 @@ def check_paths(args: argparse.Namespace) -> None:
     if args.init_from is not None and not Path(args.init_from).is_dir():
         raise UserError(
             f"--init-from {args.init_from}: not a directory; give a run of this library or a transformers ELECTRA "
-            "directory."
+            "or BERT directory."
         )
     if args.generator_from is not None and not Path(args.generator_from).is_dir():
         raise UserError(

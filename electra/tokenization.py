@@ -51,6 +51,14 @@ def text_form_of(tokenizer: PreTrainedTokenizerFast) -> str:
     )
 
 
+def lowercases(tokenizer: PreTrainedTokenizerFast) -> bool:
+    """Whether a loaded tokenizer lowercases its input, read from its normalizer: a run continued from a
+    checkpoint uses that checkpoint's tokenizer as saved (a cased BERT's stays cased), so its `lowercase` setting
+    is taken from here rather than from the config's default."""
+    normalizer = tokenizer.backend_tokenizer.normalizer
+    return normalizer is not None and normalizer.normalize_str("A") == "a"
+
+
 def _wrap(backend, lowercase: bool, generic: bool) -> PreTrainedTokenizerFast:
     """A `transformers` tokenizer around a `tokenizers` one. BERT's class rebuilds BERT's normalizer when it is
     loaded again, so a tokenizer with any other normalizer is saved as the generic class, which `AutoTokenizer`

@@ -95,10 +95,10 @@ def test_a_run_continues_with_the_checkpoint_vocabulary(export_dir, small_corpus
 def test_bad_starts_are_refused_in_one_line(export_dir, tmp_path, small_corpus):
     with pytest.raises(UserError, match="hidden_size is 32"):
         checkpoint_shape(export_dir, {"hidden_size": 64})
-    (tmp_path / "bert").mkdir()
-    (tmp_path / "bert" / "config.json").write_text('{"model_type": "bert"}')
-    with pytest.raises(UserError, match="model_type 'bert'"):
-        checkpoint_shape(tmp_path / "bert", {})
+    (tmp_path / "roberta").mkdir()  # BERT continues (tests/test_continued_bert.py); other layouts do not
+    (tmp_path / "roberta" / "config.json").write_text('{"model_type": "roberta"}')
+    with pytest.raises(UserError, match="model_type 'roberta'; --init-from continues ELECTRA and BERT"):
+        checkpoint_shape(tmp_path / "roberta", {})
     with pytest.raises(UserError, match="config.json"):
         checkpoint_shape(tmp_path, {})
     from electra.tokenization import train_wordpiece_tokenizer

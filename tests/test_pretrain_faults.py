@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import ElectraConfig, ElectraForPreTraining, ElectraModel, ElectraTokenizerFast
+from transformers import (
+    BertConfig,
+    BertForPreTraining,
+    BertTokenizerFast,
+    ElectraConfig,
+    ElectraForPreTraining,
+    ElectraModel,
+    ElectraTokenizerFast,
+)
 
 from electra.cli import main
 from electra.continued import checkpoint_shape, init_vocabulary, load_initial_weights
@@ -30,6 +38,8 @@ SHAPE = dict(
     embedding_size=16,
     max_position_embeddings=64,
 )
+
+BERT_SHAPE = {k: v for k, v in SHAPE.items() if k != "embedding_size"}
 
 
 def _save(model, directory: Path) -> Path:
@@ -119,6 +129,55 @@ def test_a_checkpoint_that_cannot_be_continued_is_one_line_before_any_work(saved
     assert re.search(message, _refused_before_the_corpus(checkpoint, tmp_path, capsys))
 
 
+def _bert_config(drop: str = "", **fields):
+    """Edit a BERT folder's config.json as an older transformers (or another library) may have written it."""
+
+    def edit(d: Path) -> None:
+        config = json.loads((d / "config.json").read_text())
+        config.pop(drop, None)
+        (d / "config.json").write_text(json.dumps({**config, **fields}))
+
+    return edit
+
+
+BERT_CASES = {
+    "another activation": (_bert_config(hidden_act="relu"), "its hidden_act is 'relu'; .* gelu layers"),
+    "relative positions": (
+        _bert_config(position_embedding_type="relative_key"),
+        "its position_embedding_type is 'relative_key'; .* absolute position embeddings only",
+    ),
+    "a decoder": (
+        _bert_config(is_decoder=True),
+        r"it is a decoder \(is_decoder true.* bidirectional encoder",
+    ),
+    "embeddings of another size than the tokenizer": (
+        _bert_config(vocab_size=len(VOCAB) + 8),
+        f"its tokenizer has {len(VOCAB)} pieces but its config.json says vocab_size {len(VOCAB) + 8}",
+    ),
+    "no vocab_size (BERT's default, 30522)": (
+        _bert_config(drop="vocab_size"),
+        f"its tokenizer has {len(VOCAB)} pieces but its config.json says vocab_size 30,522",
+    ),
+    "another model type": (_bert_config(model_type="roberta"), "model_type 'roberta'; .* ELECTRA and BERT"),
+}
+
+
+@pytest.mark.parametrize("case", BERT_CASES)
+def test_a_bert_the_run_cannot_represent_is_one_line_before_any_work(tmp_path, capsys, case):
+    """BERT checkpoints continue (tests/test_continued_bert.py), but what this library's layers cannot compute as
+    saved is named before the corpus is read: another activation, relative positions (transformers 5 no longer
+    reads them and would drop their weights silently), causal attention, embeddings of another size than the
+    tokenizer. Before, every BERT folder was refused as "model_type 'bert'"."""
+    checkpoint = tmp_path / "bert"
+    torch.manual_seed(7)
+    BertForPreTraining(BertConfig(vocab_size=len(VOCAB), **BERT_SHAPE)).save_pretrained(str(checkpoint))
+    BertTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB)}).save_pretrained(str(checkpoint))
+    damage, message = BERT_CASES[case]
+    damage(checkpoint)
+    capsys.readouterr()  # transformers' progress bar while saving
+    assert re.search(message, _refused_before_the_corpus(checkpoint, tmp_path, capsys))
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
@@ -160,7 +219,7 @@ def test_init_from_given_as_a_setting_must_be_a_folder(saved, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == (
         f"electra pretrain: error: --init-from {config_file}: not a directory; give a run of this library or a "
-        "transformers ELECTRA directory."
+        "transformers ELECTRA or BERT directory."
     )
 
 
