@@ -252,7 +252,7 @@ def test_start_over_deletes_a_runs_own_files_and_nothing_else(tmp_path):
             "finetune_lr must be positive, got 0.0",
         ),
         (
-            ["tartan", "--init-from", "m", *TASK_FILES, "--meta-lr=-1"],
+            ["tartan", "--init-from", "m", *TASK_FILES, "--weighting", "meta", "--meta-lr=-1"],
             "meta_lr must be positive, got -1.0",
         ),
     ],

@@ -196,7 +196,9 @@ def run_settings(args) -> dict:
     return {name: getattr(args, name) for name in names} | {"progress": not args.no_progress}
 
 
-TLM_OUTPUTS = ("results.json", "model", "stage1", "stage2")  # what `tlm train` and `tartan` write in --out
+# what `tlm train` and `tartan` write in --out: all of it, since a user's own config.json, run.json or tokenizer/
+# there had been replaced without a word by a run that was refused nothing
+TLM_OUTPUTS = ("results.json", "model", "stage1", "stage2", "config.json", "tokenizer", "run.json")
 TLM_READS = ("retrieved", "dapt_corpus", "init_from", "vocab", "task_train", "task_dev", "task_test")
 
 
@@ -206,6 +208,10 @@ def refuse_to_replace_run(args) -> None:
     --overwrite."""
     from electra.errors import UserError
 
+    if args.resume and args.overwrite:  # --overwrite had been ignored in silence under --resume
+        raise UserError(
+            "--resume continues the run in --output and --overwrite deletes it; give one of them."
+        )
     require_counts(args, (), optional=("steps", "batch_size", "flops_budget", "meta_head_steps", "patience"))
     for name in ("finetune_epochs", "save_every", "eval_every"):
         if (getattr(args, name, None) or 0) < 0:
@@ -224,8 +230,8 @@ def start_over_run(args) -> None:
     for name, path in zip(TLM_READS, reads):
         if path is not None and name.startswith("task_"):
             require_file(path, "task file")  # a folder here would pass `exists` and fail after --overwrite
-        elif path is not None and not Path(path).exists():
-            raise UserError(f"{path}: no such file or directory; check the path.")
+        elif path is not None and not Path(path).exists():  # named with its flag: two of them may be folders
+            raise UserError(f"--{name.replace('_', '-')} {path}: no such file or directory; check the path.")
     if not args.resume:
         start_over(args.out, TLM_OUTPUTS, args.overwrite, reads)
 
@@ -241,14 +247,35 @@ def column_kwargs(args) -> dict:
     }
 
 
+# ISS-only flags whose default is None (or empty): given with --select bm25 they were ignored without a word
+ISS_ONLY = ("task_dev", "init_from", "vocab", "set")
+
+
 def run_retrieve(args) -> int:
     from electra.errors import UserError
-    from tlm.retrieval import load_or_build_index, retrieve_corpus
+    from tlm.retrieval import (
+        CORPUS_SUBDIR,
+        PROVENANCE_FILE,
+        SUMMARY_FILE,
+        load_or_build_index,
+        retrieve_corpus,
+    )
     from tlm.tasks import read_task_file
 
-    refuse_to_replace([Path(args.out) / "corpus"], args.overwrite)
+    # every name the selection writes in OUT, not only corpus/: a summary.json or retrieved.jsonl of the user's
+    # there was replaced in silence (and ISS's reference run writes OUT/reference/)
+    out = Path(args.out)
+    produced = [out / CORPUS_SUBDIR, out / PROVENANCE_FILE, out / SUMMARY_FILE]
+    refuse_to_replace(produced + ([out / "reference"] if args.select == "iss" else []), args.overwrite)
     if args.select == "iss" and (args.task_dev is None or args.select_size is None):
         raise UserError("--select iss needs --task-dev (the validation batches) and --select-size.")
+    given = [name for name in ISS_ONLY if getattr(args, name)]
+    if args.select == "bm25" and given:
+        flag = "--" + given[0].replace("_", "-")
+        raise UserError(
+            f"{flag} is for the ISS reference model, which --select bm25 does not train; add --select iss "
+            f"(with --task-dev and --select-size) or drop {flag}."
+        )
     # Before the index is built (an hour on a large corpus): `--top-k 0` was refused only after it, and
     # `--passage-words 0` never returned (`split_passages` cut empty windows forever); `--reference-steps 0`
     # meant "unset" and trained the size's max_steps, `--iss-batch-size 0` ended in a traceback.
@@ -256,13 +283,17 @@ def run_retrieve(args) -> int:
     if args.select == "iss":
         require_counts(args, ("reference_steps", "iss_batch_size"))
     examples = read_task_file(args.task_train, fmt=args.task_format, **column_kwargs(args))
-    index_dir = Path(args.index) if args.index else Path(args.out) / "index"
+    if args.select == "iss":
+        from tlm.iss import check_reference
+
+        check_reference(_reference_settings(args), _iss_layer(args))
+    index_dir = Path(args.index) if args.index else out / "index"
     with load_or_build_index(args.corpus, index_dir, args.passage_words, args.min_passage_words) as index:
         if args.select == "iss":
             summary = _select_iss(args, index)
             print(
                 f"ISS kept {summary['retrieved_passages']} of {summary['candidates']} BM25 candidates in "
-                f"{summary['selection_seconds']:.1f} s -> {Path(args.out) / 'corpus'}"
+                f"{summary['selection_seconds']:.1f} s -> {out / 'corpus'}"
             )
             return 0
         result = retrieve_corpus(
@@ -278,18 +309,21 @@ def run_retrieve(args) -> int:
         total = index.num_docs
     print(
         f"retrieved {len(result.doc_ids)} unique passages (of {total} indexed) for {len(examples)} queries "
-        f"-> {Path(args.out) / 'corpus'}"
+        f"-> {out / 'corpus'}"
     )
     return 0
 
 
-def _select_iss(args, index) -> dict:
+def _iss_layer(args) -> int | str:
+    return int(args.iss_layer) if args.iss_layer.lstrip("-").isdigit() else args.iss_layer
+
+
+def _reference_settings(args):
+    """The `tlm.train.TLMSettings` of ISS's reference run, in OUT/reference."""
     from electra.config import parse_overrides
-    from tlm.iss import select_with_reference
     from tlm.train import TLMSettings
 
-    layer = int(args.iss_layer) if args.iss_layer.lstrip("-").isdigit() else args.iss_layer
-    reference = TLMSettings(
+    return TLMSettings(
         task_train=args.task_train,
         task_dev=args.task_dev,
         task_test=args.task_dev,
@@ -309,14 +343,18 @@ def _select_iss(args, index) -> dict:
         progress=not args.no_progress,
         **column_kwargs(args),
     )
-    refuse_to_replace([Path(reference.out) / "results.json"], args.overwrite)
+
+
+def _select_iss(args, index) -> dict:
+    from tlm.iss import select_with_reference
+
     return select_with_reference(
         index,
-        reference,
+        _reference_settings(args),
         args.top_k,
         args.select_size,
         args.out,
-        layer=layer,
+        layer=_iss_layer(args),
         batch_size=args.iss_batch_size,
         long_query_words=args.long_query_words,
         keyword_words=args.keyword_words,

@@ -32,11 +32,12 @@ from transformers import ElectraModel
 from electra.data import PretrainingCollator
 from electra.errors import UserError
 from electra.hf_configs import discriminator_hf_config
+from electra.pretraining import run_vocabulary
 from electra.run_log import progress_off
 from tlm.retrieval import BM25Index, retrieve, write_selection
 from tlm.tartan import flat
 from tlm.tasks import LabelVocab
-from tlm.train import TLMSettings, encode_task, run_config, train_joint
+from tlm.train import TASK_ONLY, TLMSettings, encode_task, run_config, train_joint
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,22 @@ def check_layer(settings: TLMSettings, layer: int | str) -> None:
     with torch.device("meta"):
         encoder = ElectraModel(discriminator_hf_config(config))
     layer_parameters(encoder, layer)
+
+
+def check_reference(settings: TLMSettings, layer: int | str) -> None:
+    """Everything the reference run and the influence pass will refuse, checked before the BM25 index is built (an
+    hour on a real corpus): the layer (`check_layer`, which also reads `--init-from`: missing, damaged or pickled
+    weights), the task splits (readable, dev labels all seen in train) and a `--vocab` against `--init-from`'s.
+    Each of these was found only after the index was built and searched (`--objective none` after the reference
+    run too)."""
+    if settings.objective == TASK_ONLY:
+        raise UserError("ISS needs a reference model with an LM objective (not --objective none).")
+    _, config = run_config(settings)
+    check_layer(settings, layer)
+    train = settings.read_split(settings.task_train)
+    dev = settings.read_split(settings.task_dev)
+    LabelVocab.from_examples(train, settings.task_train).encode(dev, settings.task_dev)
+    run_vocabulary(config, settings.vocab)
 
 
 def flat_gradient(loss: torch.Tensor, parameters: Sequence[nn.Parameter]) -> torch.Tensor:

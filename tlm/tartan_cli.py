@@ -13,6 +13,11 @@ import json
 from electra.flags import add_output_option
 
 AUXILIARIES = ("tapt", "dapt")
+META_DEFAULTS = {
+    "meta_lr": 0.1,
+    "meta_head_steps": 1,
+    "meta_head_lr": 0.1,
+}  # META-TARTAN's flags when not given
 
 
 def register(subparsers) -> None:
@@ -49,13 +54,15 @@ def register(subparsers) -> None:
         help="balanced: each term divided by its running mean before weighting (ELECTRA's loss is ~20x a task's "
         "cross-entropy); raw: the paper's weights on the losses as they are",
     )
+    # None until given, so that one given with --weighting uniform (which has no meta step) is refused; the
+    # defaults are in META_DEFAULTS
     parser.add_argument(
-        "--meta-lr", type=float, default=0.1, help="META-TARTAN's step size η for the weights"
+        "--meta-lr", type=float, default=None, help="META-TARTAN's step size η for the weights (default 0.1)"
     )
     parser.add_argument(
-        "--meta-head-steps", type=int, default=1, help="SGD steps fitting φ* per training step"
+        "--meta-head-steps", type=int, default=None, help="SGD steps fitting φ* per training step (default 1)"
     )
-    parser.add_argument("--meta-head-lr", type=float, default=0.1)
+    parser.add_argument("--meta-head-lr", type=float, default=None, help="SGD rate fitting φ* (default 0.1)")
     add_output_option(parser, "out", "output folder", default="runs/tartan")
     parser.add_argument(
         "--steps", type=int, default=None, help="training steps (default: from --flops-budget)"
@@ -109,6 +116,23 @@ def parse_aux(spec: str) -> list[str]:
     return names
 
 
+def check_contradictions(args) -> None:
+    """Flags that would be ignored in silence: META-TARTAN's with uniform weights (no meta step reads them), and
+    `--patience` with `--eval-every 0` (no evaluation to count). A user who sets them expects them to act."""
+    from electra.errors import UserError
+
+    if args.weighting != "meta":
+        given = [name for name in META_DEFAULTS if getattr(args, name) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise UserError(f"{flag} is for --weighting meta; add --weighting meta or drop {flag}.")
+    if args.patience is not None and not args.eval_every:
+        raise UserError(
+            "--patience counts dev evaluations, and --eval-every 0 makes none; give --eval-every N or drop "
+            "--patience."
+        )
+
+
 def run(args) -> int:
     from electra.config import parse_overrides
     from electra.errors import UserError
@@ -130,6 +154,7 @@ def run(args) -> int:
         )
     if args.weighting == "meta" and not aux:
         raise UserError("--weighting meta needs at least one auxiliary (--aux tapt and/or dapt).")
+    check_contradictions(args)
     refuse_to_replace_run(args)
     settings = TLMSettings(
         retrieved=args.dapt_corpus,
@@ -138,9 +163,10 @@ def run(args) -> int:
         rho1=1 if "dapt" in aux else 0,
         rho2=1.0 if "tapt" in aux else 0.0,
         weighting=args.weighting,
-        meta_lr=args.meta_lr,
-        meta_head_steps=args.meta_head_steps,
-        meta_head_lr=args.meta_head_lr,
+        **{
+            name: default if getattr(args, name) is None else getattr(args, name)
+            for name, default in META_DEFAULTS.items()
+        },
         learning_rate=args.learning_rate,
         patience=args.patience,
         balance_losses=args.losses == "balanced",

@@ -8,12 +8,14 @@ columns are joined. Every problem is a `UserError` naming the file and line.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from electra.corpus import decode_user_text
 from electra.errors import UserError
 from electra.files import require_file
 
@@ -53,26 +55,49 @@ def read_task_file(
     """Examples of a TSV, CSV or JSONL file (see the module doc for how columns are resolved)."""
     path = require_file(path, "task file")
     kind = _format_of(path, fmt)
+    text = _task_text(path, kind)
     examples = (
-        _read_jsonl(path, text_columns, label_column)
+        _read_jsonl(path, text, text_columns, label_column)
         if kind == "jsonl"
-        else _read_delimited(path, "\t" if kind == "tsv" else ",", text_columns, label_column, header)
+        else _read_delimited(path, text, "\t" if kind == "tsv" else ",", text_columns, label_column, header)
     )
     if not examples:
         raise UserError(f"{path}: no examples (the file is empty); a task split needs labelled rows.")
     return examples
 
 
+def _task_text(path: Path, kind: str) -> str:
+    """The file's text through the library's one strict decoder (`decode_user_text`): a byte-order mark is dropped
+    (Excel's CSVs start with one, and it hid the `label` header), UTF-16 with its mark is read, and Latin-1, binary
+    or UTF-16 without a mark is one line naming the file and the `iconv` fix. Read with a bare `open`, these were
+    a UnicodeDecodeError traceback, or a UTF-16 file's NULs made a misleading column count."""
+    expected = "a JSON object per line (UTF-8)" if kind == "jsonl" else f"{kind.upper()} rows (UTF-8)"
+    return decode_user_text(path.read_bytes(), str(path), expected)
+
+
 def _read_delimited(
     path: Path,
+    text: str,
     delimiter: str,
     text_columns: Sequence[Column] | None,
     label_column: Column | None,
     header: bool | None,
 ) -> list[TaskExample]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL  # TSV text keeps its quote marks
-        rows = [row for row in csv.reader(handle, delimiter=delimiter, quoting=quoting)]
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL  # TSV text keeps its quote marks
+    # strict: a quote left open swallowed every later row into one field in silence; a field may be as long as the
+    # file (one huge document), where the csv module's default limit (128 KiB) ended in a traceback
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting, strict=True)
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, len(text) + 1))
+    try:
+        rows = list(reader)
+    except csv.Error as exc:
+        raise UserError(
+            f"{path}:{reader.line_num}: not valid {'TSV' if delimiter == chr(9) else 'CSV'} ({exc}); "
+            'close the quoted field or quote it as a whole ("...", with "" for a quote inside).'
+        ) from None
+    finally:
+        csv.field_size_limit(limit)
     numbered = [(n, row) for n, row in enumerate(rows, start=1) if any(cell.strip() for cell in row)]
     if not numbered:
         return []
@@ -133,37 +158,61 @@ def _read_delimited(
     return examples
 
 
+def _label_of(value: object, path: Path, number: int, key: str) -> str:
+    """A JSON label as the class name it stands for: strings and whole numbers as written, `1.0` as `1` (one class
+    written both ways is one class, not two). null, true/false, a list or an object is refused: `str()` had made
+    classes named 'None' or '[1]' in silence."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise UserError(
+            f"{path}:{number}: label field {key!r} is {json.dumps(value)}, not a class name; give a string "
+            "or a number (or pass --label-column NAME)."
+        )
+    label = str(value).strip()
+    if not label:
+        raise UserError(f"{path}:{number}: empty label; every row needs one.")
+    return label
+
+
 def _read_jsonl(
-    path: Path, text_columns: Sequence[Column] | None, label_column: Column | None
+    path: Path, text: str, text_columns: Sequence[Column] | None, label_column: Column | None
 ) -> list[TaskExample]:
     text_keys = [str(c) for c in (text_columns or ["text"])]
     label_key = str(label_column if label_column is not None else "label")
     examples = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(
-                    f"{path}:{number}: not valid JSON ({exc.msg}); write one object per line."
-                ) from None
-            if not isinstance(record, dict):
-                raise UserError(f"{path}:{number}: expected a JSON object with text and label fields.")
-            if label_key not in record:
-                raise UserError(
-                    f"{path}:{number}: label field {label_key!r} missing (fields: {', '.join(record)}); "
-                    "pass --label-column NAME."
-                )
-            missing = [k for k in text_keys if k not in record]
-            if missing:
-                raise UserError(
-                    f"{path}:{number}: text field {missing[0]!r} missing (fields: {', '.join(record)}); "
-                    "pass --text-column NAME."
-                )
-            text = " ".join(str(record[k]).strip() for k in text_keys if str(record[k]).strip())
-            examples.append(TaskExample(text=text, label=str(record[label_key]).strip()))
+    # "\n" alone ends a record (a CR before it is JSON whitespace): splitlines would also cut at U+2028, which a
+    # JSON string may hold as it is
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"{path}:{number}: not valid JSON ({exc.msg}); write one object per line."
+            ) from None
+        if not isinstance(record, dict):
+            raise UserError(f"{path}:{number}: expected a JSON object with text and label fields.")
+        if label_key not in record:
+            raise UserError(
+                f"{path}:{number}: label field {label_key!r} missing (fields: {', '.join(record)}); "
+                "pass --label-column NAME."
+            )
+        missing = [k for k in text_keys if k not in record]
+        if missing:
+            raise UserError(
+                f"{path}:{number}: text field {missing[0]!r} missing (fields: {', '.join(record)}); "
+                "pass --text-column NAME."
+            )
+        # a null text is no text (it had become the word 'None')
+        parts = [str(record[k]).strip() for k in text_keys if record[k] is not None]
+        examples.append(
+            TaskExample(
+                text=" ".join(p for p in parts if p),
+                label=_label_of(record[label_key], path, number, label_key),
+            )
+        )
     return examples
 
 

@@ -20,6 +20,7 @@ import copy
 import json
 import logging
 import math
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -58,7 +59,7 @@ from electra.engine import (
 )
 from electra.errors import UserError
 from electra.export import save_tokenizer
-from electra.files import file_sha256, write_json_atomically
+from electra.files import file_sha256, read_json_record, write_json_atomically
 from electra.hf_configs import discriminator_hf_config
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, objective_names
@@ -604,7 +605,31 @@ def run_config(settings: TLMSettings) -> tuple[TLMSettings, PretrainConfig]:
 
 def train_tlm(settings: TLMSettings) -> dict[str, Any]:
     """Both stages end to end; writes OUT/{config.json, tokenizer/, stage1/, stage2/, model/, results.json}."""
+    if settings.resume:
+        finished = finished_results(settings)
+        if finished is not None:
+            return finished
     return train_joint(settings).results
+
+
+def finished_results(settings: TLMSettings) -> dict[str, Any] | None:
+    """The results of a run that a `resume` finds finished (OUT/results.json readable), once the resume check
+    passes (other settings or inputs are still refused); None when it has work left. A finished run without
+    checkpoints (none are kept without `save_every`) had trained both stages again from their first step and
+    rewritten results.json; now it changes nothing and says so."""
+    settings, config = run_config(settings)
+    out = Path(settings.out)
+    saved = read_json_record(out / "results.json")
+    if saved is None:
+        return None
+    check_resume(out, resume_record(settings), config)
+    print(
+        f"{out} already finished ({out / 'results.json'}); nothing to do (--overwrite instead of --resume "
+        "trains it again).",
+        file=sys.stderr,
+        flush=True,
+    )
+    return saved
 
 
 def train_joint(settings: TLMSettings) -> TrainedJoint:
