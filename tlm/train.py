@@ -588,12 +588,7 @@ def run_config(settings: TLMSettings) -> tuple[TLMSettings, PretrainConfig]:
             else None
         )
         settings = replace(settings, size=found or "tiny")
-    if settings.init_from is not None:
-        if not Path(settings.init_from).is_dir():
-            raise UserError(
-                f"--init-from {settings.init_from}: not a directory; give a run of this library or a transformers "
-                "ELECTRA directory."
-            )
+    if settings.init_from is not None:  # a path that is no folder is refused by checkpoint_shape
         overrides = checkpoint_shape(
             settings.init_from, {**overrides, "init_from": settings.init_from}, settings.size
         )
