@@ -29,6 +29,36 @@ def refuse_to_replace(paths: Iterable[str | Path], overwrite: bool, resume_hint:
         )
 
 
+def refuse_to_replace_an_input(
+    output: str | Path, reads: Iterable[tuple[str, str | Path | None]], option: str = "--output"
+) -> None:
+    """Stop with one line when `output` is an existing file this command reads, `--overwrite` or not: `probe
+    --output DATA/glue/SST-2/dev.tsv --overwrite` replaced the data with its results, `--output MODEL/config.json`
+    the checkpoint's config. `reads` pairs how the message names an input (`--model m`) with a file, or with a
+    folder whose files the command reads (a checkpoint); links and `..` are seen through."""
+    output = Path(output)
+    if not output.is_file():
+        return
+    for what, read in reads:
+        if read is None:
+            continue
+        read = Path(read)
+        folder = read.is_dir()
+        if _same_path(output.parent if folder else output, read):
+            where = f"is in {what} ({read}), whose files" if folder else f"is {what}, which"
+            raise UserError(
+                f"{option} {output} {where} this command reads; it is never replaced, even with --overwrite: "
+                f"choose another {option}."
+            )
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return a.resolve() == b.resolve()
+
+
 def start_over(
     output: str | Path, produced: Iterable[str], overwrite: bool, reads: Iterable[str | Path | None] = ()
 ) -> None:
@@ -45,15 +75,11 @@ def start_over(
     output = Path(output)
     refuse_file_as_directory(output)
     paths = [output / name for name in produced]
+    refuse_unowned(output, produced)
     refuse_to_replace(paths, overwrite, resume_hint=True)
     present = [path for path in paths if path.exists()]
     if not present:
         return
-    if not any((output / name).is_file() for name in (RUN_RECORD, "results.json")):
-        raise UserError(
-            f"{output} holds {_listing([p.name for p in present])}, but no {RUN_RECORD} shows that a run wrote "
-            "them, so --overwrite leaves them; move them or choose another --output."
-        )
     for path in present:
         for read in (Path(r).resolve() for r in reads if r is not None):
             if read == path.resolve() or path.resolve() in read.parents:
@@ -67,6 +93,19 @@ def start_over(
             shutil.rmtree(path)
         else:
             path.unlink()
+
+
+def refuse_unowned(output: str | Path, produced: Iterable[str]) -> None:
+    """One line when `output` holds names a run writes (`produced`) but no OUTPUT/run.json or results.json shows
+    that a run wrote them: they are a user's, and `--overwrite` leaves them (`start_over`), so this is said before
+    any refusal that would suggest it."""
+    output = Path(output)
+    present = [name for name in produced if (output / name).exists()]
+    if present and not any((output / name).is_file() for name in (RUN_RECORD, "results.json")):
+        raise UserError(
+            f"{output} holds {_listing(present)}, but no {RUN_RECORD} shows that a run wrote them, so they are "
+            "not replaced, even with --overwrite; move them or choose another --output."
+        )
 
 
 def refuse_file_as_directory(directory: str | Path, option: str | None = "--output") -> None:

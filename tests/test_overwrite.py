@@ -222,8 +222,11 @@ def test_start_over_deletes_a_runs_own_files_and_nothing_else(tmp_path):
 
     foreign = tmp_path / "foreign"  # the same names, but no run record: not this command's to delete
     (foreign / "runs").mkdir(parents=True)
-    with pytest.raises(UserError, match="no run.json shows that a run wrote them"):
-        start_over(foreign, produced, overwrite=True)
+    for overwrite in (False, True):  # without --overwrite too: "pass --overwrite" would not help
+        with pytest.raises(
+            UserError, match="no run.json shows that a run wrote them, so they are not replaced"
+        ):
+            start_over(foreign, produced, overwrite=overwrite)
     assert (foreign / "runs").is_dir()
     start_over(tmp_path / "new", produced, overwrite=False)  # nothing there: nothing to refuse
 

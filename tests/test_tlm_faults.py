@@ -106,10 +106,14 @@ def test_tlm_train_leaves_a_users_files_in_output_alone(data, tmp_path, capsys):
     (out / "config.json").write_text('{"mine": 1}\n')
     (out / "tokenizer").mkdir()
     (out / "tokenizer" / "vocab.txt").write_text("hello\n")
-    assert main(_train_argv(data, out)) == 2
-    assert "mine/config.json already exists" in capsys.readouterr().err
-    assert main(_train_argv(data, out, "--overwrite")) == 2  # no run.json shows a run wrote them
-    assert "--overwrite leaves them" in capsys.readouterr().err
+    for extra in (
+        (),
+        ("--overwrite",),
+    ):  # no run.json shows a run wrote them: --overwrite is no way out either
+        assert main(_train_argv(data, out, *extra)) == 2
+        err = capsys.readouterr().err
+        assert "mine holds config.json, tokenizer, but no run.json" in err
+        assert "they are not replaced, even with --overwrite" in err
     assert (out / "config.json").read_text() == '{"mine": 1}\n'
     assert sorted(p.name for p in out.rglob("*")) == ["config.json", "tokenizer", "vocab.txt"]
 

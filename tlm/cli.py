@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from electra.flags import add_output_option, require_counts
-from electra.overwrite import refuse_to_replace, start_over
+from electra.overwrite import refuse_to_replace, refuse_unowned, start_over
 
 
 def register(subparsers) -> None:
@@ -217,6 +217,7 @@ def refuse_to_replace_run(args) -> None:
         if (getattr(args, name, None) or 0) < 0:
             raise UserError(f"--{name.replace('_', '-')} must not be negative (0 turns it off).")
     if not args.resume:
+        refuse_unowned(args.out, TLM_OUTPUTS)
         refuse_to_replace([Path(args.out) / name for name in TLM_OUTPUTS], args.overwrite, resume_hint=True)
 
 
