@@ -45,7 +45,8 @@ def refuse_to_replace_an_input(
         read = Path(read)
         folder = read.is_dir()
         if _same_path(output.parent if folder else output, read):
-            where = f"is in {what} ({read}), whose files" if folder else f"is {what}, which"
+            named = "" if what.endswith(str(read)) else f" ({read})"
+            where = f"is in {what}{named}, whose files" if folder else f"is {what}, which"
             raise UserError(
                 f"{option} {output} {where} this command reads; it is never replaced, even with --overwrite: "
                 f"choose another {option}."

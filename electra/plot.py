@@ -16,7 +16,7 @@ from pathlib import Path
 
 from electra.errors import UserError
 from electra.files import save_figure_atomically
-from electra.overwrite import refuse_to_replace
+from electra.overwrite import refuse_to_replace, refuse_unwritable_directory
 from electra.run_log import read_metrics as read_rows
 
 # (title, y-axis label, metrics, log scale)
@@ -44,17 +44,26 @@ MIN_ACCURACY_SPAN = 0.05
 def read_metrics(run_dir: Path, namespace: str = "train") -> dict[str, list[float]]:
     """One namespace's columns of RUN/metrics.csv (prefix stripped), one list per metric, aligned with `step`."""
     path = run_dir / "metrics.csv"
+    if run_dir.is_file():  # `electra plot RUN/metrics.csv` read as RUN/metrics.csv/metrics.csv
+        raise UserError(
+            f"{run_dir} is a file; give the run directory that holds metrics.csv: {run_dir.parent}."
+        )
     if not path.is_file():
         raise UserError(f"{path} does not exist; is {run_dir} a pretraining run directory?")
     try:
         rows = read_rows(run_dir, namespace)
-    except (UnicodeDecodeError, csv.Error) as exc:
+    except csv.Error as exc:
         raise UserError(
             f"{path} is not a text CSV ({exc}); is {run_dir} a pretraining run directory?"
         ) from None
     except KeyError:  # a row without `step`
         raise UserError(f"{path} has no 'step' column; is {run_dir} a pretraining run directory?") from None
     if not rows and namespace == "train":
+        if read_rows(run_dir, "eval"):  # was "no rows yet", of a file full of them
+            raise UserError(
+                f"{path} holds held-out (eval/) rows only, no training (train/) ones to draw them beside; is "
+                f"{run_dir} a pretraining run directory?"
+            )
         raise UserError(f"{path} has no rows yet.")
     # Every column any row holds, NaN (a gap in the curve) where a row lacks it: a half-written last row, of a
     # run in progress or one a kill cut short, must not take a whole curve out of the picture.
@@ -161,6 +170,9 @@ def curves_path(run_dir: Path, output: str | Path | None, overwrite: bool) -> Pa
         raise UserError(f"--output {raw}: {path} is a directory; name the image file to write.")
     if path.exists() and path.resolve() != own.resolve():
         refuse_to_replace([path], overwrite)
+    # a folder that cannot be made or written (/proc, a read-only mount, a dangling link) was a misleading "could
+    # not write .png" or a FileExistsError traceback, after the drawing
+    refuse_unwritable_directory(path.parent, option=f"--output {raw}: its folder")
     return path
 
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import os
 from pathlib import Path
 
+from electra.corpus import decode_user_text
 from electra.errors import UserError
 
 CSV_NAME = "metrics.csv"
@@ -61,9 +63,11 @@ def default_report_to() -> tuple[str, ...]:
 
 def read_csv(path: str | Path) -> list[dict[str, float]]:
     """The rows of a metrics.csv as numbers (cells a row left empty are absent from its dict); a cell that is not a
-    number (a file edited by hand, or another program's CSV) is one line naming the file, line and column."""
+    number (a file edited by hand, or another program's CSV) is one line naming the file, line and column. Read as
+    `decode_user_text` reads: a spreadsheet's byte-order mark is not taken for part of the `step` column's name."""
     rows = []
-    with open(path, newline="") as handle:
+    text = decode_user_text(Path(path).read_bytes(), str(path), "a metrics.csv of numbers")
+    with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle)
         for row in reader:
             parsed = {}

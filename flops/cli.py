@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from electra.errors import UserError
 
@@ -22,7 +23,9 @@ def register(subparsers) -> None:
         "the ELECTRA paper's conventions (multiply-add = 2 FLOPs, backward = forward, one-hot embeddings).",
     )
     parser.add_argument(
-        "--size", default="tiny", help="size preset: tiny, mini, small, base, large (default tiny)"
+        "--size",
+        default=None,
+        help="size preset: tiny, mini, small, base, large (default tiny, or with init_from the checkpoint's own)",
     )
     parser.add_argument("--config", default=None, help="JSON config file layered over the size preset")
     parser.add_argument(
@@ -97,13 +100,26 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2) if args.json else format_paper(rows))
         return 0
 
-    from electra.config import parse_overrides
+    from electra.config import load_config_file, parse_overrides, with_frozen_generator
     from electra.objectives import build_config, flop_report
     from flops.report import format_report
 
     if args.seq_len is not None and args.seq_len < 1:
         raise UserError(f"--seq-len must be at least 1, got {args.seq_len}.")
-    config = build_config(args.size, args.config, parse_overrides(args.overrides))
+    # the configuration `electra pretrain` would run with these --config and --set: a continued run's
+    # (`init_from`) takes its checkpoint's shape, where the preset's was counted without a word (and a missing
+    # checkpoint was not noticed), and a frozen generator its own embeddings
+    overrides = with_frozen_generator(parse_overrides(args.overrides))
+    from_file = load_config_file(args.config) if args.config else {}
+    size = args.size
+    init_from = overrides.get("init_from") or from_file.get("init_from")
+    if init_from:
+        from electra.continued import continued_settings
+
+        size, overrides, note = continued_settings(init_from, {**from_file, **overrides}, size)
+        if note:
+            print(note, file=sys.stderr)
+    config = build_config(size or "tiny", args.config, overrides)
     if args.seq_len is not None and args.seq_len > config.max_position_embeddings:
         raise UserError(
             f"--seq-len {args.seq_len} exceeds max_position_embeddings {config.max_position_embeddings}; "

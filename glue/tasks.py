@@ -229,14 +229,20 @@ def task_file(data_dir: Path, spec: TaskSpec, relative: str) -> Path:
 
 
 def read_examples(
-    path: str | os.PathLike, spec: TaskSpec, labelled: bool, skip_malformed: bool = False, quiet: bool = False
+    path: str | os.PathLike,
+    spec: TaskSpec,
+    labelled: bool,
+    skip_malformed: bool = False,
+    quiet: bool = False,
+    skip_flag: str | None = "--skip-malformed",
 ) -> list[Example]:
     """Read one split. `labelled=False` reads a test file (ids and texts, no label column).
 
     `skip_malformed` drops rows with too few fields, or more than the header names (a tab inside a sentence shifts
     every column after it, so the row would be read silently wrong), with one warning that counts them, instead of
     stopping: the escape hatch for a corrupted download; labels outside the label set are always an error.
-    `quiet` leaves that warning to a later read of the same file.
+    `quiet` leaves that warning to a later read of the same file. `skip_flag` is the option a malformed row's
+    message offers (None: the command has none, and the message offers nothing it cannot take).
     """
     path = Path(path)
     if not path.is_file():
@@ -276,6 +282,7 @@ def read_examples(
     need = max(columns[name] for name in wanted) + 1
     # a row with more (non-empty) fields than the header has a tab in its text: its columns shift
     width = len(columns)
+    skip_hint = f" ({skip_flag} drops such rows)" if skip_flag else ""
     examples: list[Example] = []
     skipped: list[int] = []
     for index, line in enumerate(lines[first_row:]):
@@ -292,12 +299,12 @@ def read_examples(
             if len(fields) < need:
                 raise UserError(
                     f"{path}:{lineno}: expected at least {need} tab-separated fields, found {len(fields)}; "
-                    "the row is truncated or not tab-separated (--skip-malformed drops such rows)."
+                    f"the row is truncated or not tab-separated{skip_hint}."
                 )
             raise UserError(
                 f"{path}:{lineno}: {len(fields)} tab-separated fields where the "
                 f"{'header has' if first_row else 'layout has'} {width}; a tab inside the text shifts the row's "
-                "columns: replace it with a space (--skip-malformed drops such rows)."
+                f"columns: replace it with a space{skip_hint}."
             )
         label: str | float | None = None
         if labelled:

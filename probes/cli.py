@@ -10,7 +10,7 @@ from pathlib import Path
 
 from electra.files import write_json_atomically
 from electra.flags import DefaultsHelpFormatter, add_output_option, require_counts
-from electra.overwrite import refuse_to_replace, refuse_unwritable_directory
+from electra.overwrite import refuse_to_replace, refuse_to_replace_an_input, refuse_unwritable_directory
 
 DESCRIPTION = """Fit a linear probe (logistic regression by L-BFGS) on the frozen last layer of each --model and
 report its dev accuracy over seeds: sst2 (sentiment from the mean of the tokens) and pos (Brown part-of-speech tags
@@ -86,14 +86,16 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _distinct_models(models: list[str]) -> list[str]:
-    """Each model checked (weights safetensors, a tokenizer beside them) and kept once: one given twice, or by
-    two spellings (a run and its discriminator/), was probed twice and listed as two rows of the same encoder."""
+def _distinct_models(models: list[str]) -> dict[str, Path]:
+    """Each model checked (weights safetensors, a tokenizer beside them) and kept once, by its first spelling, with
+    its checkpoint directory: one given twice, or by two spellings (a run and its discriminator/), was probed
+    twice and listed as two rows of the same encoder."""
     from electra.export import require_safetensors
     from electra.tokenization import require_tokenizer
     from glue.finetune import resolve_model_dir
 
     first: dict[Path, str] = {}
+    directories: dict[str, Path] = {}
     for model in models:
         directory = require_safetensors(resolve_model_dir(model))
         # where there is no tokenizer, AutoTokenizer makes an empty one and every word is [UNK]
@@ -101,11 +103,16 @@ def _distinct_models(models: list[str]) -> list[str]:
         kept = first.setdefault(directory.resolve(), model)
         if kept is not model:
             print(f"probe: --model {model} is {kept} again ({directory}); probed once.", file=sys.stderr)
-    return list(first.values())
+            continue
+        directories[model] = directory
+    return directories
 
 
 def run(args: argparse.Namespace) -> int:
+    from transformers.utils import logging as transformers_logging
+
     from electra.errors import UserError
+    from probes.linear import load_frozen
     from probes.run import check_probe_inputs, parse_probe_list, random_encoder_dir, run_probe
 
     require_counts(args, ("seeds", "max_length", "batch_size"), optional=("max_train",))
@@ -121,8 +128,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"{data}: data folder not found; pass --data DIR holding glue/SST-2/ and corpus/brown/."
         )
-    args.model = _distinct_models(args.model)  # a wrong model stops here, before any reading or extraction
+    directories = _distinct_models(args.model)  # a wrong model stops here, before any reading or extraction
+    args.model = list(directories)
     check_probe_inputs(specs, data, args.max_length)  # every probe's files, before the first probe runs
+    reads = [(f"--model {model}", directory) for model, directory in directories.items()]
+    reads += [(f"the {spec.name} probe's data", Path(data) / need) for spec in specs for need in spec.needs]
     settings = {
         "probes": [s.name for s in specs],
         "data": str(data),
@@ -131,7 +141,20 @@ def run(args: argparse.Namespace) -> int:
         "max_length": args.max_length,
         "random_baseline": args.random_baseline,
     }
-    done = _earlier_rows(args, settings)
+    done = _earlier_rows(args, settings, reads)
+    # Each model loaded and each probe's data read once before the first probe: a second --model that cannot be
+    # probed (a damaged config, a tokenizer larger than its embeddings) or a malformed row of the last probe's
+    # data stopped the command only after the earlier probes had run, their results lost without --output.
+    bars = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # the probe's own load shows one; a check needs none
+    try:
+        for directory in directories.values():
+            load_frozen(directory)
+    finally:
+        if bars:
+            transformers_logging.enable_progress_bar()
+    for spec in specs:
+        spec.read(Path(data))
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="electra-probe-") as scratch:
         models = [(model, model, False) for model in args.model]
@@ -171,7 +194,9 @@ def run(args: argparse.Namespace) -> int:
 _ROW_SETTINGS = ("data", "seeds", "max_train", "max_length")
 
 
-def _earlier_rows(args: argparse.Namespace, settings: dict) -> dict[tuple[str, str], dict]:
+def _earlier_rows(
+    args: argparse.Namespace, settings: dict, reads: list[tuple[str, Path]] = ()
+) -> dict[tuple[str, str], dict]:
     """The rows a `--resume` keeps, by (probe, model label); without --resume, the --output checks. Probes of
     several models take an hour on a CPU, and a run stopped at its last model had lost them all: the results file
     is now written after each row (`complete: false` until the end)."""
@@ -182,14 +207,16 @@ def _earlier_rows(args: argparse.Namespace, settings: dict) -> dict[tuple[str, s
     if not args.output:
         return {}
     output = Path(args.output)
-    if output.is_dir():
-        raise UserError(f"--output {output}: is a folder; give the JSON file to write.")
+    if output.is_dir() or args.output.endswith(("/", os.sep)):  # Path() drops the "/" that says "a folder"
+        raise UserError(f"--output {args.output}: is a folder; give the JSON file to write.")
+    earlier = read_json_record(output) if output.is_file() else None
+    if not (earlier and isinstance(earlier.get("results"), list)):  # its earlier results may sit anywhere
+        refuse_to_replace_an_input(output, reads)
     if not args.resume:
         refuse_to_replace([output], args.overwrite, resume_hint=True)
     refuse_unwritable_directory(output.parent, option=f"--output {output}: its folder")
     if not (args.resume and output.exists()):
         return {}
-    earlier = read_json_record(output)
     if earlier is None or not isinstance(earlier.get("results"), list):
         raise UserError(
             f"--resume: {output} is not a results file of `electra probe`; pass --overwrite to redo it."

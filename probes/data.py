@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from electra.corpus import decode_user_text
 from electra.errors import UserError
 from glue.tasks import get_task, read_examples
 
@@ -24,7 +25,7 @@ TaggedSentence = list[tuple[str, str]]
 def read_sst2(path: str | Path) -> tuple[list[str], list[int]]:
     """(sentences, 0/1 labels) of an SST-2 TSV (header `sentence\\tlabel`), read by the GLUE reader, whose errors
     name the file and line (missing file or column, short row, a label other than 0/1)."""
-    examples = read_examples(path, get_task("sst2"), labelled=True)
+    examples = read_examples(path, get_task("sst2"), labelled=True, skip_flag=None)  # probe has no such flag
     return [ex.text_a for ex in examples], [int(ex.label) for ex in examples]
 
 
@@ -44,29 +45,31 @@ def read_brown(directory: str | Path, max_sentences: int | None = None) -> list[
     """Every tagged sentence of the Brown files in `directory` (sorted by file name), as [(word, base tag)].
 
     A sentence is one non-blank line of `word/tag` tokens; the tag is after the last `/` (words may hold one).
-    Stops after `max_sentences` sentences when given."""
+    Files are read as `decode_user_text` reads them (UTF-8, or UTF-16 with its mark; other bytes are one line, not
+    words with U+FFFD in them). Stops after `max_sentences` sentences when given."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise UserError(f"{directory}: Brown corpus directory not found (it holds ca01, ca02, ... files).")
+        what = "is a file, not" if directory.exists() else "not found; give"
+        raise UserError(f"{directory}: {what} the Brown corpus directory (it holds ca01, ca02, ... files).")
     sentences: list[TaggedSentence] = []
     files = sorted(p for p in directory.iterdir() if p.is_file() and BROWN_FILE.fullmatch(p.name))
     for path in files:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for lineno, line in enumerate(handle, 1):
-                tokens = line.split()
-                if not tokens:
-                    continue
-                sentence = []
-                for token in tokens:
-                    word, slash, tag = token.rpartition("/")
-                    if not slash or not word or not tag:
-                        raise UserError(
-                            f"{path}:{lineno}: {token!r} is not word/tag; is this a Brown POS-tagged file?"
-                        )
-                    sentence.append((word, base_tag(tag)))
-                sentences.append(sentence)
-                if max_sentences is not None and len(sentences) >= max_sentences:
-                    return sentences
+        text = decode_user_text(path.read_bytes(), str(path), "Brown word/tag text")
+        for lineno, line in enumerate(text.split("\n"), 1):
+            tokens = line.split()
+            if not tokens:
+                continue
+            sentence = []
+            for token in tokens:
+                word, slash, tag = token.rpartition("/")
+                if not slash or not word or not tag:
+                    raise UserError(
+                        f"{path}:{lineno}: {token!r} is not word/tag; is this a Brown POS-tagged file?"
+                    )
+                sentence.append((word, base_tag(tag)))
+            sentences.append(sentence)
+            if max_sentences is not None and len(sentences) >= max_sentences:
+                return sentences
     if not sentences:
         raise UserError(
             f"{directory}: no tagged sentences (expected Brown files named like ca01 with word/tag tokens)."

@@ -33,6 +33,12 @@ def load_frozen(model_dir: str | Path) -> tuple[nn.Module, object]:
         raise UserError(
             f"{directory}: the probes need a fast tokenizer (tokenizer.json) to map words to pieces."
         )
+    rows = encoder.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:  # its last ids would index past the embeddings: an IndexError mid-extraction
+        raise UserError(
+            f"{directory}: its tokenizer has {len(tokenizer):,} pieces but the model's embeddings only {rows:,} "
+            "rows (config.json vocab_size); save the tokenizer the model was trained with beside it."
+        )
     return encoder, tokenizer
 
 

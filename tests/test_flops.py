@@ -639,3 +639,31 @@ def test_paper_refuses_the_options_it_would_ignore(extra, tmp_path, capsys):
     config.write_text("{}")
     assert main(["flops", "--paper", "--config", str(config)]) == 2
     assert "--paper takes no --config" in capsys.readouterr().err
+
+
+def test_cli_counts_a_continued_runs_checkpoint_shape(tmp_path, capsys):
+    """Before: `electra flops --set init_from=DIR` (or a --config naming it) counted the --size preset's shape,
+    not DIR's that `electra pretrain` would train, and a DIR that did not exist was not noticed."""
+    from transformers import ElectraConfig, ElectraForPreTraining
+
+    from electra.cli import main
+
+    checkpoint = tmp_path / "checkpoint"
+    tokenizer = _tokenizer()
+    shape = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    config = ElectraConfig(vocab_size=len(tokenizer), embedding_size=32, max_position_embeddings=64, **shape)
+    ElectraForPreTraining(config).save_pretrained(str(checkpoint), safe_serialization=True)
+    tokenizer.save_pretrained(str(checkpoint))
+    assert main(["flops", "--set", f"init_from={checkpoint}", "--json"]) == 0
+    counted = json.loads(capsys.readouterr().out)
+    # the checkpoint's own discriminator, parameter for parameter (tiny's preset has 1.9M), at its length 64
+    model = ElectraForPreTraining(config)
+    assert counted["params"]["discriminator"] == sum(p.numel() for p in model.parameters())
+    assert counted["seq_len"] == 64
+    file = tmp_path / "run.json"
+    file.write_text(json.dumps({"init_from": str(checkpoint)}))
+    assert main(["flops", "--config", str(file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["inference_flops"] == counted["inference_flops"]
+    assert main(["flops", "--set", f"init_from={tmp_path / 'missing'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'missing'}: not a directory" in err

@@ -180,7 +180,7 @@ def test_a_metric_missing_from_some_rows_is_drawn_where_it_was_logged(tmp_path):
     "body, says",
     [
         (b"step,train/flops\n10,5\n", "none of the metrics electra plot draws"),
-        (b"\xff\xfe\x00garbage\n", "is not a text CSV"),
+        (b"\xff\xfe\x00garbage\n", "is not valid UTF-16"),
         (b"train/loss\n5\n", "no 'step' column"),
     ],
 )
@@ -194,3 +194,52 @@ def test_a_metrics_csv_plot_cannot_draw_is_one_line(tmp_path, capsys, body, says
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(run / "metrics.csv") in err and says in err, err
     assert not (run / "curves.png").exists()
+
+
+def test_plot_output_in_a_folder_it_cannot_write_is_one_line_before_drawing(tmp_path, capsys):
+    """Before: a dangling link as the folder was a FileExistsError traceback after the drawing, and /proc/x.png
+    said "matplotlib could not write .png here ...; write .png, .pdf or .svg", as if the format were wrong."""
+    run = _run(tmp_path)
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere" / "deeper")
+    output = tmp_path / "gone" / "x.png"
+    assert main(["plot", str(run), "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--output {output}: its folder {output.parent}: cannot write here" in err
+    assert "Traceback" not in err and not (run / "curves.png").exists()
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_plot_of_a_file_or_of_held_out_rows_only_names_the_fix(tmp_path, capsys):
+    """Before: `electra plot RUN/metrics.csv` said RUN/metrics.csv/metrics.csv did not exist, and a metrics.csv
+    holding only eval/ columns said it had "no rows yet"."""
+    run = _run(tmp_path)
+    assert main(["plot", str(run / "metrics.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{run / 'metrics.csv'} is a file; give the run directory" in err
+    assert err.rstrip().endswith(f": {run}.")
+    (run / "metrics.csv").write_text("step,eval/loss\n10,5.0\n20,4.0\n")
+    assert main(["plot", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "held-out (eval/) rows only, no training (train/) ones" in err
+    assert "no rows yet" not in err and not (run / "curves.png").exists()
+
+
+def test_a_metrics_csv_saved_by_a_spreadsheet_is_read(tmp_path, capsys):
+    """Before: a byte-order mark (a metrics.csv saved as "CSV UTF-8" by a spreadsheet) made the first column
+    '\\ufeffstep', so the file "had no 'step' column"; one saved as UTF-16 was "not a text CSV"."""
+    from electra.plot import read_metrics
+
+    run = tmp_path / "run"
+    run.mkdir()
+    text = "step,train/loss\r\n10,5.0\r\n20,4.0\r\n"
+    (run / "metrics.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert read_metrics(run) == {"step": [10.0, 20.0], "loss": [5.0, 4.0]}
+    assert main(["plot", str(run)]) == 0
+    assert (run / "curves.png").read_bytes().startswith(PNG)
+    (run / "metrics.csv").write_bytes(text.encode("utf-16"))
+    with pytest.warns(UserWarning, match="UTF-16"):
+        assert read_metrics(run) == {"step": [10.0, 20.0], "loss": [5.0, 4.0]}
+    (run / "metrics.csv").write_bytes(b"step,train/loss\n10,5.0\ncaf\xe9,1\n")
+    assert main(["plot", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{run / 'metrics.csv'}:3: not UTF-8 text" in err

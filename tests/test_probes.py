@@ -369,3 +369,99 @@ def test_a_model_given_twice_is_probed_once(micro_encoder, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"--model {micro_encoder}/ is {micro_encoder} again" in err and "probed once" in err
     assert [r["label"] for r in json.loads(out.read_text())["results"]] == [str(micro_encoder)]
+
+
+def test_an_output_the_probe_reads_is_never_replaced(micro_encoder, tmp_path, capsys):
+    """Before: `--output DATA/glue/SST-2/dev.tsv --overwrite` replaced the data with the results, and `--output
+    MODEL/config.json --overwrite` the checkpoint's config (the model no longer loaded); `--output out/` wrote a
+    file named `out`."""
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    argv = ["probe", "--model", str(micro_encoder), "--probes", "sst2", "--data", str(root), "--seeds", "1"]
+    argv += ["--max-length", "16"]
+    dev, config = root / "glue" / "SST-2" / "dev.tsv", micro_encoder / "config.json"
+    before = {path: path.read_bytes() for path in (dev, config)}
+    for output, says in (
+        (dev, "is the sst2 probe's data, which this command reads"),
+        (config, f"is in --model {micro_encoder}, whose files this command reads"),
+        (micro_encoder / ".." / "model" / "tokenizer.json", f"is in --model {micro_encoder}, whose files"),
+    ):
+        for extra in ([], ["--overwrite"], ["--resume"]):
+            assert main([*argv, "--output", str(output), *extra]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and f"--output {output} {says}" in err, err
+            assert "never replaced, even with --overwrite" in err
+    assert {path: path.read_bytes() for path in before} == before
+    assert main([*argv, "--output", f"{tmp_path / 'out'}/"]) == 2
+    assert "is a folder; give the JSON file to write" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    # the command's own results file may sit in the model's folder, and is resumed and replaced as anywhere
+    mine = micro_encoder / "probe.json"
+    for extra in ([], ["--resume"], ["--overwrite"]):
+        assert main([*argv, "--output", str(mine), *extra]) == 0
+        assert json.loads(mine.read_text())["complete"] is True
+
+
+def test_a_tokenizer_larger_than_the_embeddings_is_one_line_before_the_first_probe(
+    micro_encoder, tmp_path, capsys, monkeypatch
+):
+    """Before: a tokenizer with more pieces than the model's embeddings have rows was an IndexError traceback in
+    the embedding lookup, after the first --model's probes had run."""
+    import probes.run
+
+    small = tmp_path / "small"
+    config = ElectraConfig(
+        vocab_size=5, embedding_size=16, hidden_size=16, num_hidden_layers=1, num_attention_heads=2
+    )
+    ElectraModel(config).save_pretrained(str(small), safe_serialization=True)
+    _tokenizer().save_pretrained(str(small))
+    with pytest.raises(UserError, match=f"{len(_tokenizer())} pieces but the model's embeddings only 5 rows"):
+        load_frozen(small)
+
+    def probed(*args, **kwargs):
+        raise AssertionError("probing started")
+
+    monkeypatch.setattr(probes.run, "run_probe", probed)
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    argv = ["probe", "--probes", "sst2", "--data", str(root), "--model", str(micro_encoder)]
+    assert main([*argv, "--model", str(small)]) == 2
+    err = capsys.readouterr().err
+    assert f"electra probe: error: {small}: its tokenizer has" in err and "Traceback" not in err
+
+
+def test_data_a_later_probe_reads_is_checked_before_the_first_probe(
+    micro_encoder, tmp_path, capsys, monkeypatch
+):
+    """Before: a malformed row in SST-2 stopped `--probes pos,sst2` only after the pos probe had run on every model,
+    and the message offered --skip-malformed, a flag `electra probe` does not have."""
+    import probes.run
+
+    def probed(*args, **kwargs):
+        raise AssertionError("probing started")
+
+    monkeypatch.setattr(probes.run, "run_probe", probed)
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    brown = root / "corpus" / "brown"
+    brown.mkdir(parents=True)
+    (brown / "ca01").write_text("\n".join(["the/at cat/nn is/bez good/jj ./."] * 20) + "\n")
+    train = root / "glue" / "SST-2" / "train.tsv"
+    train.write_text(train.read_text() + "a row without its label\n")
+    argv = ["probe", "--model", str(micro_encoder), "--probes", "pos,sst2", "--data", str(root)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{train}:14: expected at least 2 tab-separated fields" in err
+    assert "--skip-malformed" not in err
+
+
+def test_brown_files_are_decoded_as_every_user_file_is(tmp_path):
+    """Before: Brown files were read with errors="replace": Latin-1 bytes became U+FFFD inside words without a
+    word, and a UTF-16 file was refused as "'\\x00' is not word/tag"."""
+    text = "\tThe/at café/nn is/bez good/jj ./.\n"
+    (tmp_path / "ca01").write_bytes(text.encode("utf-16"))
+    with pytest.warns(UserWarning, match="UTF-16"):
+        assert read_brown(tmp_path)[0][1] == ("café", "nn")
+    (tmp_path / "ca01").write_bytes(text.encode("latin-1"))
+    with pytest.raises(UserError, match=r"ca01:1: not UTF-8 text.*expected Brown word/tag text") as err:
+        read_brown(tmp_path)
+    assert "\n" not in str(err.value)
+    with pytest.raises(UserError, match="is a file, not the Brown corpus directory"):
+        read_brown(tmp_path / "ca01")
