@@ -12,6 +12,7 @@ import os
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import ElectraTokenizerFast, PreTrainedTokenizerFast
@@ -122,6 +123,17 @@ def require_tokenizer(directory: str | Path) -> Path:
             "with beside it: tokenizer.save_pretrained(dir)."
         )
     return directory
+
+
+def require_tokenizer_fits(tokenizer: Any, rows: int, directory: str | Path) -> None:
+    """One line, before any work, for a tokenizer with more pieces than the model has embedding rows (`rows`,
+    config.json's vocab_size): its last ids would index past the embeddings, an IndexError traceback deep in the
+    first forward of `glue`, `squad`, `score` or `probe`, once the data was read."""
+    if len(tokenizer) > rows:
+        raise UserError(
+            f"{directory}: its tokenizer has {len(tokenizer):,} pieces but the model's embeddings only {rows:,} "
+            "rows (config.json vocab_size); save the tokenizer the model was trained with beside it."
+        )
 
 
 def load_saved_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:

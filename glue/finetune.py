@@ -39,6 +39,7 @@ from electra.export import finetune_dir, fit_length
 from electra.files import file_sha256, read_json_record, write_json_atomically
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
+from electra.tokenization import require_tokenizer_fits
 from flops.analytic import finetune_flops as analytic_finetune_flops
 from glue.data import Collator, encode_examples
 from glue.metrics import task_scores
@@ -565,6 +566,7 @@ def run_glue(
     accelerator = make_accelerator(settings.mixed_precision)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     config = AutoConfig.from_pretrained(str(model_dir))
+    require_tokenizer_fits(tokenizer, config.vocab_size, model_dir)
     settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
     check_run_inputs(specs, settings, seeds)  # a model with very few positions can fit the length below it
     size, size_lr, size_decay = size_defaults(config.hidden_size)

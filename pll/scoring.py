@@ -28,7 +28,7 @@ from electra.export import load_pretrained, read_export
 from electra.files import feed_file
 from electra.objectives import get_objective, objective_names
 from electra.run_log import progress_off
-from electra.tokenization import holds_tokenizer
+from electra.tokenization import holds_tokenizer, require_tokenizer_fits
 from generators.shared_towers import cloze_log_q
 from generators.two_tower import TwoTowerGenerator, is_two_tower_dir
 from pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
@@ -480,10 +480,14 @@ def _build_scorer(
     tok = load_tokenizer([*dirs, layout.root, *layout.tokenizer_dirs])
     if method == "mlm":
         model = load_pretrained(AutoModelForMaskedLM, dirs[0], complete=True)  # a random head scores nothing
+        require_tokenizer_fits(tok, model.config.vocab_size, dirs[0])
         return MaskedLMScorer(model, tok, dev, batch_size, within_word)
     if method == "cloze":
-        return ClozeScorer(TwoTowerGenerator.from_pretrained(dirs[0]), tok, dev, batch_size)
+        cloze = TwoTowerGenerator.from_pretrained(dirs[0])
+        require_tokenizer_fits(tok, cloze.config.vocab_size, dirs[0])
+        return ClozeScorer(cloze, tok, dev, batch_size)
     disc = load_pretrained(ElectraForPreTraining, dirs[0], complete=True)
+    require_tokenizer_fits(tok, disc.config.vocab_size, dirs[0])
     if method == "electric":
         return ElectricScorer(disc, tok, dev, batch_size)
     generator = TwoTowerGenerator.from_pretrained(dirs[1])

@@ -18,7 +18,7 @@ from torch import nn
 from transformers import AutoTokenizer
 
 from electra.errors import UserError
-from electra.tokenization import require_tokenizer
+from electra.tokenization import require_tokenizer, require_tokenizer_fits
 from glue.finetune import resolve_model_dir
 from glue.model import load_encoder
 
@@ -33,12 +33,7 @@ def load_frozen(model_dir: str | Path) -> tuple[nn.Module, object]:
         raise UserError(
             f"{directory}: the probes need a fast tokenizer (tokenizer.json) to map words to pieces."
         )
-    rows = encoder.get_input_embeddings().num_embeddings
-    if len(tokenizer) > rows:  # its last ids would index past the embeddings: an IndexError mid-extraction
-        raise UserError(
-            f"{directory}: its tokenizer has {len(tokenizer):,} pieces but the model's embeddings only {rows:,} "
-            "rows (config.json vocab_size); save the tokenizer the model was trained with beside it."
-        )
+    require_tokenizer_fits(tokenizer, encoder.get_input_embeddings().num_embeddings, directory)
     return encoder, tokenizer
 
 

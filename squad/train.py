@@ -43,6 +43,7 @@ from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
 from electra.overwrite import refuse_unusable_output
 from electra.run_log import progress_off
+from electra.tokenization import require_tokenizer_fits
 from squad.data import SquadExample, read_squad
 from squad.features import FeatureSettings, build_features
 from squad.heads import HeadConfig
@@ -237,6 +238,7 @@ def finetune(settings: SquadSettings, parsed: dict[str, list[SquadExample]] | No
         model = SquadModel.from_encoder(model_dir, settings.head_config())
     else:  # evaluation only: the directory must be a fine-tuned SQuAD model
         model = SquadModel.load(settings.model)
+    require_tokenizer_fits(tokenizer, model.encoder.get_input_embeddings().num_embeddings, model_dir)
     settings.max_seq_length = fit_length(settings.max_seq_length, model.encoder.config)
     results: dict[str, Any] = {}
     if settings.train is not None:

@@ -170,6 +170,16 @@ CASES: list[Case] = [
         "no .safetensors weights",
     ),
     (
+        "glue: a tokenizer with more pieces than the model's embeddings",
+        lambda r: ["glue", "--model", str(_outgrown(r)), "--task", "sst2", "--data-dir", str(_sst2(r))],
+        "its tokenizer has 10 pieces but the model's embeddings only 5 rows",
+    ),
+    (
+        "score: a tokenizer with more pieces than the model's embeddings",
+        lambda r: ["score", "--model", str(_outgrown(r)), "--input", str(_write(r, "s.txt", "good film\n"))],
+        "its tokenizer has 10 pieces but the model's embeddings only 5 rows",
+    ),
+    (
         "checkpoint without a tokenizer (transformers would make an empty one)",
         lambda r: ["glue", "--model", str(_untokenized(r)), "--task", "sst2", "--data-dir", str(_sst2(r))],
         "holds no tokenizer",
@@ -371,6 +381,21 @@ def _untokenized(root: Path) -> Path:
         json.dumps({"model_type": "electra", "architectures": ["ElectraModel"]})
     )
     save_file({"w": torch.zeros(1)}, str(directory / "model.safetensors"))
+    return directory
+
+
+def _outgrown(root: Path) -> Path:
+    """A masked LM of 5 embedding rows beside a 10-piece tokenizer: ids past its last row (an IndexError deep in
+    the first forward, once the data was read)."""
+    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraTokenizerFast
+
+    directory = root / "outgrown"
+    shape = dict(
+        embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+    )
+    ElectraForMaskedLM(ElectraConfig(vocab_size=5, **shape)).save_pretrained(str(directory))
+    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "a", "the"]
+    ElectraTokenizerFast(vocab={w: i for i, w in enumerate(pieces)}).save_pretrained(str(directory))
     return directory
 
 
