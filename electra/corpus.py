@@ -339,8 +339,11 @@ def _blocks(text: str) -> Iterator[str]:
     yield text[start:] if start else text
 
 
-def _jsonl_documents(name: str, text: str) -> Iterator[str]:
-    for number, line in enumerate(text.splitlines(), start=1):
+def json_lines(name: str, text: str, expected: str) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of a JSON-lines text; a line that is not one JSON object is
+    one line naming `name`, the line and what was `expected` there. Lines end at "\n" alone (a CR before it is
+    JSON whitespace): `str.splitlines` also cuts at U+2028, which a JSON string may hold as it is."""
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -349,8 +352,16 @@ def _jsonl_documents(name: str, text: str) -> Iterator[str]:
             raise UserError(
                 f"{name}:{number}: not valid JSON ({exc.msg}); each line must be one JSON object."
             ) from None
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise UserError(f'{name}:{number}: expected an object with a string "text" field.')
+        if not isinstance(record, dict):
+            raise UserError(f"{name}:{number}: expected {expected}.")
+        yield number, record
+
+
+def _jsonl_documents(name: str, text: str) -> Iterator[str]:
+    expected = 'an object with a string "text" field'
+    for number, record in json_lines(name, text, expected):
+        if not isinstance(record.get("text"), str):
+            raise UserError(f"{name}:{number}: expected {expected}.")
         if record["text"].strip():
             yield record["text"]
 

@@ -28,6 +28,11 @@ def test_jsonl_and_archives(tmp_path):
     jsonl = tmp_path / "c.jsonl"
     jsonl.write_text(json.dumps({"text": "One."}) + "\n\n" + json.dumps({"text": "Two."}) + "\n")
     assert list(read_documents(jsonl)) == ["One.", "Two."]
+    separated = (
+        tmp_path / "s.jsonl"
+    )  # a raw U+2028 inside a string is JSON, not a line break (it had split it)
+    separated.write_text(json.dumps({"text": "Line\u2028sep."}, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert list(read_documents(separated)) == ["Line\u2028sep."]
     gz = tmp_path / "d.txt.gz"
     gz.write_bytes(gzip.compress(b"Zipped text.\n"))
     assert list(read_documents(gz)) == ["Zipped text."]

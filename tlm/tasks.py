@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra.corpus import decode_user_text
+from electra.corpus import decode_user_text, json_lines
 from electra.errors import UserError
 from electra.files import require_file
 
@@ -181,19 +181,7 @@ def _read_jsonl(
     text_keys = [str(c) for c in (text_columns or ["text"])]
     label_key = str(label_column if label_column is not None else "label")
     examples = []
-    # "\n" alone ends a record (a CR before it is JSON whitespace): splitlines would also cut at U+2028, which a
-    # JSON string may hold as it is
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"{path}:{number}: not valid JSON ({exc.msg}); write one object per line."
-            ) from None
-        if not isinstance(record, dict):
-            raise UserError(f"{path}:{number}: expected a JSON object with text and label fields.")
+    for number, record in json_lines(str(path), text, "a JSON object with text and label fields"):
         if label_key not in record:
             raise UserError(
                 f"{path}:{number}: label field {label_key!r} missing (fields: {', '.join(record)}); "
