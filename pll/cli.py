@@ -13,7 +13,7 @@ from pathlib import Path
 from electra.errors import UserError
 from electra.files import require_file, write_json_atomically, write_text_atomically
 from electra.flags import add_output_option, require_counts
-from electra.overwrite import refuse_to_replace, refuse_unwritable_directory
+from electra.overwrite import refuse_to_replace, refuse_to_replace_an_input, refuse_unwritable_directory
 from pll.methods import METHODS, WITHIN_WORD
 
 
@@ -436,24 +436,11 @@ def _check_output_file(
     for parent in path.parents:
         if parent.exists() and not parent.is_dir():
             raise UserError(f"--output {path}: {parent} is a file, so nothing can be written under it.")
-    for option, read in (reads or {}).items():
-        if read and read != "-" and _same_file(path, Path(read)):
-            instead = path.with_name(f"{path.stem}.scored{path.suffix}") if option == "--input" else None
-            raise UserError(
-                f"--output {path} is the {option} file; it is never replaced, even with --overwrite: choose "
-                "another output" + (f", e.g. {instead}." if instead else ".")
-            )
+    inputs = [(f"the {option} file", read) for option, read in (reads or {}).items() if read and read != "-"]
+    refuse_to_replace_an_input(path, inputs)
     refuse_to_replace([path], overwrite)
     # A folder that cannot be made or written (/proc/x, a read-only mount) was a traceback after all the work.
     refuse_unwritable_directory(path.parent, "--output")
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file (through links or `..` too); a path that does not exist is no file."""
-    try:
-        return a.exists() and b.exists() and a.samefile(b)
-    except OSError:
-        return a.resolve() == b.resolve()
 
 
 def _check_device(name: str) -> None:

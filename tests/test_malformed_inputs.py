@@ -232,7 +232,7 @@ CASES: list[Case] = [
             str(r / "in.txt"),
             "--overwrite",
         ],
-        "is the --input file; it is never replaced",
+        "is the --input file, which this command reads; it is never replaced",
     ),
     (
         "score input in UTF-16 without a byte-order mark",

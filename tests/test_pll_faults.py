@@ -106,7 +106,8 @@ def test_output_that_is_an_input_is_never_replaced(tmp_path, capsys):
             argv = ["score", "--model", str(tmp_path / "no-model"), "--input", str(source)]
             assert main([*argv, "--output", str(output), *extra]) == 2
             err = _one_line(capsys.readouterr().err)
-            assert "is the --input file; it is never replaced" in err and "pass --overwrite" not in err
+            assert "is the --input file, which this command reads; it is never replaced" in err
+            assert "pass --overwrite" not in err
     link = tmp_path / "link.txt"
     link.symlink_to(text)
     argv = ["score", "--model", "m", "--input", str(text), "--output", str(link), "--overwrite"]
