@@ -18,12 +18,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from torch import nn
 from transformers import BertConfig
 
-from electra.config import RUN_RECORD, SIZES, PretrainConfig, coerce_value
+from electra.config import (
+    RUN_RECORD,
+    SIZES,
+    PretrainConfig,
+    coerce_value,
+    load_config_file,
+    with_frozen_generator,
+)
 from electra.errors import UserError
 from electra.export import MANIFEST, finetune_dir, read_export, require_safetensors
 from electra.files import check_safetensors, read_safetensors
@@ -231,6 +238,33 @@ def continued_settings(
                 "warmup) trains it; pass --size to choose another."
             )
     return size, checkpoint_shape(directory, {**overrides, "init_from": str(directory)}, size), note
+
+
+class RunSettings(NamedTuple):
+    size: str
+    overrides: dict[str, Any]
+    from_file: dict[str, Any]  # the config file's values, as given
+    note: str | None  # what to tell the user (a checkpoint of no preset's shape)
+
+
+def run_settings(
+    size: str | None,
+    config_file: str | None,
+    overrides: dict[str, Any],
+    init_from: str | Path | None = None,
+) -> RunSettings:
+    """The size and overrides a pretraining config is built from, for `electra pretrain` and `electra flops`
+    alike (the count must describe the run): a frozen generator's sharing, and, when the run continues a
+    checkpoint however that is given (`init_from`, `--set init_from=`, the config file's), its shape, vocabulary
+    and preset (`continued_settings`); the config file's shape fields are checked against the checkpoint too, not
+    silently replaced by its shape. `size` None is the checkpoint's preset, or tiny."""
+    overrides = with_frozen_generator(overrides)
+    from_file = load_config_file(config_file) if config_file else {}
+    init_from = init_from or overrides.get("init_from") or from_file.get("init_from")
+    note = None
+    if init_from:
+        size, overrides, note = continued_settings(init_from, {**from_file, **overrides}, size)
+    return RunSettings(size or "tiny", overrides, from_file, note)
 
 
 def init_vocabulary(directory: str | Path) -> Path:

@@ -150,7 +150,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from electra.config import load_config_file, parse_overrides, with_frozen_generator
+    from electra.config import parse_overrides
 
     check_paths(args)  # before the models are imported: a wrong path answers at once
     from electra.objectives import build_config
@@ -176,19 +176,14 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
-    overrides = with_frozen_generator(overrides)
-    from_file = load_config_file(args.config_file) if args.config_file else {}
-    init_from = args.init_from or overrides.get("init_from") or from_file.get("init_from")
-    if init_from:  # however it is given (flag, --set, config file), the checkpoint's shape is the run's
-        from electra.continued import continued_settings
+    from electra.continued import run_settings
+    from electra.engine import main_process_print
 
-        # the file's shape fields are checked against the checkpoint too, not silently replaced by its shape
-        args.size, overrides, note = continued_settings(init_from, {**from_file, **overrides}, args.size)
-        if note:
-            from electra.engine import main_process_print
-
-            main_process_print(note)
-    args.size = args.size or "tiny"
+    args.size, overrides, from_file, note = run_settings(
+        args.size, args.config_file, overrides, args.init_from
+    )
+    if note:
+        main_process_print(note)
     if args.per_device_batch_size is not None:
         if args.train_batch_size is not None:
             raise UserError("give --batch-size (global) or --per-device-batch-size, not both.")

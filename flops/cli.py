@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2) if args.json else format_paper(rows))
         return 0
 
-    from electra.config import load_config_file, parse_overrides, with_frozen_generator
+    from electra.config import parse_overrides
+    from electra.continued import run_settings
     from electra.objectives import build_config, flop_report
     from flops.report import format_report
 
@@ -109,17 +110,10 @@ def run(args: argparse.Namespace) -> int:
     # the configuration `electra pretrain` would run with these --config and --set: a continued run's
     # (`init_from`) takes its checkpoint's shape, where the preset's was counted without a word (and a missing
     # checkpoint was not noticed), and a frozen generator its own embeddings
-    overrides = with_frozen_generator(parse_overrides(args.overrides))
-    from_file = load_config_file(args.config) if args.config else {}
-    size = args.size
-    init_from = overrides.get("init_from") or from_file.get("init_from")
-    if init_from:
-        from electra.continued import continued_settings
-
-        size, overrides, note = continued_settings(init_from, {**from_file, **overrides}, size)
-        if note:
-            print(note, file=sys.stderr)
-    config = build_config(size or "tiny", args.config, overrides)
+    size, overrides, _, note = run_settings(args.size, args.config, parse_overrides(args.overrides))
+    if note:
+        print(note, file=sys.stderr)
+    config = build_config(size, args.config, overrides)
     if args.seq_len is not None and args.seq_len > config.max_position_embeddings:
         raise UserError(
             f"--seq-len {args.seq_len} exceeds max_position_embeddings {config.max_position_embeddings}; "
