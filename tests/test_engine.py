@@ -79,17 +79,23 @@ def _weights(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def test_a_killed_run_resumes_exactly(tmp_path, monkeypatch):
+def _straight_and_killed(tmp_path, monkeypatch) -> Regression:
+    """A 6-step run in `a`, and the same run in `b` killed after its step-4 checkpoint; returns the straight one's
+    task, whose weights a resumed `b` must end with."""
     straight = Regression()
     torch.manual_seed(5)  # the run's RNG (dropout); a resumed run gets it back from the checkpoint
     Engine(_args(tmp_path / "a", save_every=2)).fit(straight)
-
     real_save = _die_after_checkpoint(monkeypatch, 4)
     killed = Regression()
     torch.manual_seed(5)
     with pytest.raises(KeyboardInterrupt):
         Engine(_args(tmp_path / "b", save_every=2)).fit(killed)
     monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    return straight
+
+
+def test_a_killed_run_resumes_exactly(tmp_path, monkeypatch):
+    straight = _straight_and_killed(tmp_path, monkeypatch)
     resumed = Regression()  # fresh weights: everything must come from the checkpoint
     engine = Engine(_args(tmp_path / "b", save_every=2))
     result = engine.fit(resumed, engine.latest_checkpoint())
@@ -104,15 +110,7 @@ def test_a_resume_without_save_every_still_continues_the_checkpoints(tmp_path, m
     """Before: the engine looked for checkpoints only when this run saved them, so `glue --resume` (or squad, tlm)
     without the first run's `--save-every` trained a killed seed again from step 0 beside the checkpoint it could
     continue. A resume that finds none, where a run left its folder, now says it starts over."""
-    straight = Regression()
-    torch.manual_seed(5)
-    Engine(_args(tmp_path / "a", save_every=2)).fit(straight)
-    real_save = _die_after_checkpoint(monkeypatch, 4)
-    killed = Regression()
-    torch.manual_seed(5)
-    with pytest.raises(KeyboardInterrupt):
-        Engine(_args(tmp_path / "b", save_every=2)).fit(killed)
-    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    straight = _straight_and_killed(tmp_path, monkeypatch)
     resumed = Regression()
     engine = Engine(_args(tmp_path / "b", save_every=0))  # the resume left --save-every out
     checkpoint = engine.resume_checkpoint(True, "the run")
