@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from electra.errors import UserError
-from electra.files import require_file, write_json_atomically
+from electra.files import decode_user_text, require_file, write_json_atomically
 from electra.text_form import TEXT_FORMS
 
 CPU_DROPOUT = ("lanes", "torch")  # electra.dropout
@@ -543,18 +543,25 @@ def assemble_config(
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """A JSON object, or YAML (`.yaml`/`.yml`) mapping, of field: value."""
+    """A JSON object, or YAML (`.yaml`/`.yml`) mapping, of field: value.
+
+    The text is read as every user file is (`decode_user_text`: UTF-8 through a byte-order mark, UTF-16 with its
+    mark; NUL or undecodable bytes are one line). A key given twice in a JSON file is refused, naming it: JSON
+    itself keeps the last value silently, and the first was often the one meant."""
     path = require_file(path, "config file")
-    if path.suffix.lower() in (".yaml", ".yml"):
+    yaml_file = path.suffix.lower() in (".yaml", ".yml")
+    expected = "a YAML mapping of field: value" if yaml_file else "a JSON object of field: value"
+    text = decode_user_text(path.read_bytes(), f"config file {path}", expected)
+    if yaml_file:
         try:
-            data = yaml.safe_load(path.read_text())
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
             raise UserError(f"config file {path} is not valid YAML ({str(exc).splitlines()[0]}).") from None
         kind = "YAML mapping"
     else:
         try:
-            data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            data = json.loads(text, object_pairs_hook=_refusing_duplicates(path))
+        except json.JSONDecodeError as exc:
             raise UserError(
                 f"config file {path} is not valid JSON ({exc}); write it as a JSON object (or YAML, as .yaml)."
             ) from None
@@ -564,6 +571,22 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _refusing_duplicates(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A `json.loads` object_pairs_hook that builds each object as usual but refuses a key given twice in it."""
+
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in data:
+                raise UserError(
+                    f"config file {path}: key {key!r} is given more than once; keep the one you mean."
+                )
+            data[key] = value
+        return data
+
+    return build
+
+
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """`key=value` strings from `--set` into a dict (types are coerced later, per field)."""
     out: dict[str, Any] = {}
@@ -571,6 +594,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise UserError(f"override {item!r} must look like key=value (for example hidden_size=128).")
         key, value = item.split("=", 1)
+        if not key.strip():
+            raise UserError(
+                f"override {item!r}: the KEY is empty; write it as KEY=VALUE (for example hidden_size=128)."
+            )
         out[key.strip().replace("-", "_")] = value.strip()
     return out
 

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from electra.errors import ElectraWarning, UserError
+from electra.files import decode_utf16, not_text_error, utf16_without_mark
 
 TEXT_SUFFIXES = {"", ".txt", ".text", ".md", ".raw", ".tokens"}
 JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
@@ -200,21 +201,6 @@ def _is_text_name(name: str) -> bool:
     return suffix in TEXT_SUFFIXES or suffix in JSON_SUFFIXES
 
 
-def decode_utf16(data: bytes, name: str) -> str:
-    """A file that starts with a UTF-16 byte-order mark (what Windows PowerShell's `>` and Notepad's "Unicode"
-    write), read as UTF-16 with a warning; one that is not valid UTF-16 after its mark is one line naming it. Every
-    reader of a user's text (corpora, score and rescore inputs) takes UTF-16 this one way."""
-    try:
-        text = data.decode("utf-16")
-    except UnicodeDecodeError as exc:
-        raise UserError(
-            f"{name}: starts with a UTF-16 byte-order mark but is not valid UTF-16 (offset {exc.start}; cut "
-            "short?); convert it with `iconv -f utf-16 -t utf-8`."
-        ) from None
-    warnings.warn(f"{name} is UTF-16 (byte-order mark); reading it as such", ElectraWarning, stacklevel=3)
-    return text
-
-
 def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]  # a UTF-8 byte-order mark is not text
@@ -231,8 +217,8 @@ def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
         looks_binary = b"\x00" in data[:65536] or sum(
             b < 9 or 13 < b < 32 for b in data[:65536]
         ) > 0.01 * min(len(data), 65536)
-        if _utf16_without_mark(data):
-            raise _not_text(name, data) from None
+        if utf16_without_mark(data):
+            raise not_text_error(name, data) from None
         if strict_utf8 or looks_binary:
             raise UserError(
                 f"{name}: undecodable bytes at offset {exc.start} (not UTF-8 text); convert it with "
@@ -245,66 +231,9 @@ def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
         )
         return data.decode("latin-1")
     sample = data[:65536]
-    if "\0" in text and (_utf16_without_mark(data) or sample.count(0) > 0.01 * len(sample)):
-        raise _not_text(name, data)  # valid UTF-8, but UTF-16 without its mark ("T\0h\0e\0") or binary
+    if "\0" in text and (utf16_without_mark(data) or sample.count(0) > 0.01 * len(sample)):
+        raise not_text_error(name, data)  # valid UTF-8, but UTF-16 without its mark ("T\0h\0e\0") or binary
     return text  # a stray NUL in text is a control character the tokenizer's normalizer drops
-
-
-def _utf16_without_mark(data: bytes) -> str | None:
-    """The encoding ("utf-16le" or "utf-16be") when `data` looks like UTF-16 without a byte-order mark (NUL in a
-    good share of its even or odd bytes: the high byte of Latin letters), else None."""
-    sample = data[:65536]
-    even, odd = sample[0::2].count(0), sample[1::2].count(0)
-    half = len(sample) // 2
-    if max(even, odd) <= 0.3 * half or min(even, odd) > 0.05 * half:  # NULs on both sides: binary (zeros)
-        return None
-    encoding = "utf-16le" if odd > even else "utf-16be"
-    text = sample[: 2 * half].decode(encoding, errors="replace")
-    readable = sum(c.isprintable() or c.isspace() for c in text)
-    return encoding if readable >= 0.9 * len(text) else None  # binary with NULs in one lane is no text
-
-
-def _not_text(name: str, data: bytes, expected: str = "") -> UserError:
-    """One line for a file with NUL bytes: UTF-16 without its mark (what to convert it with), or a binary file
-    (`expected`: what the command reads instead; a corpus file is to be removed). Read as UTF-8, plain-ASCII
-    UTF-16 is valid and had trained on (or been scored as) "T\0h\0e\0"."""
-    encoding = _utf16_without_mark(data)
-    if encoding is not None:
-        return UserError(
-            f"{name}: UTF-16 text without a byte-order mark, not UTF-8; convert it with "
-            f"`iconv -f {encoding} -t utf-8`."
-        )
-    instead = f"expected {expected}" if expected else "remove it from the corpus"
-    return UserError(f"{name}: holds NUL bytes (offset {data.index(0)}), so it is not text; {instead}.")
-
-
-def decode_user_text(data: bytes, name: str, expected: str) -> str:
-    """The text of a file whose every character counts (GLUE rows, sentences to score, n-best lists, SQuAD
-    JSON): UTF-8, through a byte-order mark if it has one, or UTF-16 with its mark (`decode_utf16`). Anything
-    else is one line naming the file, the line and offset of the first bad byte, what the command `expected` and
-    the conversion: unlike a corpus, such a file is never read as Latin-1 or with its NULs, since a wrong guess
-    would train on or score other text than the user's. The one strict reader, so every command words it alike."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return decode_utf16(data, name)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        if _utf16_without_mark(data):
-            raise _not_text(name, data, expected) from None
-        start = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
-        line = data.count(b"\n", 0, start) + 1
-        cut = (
-            " (the file ends inside a character: cut short?)"
-            if start + (exc.end - exc.start) >= len(data)
-            else ""
-        )
-        raise UserError(
-            f"{name}:{line}: not UTF-8 text: undecodable bytes at offset {start}{cut}; expected {expected}; "
-            "convert it, e.g. `iconv -f latin1 -t utf-8`."
-        ) from None
-    if "\0" in text:
-        raise _not_text(name, data, expected)
-    return text
 
 
 def _documents_of(name: str, text: str, boundary: str) -> Iterator[str]:

@@ -18,8 +18,8 @@ import io
 import os
 from pathlib import Path
 
-from electra.corpus import decode_user_text
 from electra.errors import UserError
+from electra.files import decode_user_text
 
 CSV_NAME = "metrics.csv"
 REPORTERS = ("csv", "tensorboard", "wandb")

@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from electra.corpus import decode_user_text
 from electra.errors import UserError
+from electra.files import decode_user_text
 
 logger = logging.getLogger(__name__)
 

@@ -475,7 +475,7 @@ def _check_device(name: str) -> None:
 
 def _read_input(raw: str) -> tuple[str, str]:
     """(name for messages, text) of a file or, for '-', standard input."""
-    from electra.corpus import decode_user_text
+    from electra.files import decode_user_text
 
     if raw == "-":
         data = sys.stdin.buffer.read()

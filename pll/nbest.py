@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from electra.corpus import decode_user_text
 from electra.errors import UserError
-from electra.files import require_file, write_text_atomically
+from electra.files import decode_user_text, require_file, write_text_atomically
 
 FORMATS = ("mlm-scoring", "list")
 

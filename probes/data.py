@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from electra.corpus import decode_user_text
 from electra.errors import UserError
+from electra.files import decode_user_text
 from glue.tasks import get_task, read_examples
 
 BROWN_FILE = re.compile(r"[a-z]{2}\d{2}")  # ca01 ... cr09; CONTENTS, README, cats.txt are not data
@@ -52,8 +52,7 @@ def read_brown(directory: str | Path, max_sentences: int | None = None) -> list[
         what = "is a file, not" if directory.exists() else "not found; give"
         raise UserError(f"{directory}: {what} the Brown corpus directory (it holds ca01, ca02, ... files).")
     sentences: list[TaggedSentence] = []
-    files = sorted(p for p in directory.iterdir() if p.is_file() and BROWN_FILE.fullmatch(p.name))
-    for path in files:
+    for path in brown_files(directory):
         text = decode_user_text(path.read_bytes(), str(path), "Brown word/tag text")
         for lineno, line in enumerate(text.split("\n"), 1):
             tokens = line.split()
@@ -75,6 +74,11 @@ def read_brown(directory: str | Path, max_sentences: int | None = None) -> list[
             f"{directory}: no tagged sentences (expected Brown files named like ca01 with word/tag tokens)."
         )
     return sentences
+
+
+def brown_files(directory: Path) -> list[Path]:
+    """The Brown data files in `directory`, sorted by name: the ones `read_brown` reads (and a resume fingerprints)."""
+    return sorted(p for p in directory.iterdir() if p.is_file() and BROWN_FILE.fullmatch(p.name))
 
 
 def split_brown(sentences: list[TaggedSentence]) -> tuple[list[TaggedSentence], list[TaggedSentence]]:

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from electra.corpus import decode_user_text
 from electra.errors import UserError
-from electra.files import require_file
+from electra.files import decode_user_text, require_file
 
 VERSIONS = ("1.1", "2.0")
 

@@ -2,8 +2,9 @@ import json
 
 import pytest
 
+from electra.cli import main
 from electra.config import SIZES, parse_overrides
-from electra.errors import UserError
+from electra.errors import ElectraWarning, UserError
 from electra.objectives import build_config
 
 # The ELECTRA paper's Table 6 / dissertation Table 5.1: layers, hidden, FFN, heads, embedding, generator
@@ -193,3 +194,59 @@ def test_an_infinite_float_is_refused_where_it_is_given(raw):
     config.max_grad_norm = float("inf")  # set on the object, past coercion: the range check still holds
     with pytest.raises(UserError, match="max_grad_norm must be at least 0, got inf"):
         config.validate()
+
+
+@pytest.mark.parametrize("item", ["=3", " =3", "="])
+def test_an_override_with_an_empty_key_says_so(item):
+    """Before: `--set =3` was "unknown config key(s): ." (an empty name in a list of unknown ones)."""
+    with pytest.raises(UserError, match="the KEY is empty; write it as KEY=VALUE") as err:
+        parse_overrides([item])
+    assert "\n" not in str(err.value) and repr(item) in str(err.value)
+    assert parse_overrides(["max_steps=3"]) == {"max_steps": "3"}
+
+
+def test_an_empty_set_key_is_one_line_from_the_command(capsys):
+    assert main(["pretrain", "--help-config", "--set", "=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'=3': the KEY is empty; write it as KEY=VALUE" in err
+    assert "unknown config key" not in err
+
+
+def test_a_key_given_twice_in_a_json_config_is_refused(tmp_path, capsys):
+    """Before: `{"max_steps": 5, "max_steps": 7}` trained for 7 steps, the first value silently dropped."""
+    path = tmp_path / "c.json"
+    path.write_text('{"max_steps": 5, "hidden_size": 64, "max_steps": 7}')
+    with pytest.raises(
+        UserError, match=f"config file {path}: key 'max_steps' is given more than once"
+    ) as err:
+        build_config("tiny", path)
+    assert "\n" not in str(err.value)
+    assert main(["pretrain", "--help-config", "--config", str(path)]) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and str(path) in said and "'max_steps'" in said
+    path.write_text('{"max_steps": 5, "hidden_size": 64}')  # each key once: read as before
+    assert build_config("tiny", path).max_steps == 5
+
+
+def test_config_files_are_decoded_as_every_user_file_is(tmp_path):
+    """Before: a UTF-8 byte-order mark (Notepad's "UTF-8 with BOM") was "not valid JSON (Unexpected UTF-8 BOM)",
+    and UTF-16 (PowerShell's `>`) an undecodable-bytes message; now both read as other user files do."""
+    path = tmp_path / "c.json"
+    text = json.dumps({"max_steps": 9, "hidden_size": 64, "num_attention_heads": 2})
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert build_config("tiny", path).max_steps == 9
+    path.write_bytes(text.encode("utf-16"))
+    with pytest.warns(ElectraWarning, match=f"config file {path} is UTF-16"):
+        assert build_config("tiny", path).max_steps == 9
+    yaml_path = tmp_path / "c.yaml"
+    yaml_path.write_bytes("\ufeffmax_steps: 13\n".encode())
+    assert build_config("tiny", yaml_path).max_steps == 13
+    for data, fragment in (
+        (text.encode("utf-16-le"), "UTF-16 text without a byte-order mark"),
+        (b'{"max_steps": 9, "run_name": "caf\xe9"}', "not UTF-8 text: undecodable bytes at offset 33"),
+        (b'{"max_steps": 9}\x00', "holds NUL bytes"),
+    ):
+        path.write_bytes(data)
+        with pytest.raises(UserError, match=fragment) as err:
+            build_config("tiny", path)
+        assert str(path) in str(err.value) and "\n" not in str(err.value)
