@@ -15,6 +15,7 @@ import os
 import random
 import shutil
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
-from electra.errors import UserError
+from electra.errors import ElectraWarning, UserError
 from electra.files import file_sha256, fsync_file, write_text_atomically
 
 LATEST = "latest"
@@ -44,18 +45,32 @@ def latest_checkpoint(checkpoints_dir: Path) -> Path | None:
     hand, a copy of the folder without it), the newest complete one there: checkpoints are renamed into place only
     when complete. Treating such a folder as holding none had `--resume` refuse it and a run without `--resume`
     delete its checkpoints as a run's leftovers."""
-    pointer = checkpoints_dir / LATEST
-    if pointer.is_file():
-        try:
-            path = checkpoints_dir / pointer.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            path = None
-        if path is not None and path.name and (path / "trainer_state.json").is_file():
-            return path
+    pointed, _ = _pointed_checkpoint(checkpoints_dir)
+    if pointed is not None:
+        return pointed
     if not checkpoints_dir.is_dir():
         return None
     complete = [p for p in checkpoints_dir.glob("step-*") if (p / "trainer_state.json").is_file()]
     return max(complete, key=lambda p: p.name, default=None)
+
+
+def _pointed_checkpoint(checkpoints_dir: Path) -> tuple[Path | None, str | None]:
+    """(the complete checkpoint `latest` names, None), or (None, what is wrong with that pointer), or (None, None)
+    when there is no pointer."""
+    pointer = checkpoints_dir / LATEST
+    if not pointer.is_file():
+        return None, None
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None, f"{pointer} is unreadable"
+    path = checkpoints_dir / name
+    if name and path.name and (path / "trainer_state.json").is_file():
+        return path, None
+    if not name:
+        return None, f"{pointer} is empty"
+    state = "incomplete (no trainer_state.json)" if path.is_dir() else "missing"
+    return None, f"{pointer} names {name}, which is {state}"
 
 
 def save_checkpoint(
@@ -158,8 +173,10 @@ def latest_intact_checkpoint(
     checkpoints_dir: Path, notice: Callable[[str], None] = _to_stderr
 ) -> Path | None:
     """The newest checkpoint whose files verify; each damaged one on the way is reported in one line (on standard
-    error: a command's results go to standard output)."""
+    error: a command's results go to standard output). A `latest` pointer that names no complete checkpoint is
+    said as an `ElectraWarning` with the one used instead."""
     newest = latest_checkpoint(checkpoints_dir)
+    _, pointer_problem = _pointed_checkpoint(checkpoints_dir)
     candidates = sorted((p for p in checkpoints_dir.glob("step-*") if p.is_dir()), reverse=True)
     if newest is not None:
         candidates = [newest] + [p for p in candidates if p != newest and p.name < newest.name]
@@ -169,6 +186,12 @@ def latest_intact_checkpoint(
         if problem is None:
             if damaged:
                 notice(f"resuming from {path.name}: the newer checkpoint(s) {', '.join(damaged)} are damaged")
+            if pointer_problem is not None:
+                warnings.warn(
+                    f"{pointer_problem}; resuming from {path.name}, the newest intact checkpoint there.",
+                    ElectraWarning,
+                    stacklevel=2,
+                )
             return path
         notice(f"checkpoint {path} is damaged ({problem}); trying the one before")
         damaged.append(path.name)

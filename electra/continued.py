@@ -10,16 +10,19 @@ configured), and starts a fresh optimizer and schedule.
 DIR may also be a `transformers` BERT directory (BertModel, BertForPreTraining, BertForMaskedLM): continuing an
 existing BERT with ELECTRA's objective is what users most often ask for, and BERT's encoder is an ELECTRA
 discriminator's whose embeddings are as wide as its hidden states (same tensors under `bert.` instead of
-`electra.`, no projection). What differs is said here, once: `_as_electra` (the config), `ENCODER_PREFIXES` and
-`_load` (the tensor names); BERT's pooler and its pretraining heads (`cls.*`) have no counterpart and are dropped.
+`electra.`, no projection). What differs is said here, once: `_as_electra` (the config), `ENCODER_PREFIXES`,
+`BERT_MLM_HEAD` and `_load` (the tensor names). BERT's masked-LM head continues `--objective mlm`, whose model has
+the same head; BERT's pooler and next-sentence head have no counterpart and are dropped.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import torch
 from torch import nn
 from transformers import BertConfig
 
@@ -31,15 +34,31 @@ from electra.config import (
     load_config_file,
     with_frozen_generator,
 )
-from electra.errors import UserError
+from electra.errors import ElectraWarning, UserError
 from electra.export import MANIFEST, finetune_dir, read_export, require_safetensors
-from electra.files import check_safetensors, read_safetensors
-from electra.tokenization import load_saved_tokenizer, lowercases
+from electra.files import (
+    SHARD_INDEX,
+    check_safetensors,
+    model_weights_file,
+    read_model_weights,
+    safetensors_shards,
+)
+from electra.tokenization import load_saved_tokenizer, lowercases, states_casing
 
 # The model types --init-from continues, and the prefix under which each one's pretraining and task classes keep
 # the encoder (their base_model_prefix): a BERT checkpoint's encoder tensors load under ELECTRA's names once this
 # prefix is renamed. A bare encoder (ElectraModel, BertModel) saves them with no prefix at all.
 ENCODER_PREFIXES = {"electra": "electra.", "bert": "bert."}
+
+# BERT's masked-LM head (BertForMaskedLM's and BertForPreTraining's `cls.predictions.*`) under the names of
+# ElectraForMaskedLM's (the model `--objective mlm` keeps), which computes the same: a dense layer as wide as the
+# hidden states (embedding_size = hidden_size for a BERT), gelu (another activation was refused), LayerNorm, then
+# the word embeddings, tied, plus a bias. Other objectives' models have no such head and leave these tensors out.
+BERT_MLM_HEAD = {
+    "cls.predictions.transform.dense.": "generator_predictions.dense.",
+    "cls.predictions.transform.LayerNorm.": "generator_predictions.LayerNorm.",
+    "cls.predictions.bias": "generator_lm_head.bias",
+}
 
 # Fields of a transformers ElectraConfig that fix the kept model's shape.
 SHAPE_FIELDS = (
@@ -100,6 +119,9 @@ def kept_dir(directory: str | Path) -> Path:
             f"{path}: model_type {config.get('model_type')!r}; --init-from continues ELECTRA and BERT checkpoints "
             "(model_type electra or bert). Fine-tune it as it is with `electra glue` or `electra squad`."
         )
+    weights = model_weights_file(path)
+    if weights is not None and weights.name == SHARD_INDEX:
+        safetensors_shards(weights)  # a shard missing, cut short, or without the tensors the index puts there
     for weights in sorted(require_safetensors(path).glob("*.safetensors")):
         check_safetensors(weights)
     return path
@@ -173,8 +195,9 @@ def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str
     """`overrides` plus the shape of DIR's model (and of its generator, when it has a masked-LM one) and whether
     its tokenizer lowercases; a value the user set differently is refused, since those weights could not load (or,
     for `lowercase`, the run's config would describe another tokenizer than the one it uses: the checkpoint's
-    tokenizer is used as saved, e.g. a cased BERT's stays cased). The `size` preset's sequence length is cut to the
-    checkpoint's positions when it has fewer."""
+    tokenizer is used as saved, e.g. a cased BERT's stays cased; one whose folder does not say takes the setting,
+    `_unstated_casing`). The `size` preset's sequence length is cut to the checkpoint's positions when it has
+    fewer."""
     kept = kept_config(directory)
     _refuse_unrepresentable(directory, kept)
     shape: dict[str, Any] = {k: kept[k] for k in SHAPE_FIELDS if k in kept}
@@ -188,7 +211,7 @@ def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str
         shape["generator_hidden_multiplier"] = generator["hidden_size"] / kept["hidden_size"]
         if generator["num_hidden_layers"] != kept["num_hidden_layers"]:
             shape["generator_num_layers"] = generator["num_hidden_layers"]
-    tokenizer = load_saved_tokenizer(init_vocabulary(directory))
+    tokenizer = load_saved_tokenizer(init_vocabulary(directory), _unstated_casing(directory, overrides))
     # text_form=words puts its own, lowercasing normalizer into the checkpoint's tokenizer (apply_text_form)
     shape["lowercase"] = lowercases(tokenizer) or overrides.get("text_form") == "words"
     for key, value in shape.items():
@@ -200,6 +223,28 @@ def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str
             )
     vocabulary = {"tokenizer_vocab_size": _vocabulary_size(directory, kept, len(tokenizer))}
     return {**overrides, **shape, **vocabulary}  # the checkpoint's vocabulary is the run's, whatever was set
+
+
+def _unstated_casing(directory: str | Path, overrides: dict[str, Any]) -> bool | None:
+    """The casing of DIR's tokenizer where the folder does not state one (`states_casing`: a vocab.txt alone, as
+    BERT's original releases, cased and uncased alike, were): the `lowercase` setting when given, else lowercasing
+    (what transformers assumes), said in one line with how to state it. None where the folder states it (a setting
+    that differs is then refused)."""
+    folder = init_vocabulary(directory)
+    if states_casing(folder):
+        return None
+    if "lowercase" in overrides:
+        return coerce_value("lowercase", overrides["lowercase"], "bool")
+    if overrides.get("text_form") == "words":  # its own normalizer replaces the tokenizer's, and lowercases
+        return True
+    warnings.warn(
+        f"{folder}: its tokenizer does not say whether it lowercases (no tokenizer_config.json "
+        "with do_lower_case), so it is taken as lowercasing; for a cased vocabulary pass "
+        "--set lowercase=false (lowercase=true silences this).",
+        ElectraWarning,
+        stacklevel=2,
+    )
+    return True
 
 
 def _vocabulary_size(directory: str | Path, kept: dict[str, Any], pieces: int) -> int:
@@ -284,16 +329,19 @@ def _load(
     shape; other tensors (a head) load when they match and stay fresh otherwise. Returns the fresh ones.
 
     `saved_prefix` is what DIR keeps those tensors under when it differs (a BERT checkpoint's `bert.`)."""
-    weights = require_safetensors(directory) / "model.safetensors"
-    if not weights.is_file():
+    weights = model_weights_file(require_safetensors(directory))
+    if weights is None:
         raise UserError(
-            f"{directory}: no model.safetensors (only safetensors are loaded, since unpickling can run code)."
+            f"{directory}: no model.safetensors or {SHARD_INDEX} (only safetensors are loaded, since unpickling "
+            "can run code); save it again with model.save_pretrained(dir)."
         )
     # checkpoints converted from TensorFlow name LayerNorm's tensors gamma and beta; from_pretrained renames them
     state = {
         key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): value
-        for key, value in read_safetensors(weights).items()
+        for key, value in read_model_weights(weights).items()
     }
+    if saved_prefix == ENCODER_PREFIXES["bert"]:
+        state = _with_bert_mlm_head(state)
     target = module.state_dict()
     saved_prefix = saved_prefix or required_prefix
     if required_prefix and any(k.startswith(saved_prefix) for k in state):
@@ -326,6 +374,23 @@ def _load(
         )
     module.load_state_dict(usable, strict=False)
     return sorted(k for k in target if unloaded(k))
+
+
+def _with_bert_mlm_head(state: dict[str, Any]) -> dict[str, Any]:
+    """A BERT checkpoint's tensors with its masked-LM head renamed (`BERT_MLM_HEAD`). A head with an output matrix
+    of its own (saved with tie_word_embeddings false, other than the word embeddings) computes something the tied
+    head cannot: it is left out, and the head starts fresh as it did before heads were carried over."""
+    decoder = state.get("cls.predictions.decoder.weight")
+    embeddings = state.get(f"{ENCODER_PREFIXES['bert']}embeddings.word_embeddings.weight")
+    if decoder is not None and (embeddings is None or not torch.equal(decoder, embeddings)):
+        return state
+    if "cls.predictions.bias" not in state and "cls.predictions.decoder.bias" in state:  # one tensor, tied
+        state = {**state, "cls.predictions.bias": state["cls.predictions.decoder.bias"]}
+    renamed = {}
+    for key, value in state.items():
+        old = next((old for old in BERT_MLM_HEAD if key.startswith(old)), None)
+        renamed[BERT_MLM_HEAD[old] + key[len(old) :] if old else key] = value
+    return renamed
 
 
 def load_initial_weights(model: Any, directory: str | Path) -> dict[str, list[str]]:

@@ -20,6 +20,7 @@ from transformers import ElectraTokenizerFast, PreTrainedTokenizerFast
 from electra.corpus import read_documents
 from electra.data import corpus_fingerprint, default_cache_root
 from electra.errors import UserError
+from electra.files import read_json_record
 from electra.text_form import text_form_normalizer, words
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -82,7 +83,7 @@ def load_vocab_tokenizer(vocab: str | Path, lowercase: bool = True) -> PreTraine
     """A fast WordPiece tokenizer over an existing vocabulary; refuses vocabularies without BERT's specials."""
     path = Path(vocab)
     if path.is_dir():
-        return load_saved_tokenizer(path)
+        return load_saved_tokenizer(path, lowercase)
     if not path.is_file():
         raise UserError(
             f"vocabulary {path} does not exist; pass a BERT-style vocab.txt or omit --vocab to train one."
@@ -136,12 +137,27 @@ def require_tokenizer_fits(tokenizer: Any, rows: int, directory: str | Path) -> 
         )
 
 
-def load_saved_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
+def states_casing(directory: str | Path) -> bool:
+    """Whether a saved tokenizer says if it lowercases: its tokenizer_config.json's do_lower_case (BERT's and
+    ELECTRA's classes rebuild their normalizer from it, whatever tokenizer.json holds, and lowercase without it), or
+    a generic class, whose tokenizer.json loads as written. A vocab.txt alone says neither: BERT's vocabularies
+    were released cased and uncased alike."""
+    directory = Path(directory)
+    config = read_json_record(directory / "tokenizer_config.json") or {}
+    generic = config.get("tokenizer_class") in GENERIC_CLASSES and (directory / "tokenizer.json").is_file()
+    return generic or isinstance(config.get("do_lower_case"), bool)
+
+
+def load_saved_tokenizer(directory: str | Path, lowercase: bool | None = None) -> PreTrainedTokenizerFast:
+    """The tokenizer saved in `directory`; `lowercase` is its casing where the folder does not state one
+    (`states_casing`; transformers then lowercases)."""
     directory = require_tokenizer(directory)
     config = directory / "tokenizer_config.json"
     if (directory / "tokenizer.json").is_file() and config.is_file():
         if json.loads(config.read_text()).get("tokenizer_class") in GENERIC_CLASSES:
             return PreTrainedTokenizerFast.from_pretrained(str(directory))
+    if lowercase is not None and not states_casing(directory):
+        return ElectraTokenizerFast.from_pretrained(str(directory), do_lower_case=lowercase)
     return ElectraTokenizerFast.from_pretrained(str(directory))
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from transformers import (
     AutoTokenizer,
     BertConfig,
@@ -26,6 +27,7 @@ import electra
 from electra.cli import main
 from electra.continued import checkpoint_shape, init_vocabulary, load_initial_weights
 from electra.errors import UserError
+from electra.masking import Picked
 from electra.model import build_pretraining_model
 from electra.objectives import build_config
 from electra.tokenization import load_saved_tokenizer
@@ -96,15 +98,78 @@ def test_the_continued_encoder_computes_what_bert_computes(berts, kind):
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
 
 
-def test_an_mlm_run_continues_the_bert_encoder_with_a_fresh_head(berts):
-    """`--objective mlm` keeps a masked LM: its encoder is BERT's, its head (BERT's `cls.*` is not mapped) fresh."""
-    directory = berts["BertForMaskedLM"]
+def save_trained_looking_bert(model_class, tokenizer, directory: Path, **config) -> Path:
+    """`save_bert`, with every weight moved off its initial value: a fresh head's LayerNorm (ones, zeros) and bias
+    (zeros) would equal a freshly built one's, and a head that did not load would pass for one that did."""
+    torch.manual_seed(3)
+    model = model_class(BertConfig(vocab_size=len(tokenizer), **{**SHAPE, **config}))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    model.save_pretrained(str(directory))
+    tokenizer.save_pretrained(str(directory))
+    return directory
+
+
+@pytest.mark.parametrize("model_class", [BertForMaskedLM, BertForPreTraining])
+def test_an_mlm_run_continues_berts_masked_lm_head(sample_tokenizer, tmp_path, model_class):
+    """Before: `--objective mlm` from a BERT with its masked-LM head (`cls.predictions.*`) restarted that head.
+    Now it is carried over (`BERT_MLM_HEAD`): nothing is fresh, and the continued masked LM gives transformers'
+    logits on the same weights, from the whole model and from the rows the objective scores."""
+    directory = save_trained_looking_bert(model_class, bert_tokenizer(sample_tokenizer), tmp_path / "bert")
+    _, model, fresh, tokenizer = _continued(directory, objective="mlm")
+    assert fresh == {"kept": []}
+    model.eval()
+    batch = pair_batch(tokenizer)
+    bert = model_class.from_pretrained(str(directory)).eval()
+    with torch.no_grad():
+        output = bert(**batch)
+        theirs = output.logits if model_class is BertForMaskedLM else output.prediction_logits
+        ours = model.generator.model(**batch).logits
+        positions = batch["attention_mask"].bool()
+        picked = Picked.from_mask(positions)
+        rows = model.generator.logits_at(
+            batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], picked
+        )[picked.valid.reshape(-1)]
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+    torch.testing.assert_close(rows, theirs[positions], rtol=0, atol=1e-5)
+    head = model.generator.model
+    saved = load_file(str(directory / "model.safetensors"))
+    assert torch.equal(head.generator_lm_head.bias, saved["cls.predictions.bias"])
+    assert torch.equal(
+        head.generator_predictions.dense.weight, saved["cls.predictions.transform.dense.weight"]
+    )
+    assert head.generator_lm_head.weight is head.electra.embeddings.word_embeddings.weight  # still tied
+
+
+def test_an_mlm_run_continues_a_bare_bert_encoder_with_a_fresh_head(berts):
+    """BertModel has no masked-LM head: the encoder is BERT's, the head fresh."""
+    directory = berts["BertModel"]
     _, model, fresh, _ = _continued(directory, objective="mlm")
     assert fresh["kept"] and all(k.startswith("generator_") for k in fresh["kept"])
     loaded = model.generator.model.electra.state_dict()
     for name, value in BertModel.from_pretrained(str(directory)).state_dict().items():
         if not name.startswith("pooler."):
             torch.testing.assert_close(loaded[name], value, msg=name)
+
+
+def test_an_untied_bert_head_is_not_carried_over(sample_tokenizer, tmp_path):
+    """A head saved with its own output matrix (tie_word_embeddings false) computes what ELECTRA's tied head
+    cannot: it starts fresh, and the encoder still loads."""
+    directory = save_trained_looking_bert(
+        BertForMaskedLM, bert_tokenizer(sample_tokenizer), tmp_path / "untied", tie_word_embeddings=False
+    )
+    saved = load_file(str(directory / "model.safetensors"))
+    assert not torch.equal(
+        saved["cls.predictions.decoder.weight"], saved["bert.embeddings.word_embeddings.weight"]
+    )
+    _, model, fresh, _ = _continued(directory, objective="mlm")
+    assert "generator_lm_head.bias" in fresh["kept"] and "generator_predictions.dense.weight" in fresh["kept"]
+    assert not torch.equal(model.generator.model.generator_lm_head.bias, saved["cls.predictions.bias"])
+    loaded = model.generator.model.electra.state_dict()
+    for name, value in saved.items():
+        if name.startswith("bert.encoder."):
+            assert torch.equal(loaded[name.removeprefix("bert.")], value), name
 
 
 def test_legacy_layer_norm_names_load(berts, tmp_path):
