@@ -55,7 +55,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="keep the rows an interrupted run left in --output (same data, seeds and lengths) and probe the rest",
+        help="keep the rows an interrupted run left in --output (same data, seeds and lengths) and probe the rest; "
+        "a row whose data or model files have changed since is probed again",
     )
     parser.set_defaults(func=run)
 
@@ -111,9 +112,18 @@ def _distinct_models(models: list[str]) -> dict[str, Path]:
 def run(args: argparse.Namespace) -> int:
     from transformers.utils import logging as transformers_logging
 
+    from electra.config import INPUT_DIGESTS
     from electra.errors import UserError
     from probes.linear import load_frozen
-    from probes.run import check_probe_inputs, parse_probe_list, random_encoder_dir, run_probe
+    from probes.run import (
+        check_probe_inputs,
+        data_sha256,
+        model_sha256,
+        parse_probe_list,
+        random_encoder_dir,
+        run_probe,
+        training_samples,
+    )
 
     require_counts(args, ("seeds", "max_length", "batch_size"), optional=("max_train",))
     if args.resume and not args.output:
@@ -153,17 +163,43 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bars:
             transformers_logging.enable_progress_bar()
-    for spec in specs:
-        spec.read(Path(data))
+    for spec in specs:  # and each seed's sample, which must hold two classes
+        training_samples(spec, spec.read(Path(data)), data, settings["seeds"], args.max_train)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="electra-probe-") as scratch:
         models = [(model, model, False) for model in args.model]
+        checkpoints = {model: directories[model] for model in args.model}
         if args.random_baseline:
             random_dir = random_encoder_dir(args.model[0], Path(scratch) / "random")
             models.append((str(random_dir), f"random ({args.model[0]})", True))
+            checkpoints[models[-1][1]] = random_dir
+        # what each row was probed on, kept with it: a --resume redoes a row whose data or model has changed
+        inputs = {}
+        if args.output:
+            data_digests = {spec.name: data_sha256(spec, data) for spec in specs}
+            model_digests = {label: model_sha256(checkpoints[label]) for _, label, _ in models}
+            inputs = {
+                (spec.name, label): {"data": data_digests[spec.name], "model": model_digests[label]}
+                for spec in specs
+                for _, label, _ in models
+            }
         for spec in specs:
             for model, label, is_random in models:
                 row = done.get((spec.name, label))
+                changed = row and _changed_inputs(
+                    row.get(INPUT_DIGESTS),
+                    inputs.get((spec.name, label)),
+                    Path(data),
+                    Path(label) if is_random else checkpoints[label],  # not the scratch folder's name
+                )
+                if changed:
+                    print(
+                        f"probe: {spec.name} {label}: {changed} changed since its row in {args.output} was "
+                        "probed; probing it again.",
+                        file=sys.stderr,
+                    )
+                    row = None
+                reused = row is not None
                 if row is None:
                     row = run_probe(
                         model,
@@ -177,7 +213,9 @@ def run(args: argparse.Namespace) -> int:
                     row.update(label=label, random=is_random)
                     if is_random:
                         row["model"] = row["model_dir"] = label
-                said = "" if (spec.name, label) not in done else ", from the earlier run"
+                    if args.output:
+                        row[INPUT_DIGESTS] = inputs[(spec.name, label)]
+                said = ", from the earlier run" if reused else ""
                 rows.append(row)
                 print(
                     f"{spec.name} {label}: median {_pct(row['median'])} ({row['seconds']:.1f} s{said})",
@@ -231,6 +269,20 @@ def _earlier_rows(
     return {
         (row["probe"], row["label"]): row for row in earlier["results"] if "probe" in row and "label" in row
     }
+
+
+def _changed_inputs(saved: object, current: dict | None, data: Path, checkpoint: Path) -> str:
+    """The files (comma list) whose SHA-256 differs between an earlier row's record and now, or "" when none does
+    (a row written before rows had a record cannot be told: it is kept)."""
+    if not (isinstance(saved, dict) and current):
+        return ""
+    changed = []
+    for part, folder in (("data", data), ("model", checkpoint)):
+        before, now = saved.get(part) or {}, current[part]
+        changed += [
+            str(folder / name) for name in sorted(set(before) | set(now)) if before.get(name) != now.get(name)
+        ]
+    return ", ".join(changed)
 
 
 def _write_results(output: str | None, settings: dict, rows: list[dict], complete: bool) -> None:

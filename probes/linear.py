@@ -28,6 +28,7 @@ def load_frozen(model_dir: str | Path) -> tuple[nn.Module, object]:
     the way `electra glue` finds them."""
     directory = require_tokenizer(resolve_model_dir(model_dir))  # else AutoTokenizer makes an empty one
     encoder = load_encoder(directory).float().eval().requires_grad_(False)
+    refuse_causal(encoder, directory)
     tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
     if not getattr(tokenizer, "is_fast", False):
         raise UserError(
@@ -35,6 +36,20 @@ def load_frozen(model_dir: str | Path) -> tuple[nn.Module, object]:
         )
     require_tokenizer_fits(tokenizer, encoder.get_input_embeddings().num_embeddings, directory)
     return encoder, tokenizer
+
+
+def refuse_causal(encoder: nn.Module, directory: str | Path) -> None:
+    """One line for a causal model (a decoder-only one, GPT-2 and the like, or an encoder saved with `is_decoder`):
+    each token's state there sees only the tokens before it, so a word's first piece knows nothing of the rest of
+    the sentence and the probes (made for a bidirectional encoder) would measure the mask, not the pretraining.
+    Attention layers of transformers say so by `is_causal`, whatever the model's config calls it."""
+    if getattr(encoder.config, "is_decoder", False) is True or any(
+        getattr(module, "is_causal", False) is True for module in encoder.modules()
+    ):
+        raise UserError(
+            f"{directory}: is a causal (decoder) model, each token attending only to the ones before it; the "
+            "probes read a bidirectional encoder: give an encoder checkpoint (e.g. RUN/discriminator)."
+        )
 
 
 def _batches(

@@ -22,8 +22,9 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from electra.errors import UserError, first_line
 from electra.export import fit_length
+from electra.files import file_sha256
 from glue.finetune import resolve_model_dir
-from probes.data import DEV_EVERY, read_brown, read_sst2, split_brown
+from probes.data import DEV_EVERY, brown_files, read_brown, read_sst2, split_brown
 from probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
 
 MIN_MAX_LENGTH = 3  # [CLS], one word-piece, [SEP]
@@ -45,7 +46,9 @@ class ProbeSpec:
     description: str
     unit: str  # "sentence": one label per text; "token": one label per word, features at its first piece
     read: Callable[[Path], ProbeData]  # data root (the folder holding glue/ and corpus/) -> the examples
-    needs: tuple[str, ...]  # what `read` opens, relative to the data root (checked before any probe runs)
+    # what `read` opens, relative to the data root (checked before any probe runs); the first holds the training
+    # examples (what a one-class refusal names)
+    needs: tuple[str, ...]
     default_max_train: int | None  # training sentences when the caller gives none (None: all)
     max_dev: int | None  # dev sentences kept, evenly spaced (None: all)
 
@@ -144,6 +147,61 @@ def _subsample(n: int, max_train: int | None, seed: int) -> list[int]:
     return sorted(random.Random(seed).sample(range(n), max_train))
 
 
+def training_samples(
+    spec: ProbeSpec, data: ProbeData, data_root: str | Path, seeds: Sequence[int], max_train: int | None
+) -> dict[int, list[int]]:
+    """Each seed's training examples (indices into `data.train_inputs`), refused in one line naming the training
+    file where they hold a single class: a probe fitted on one class answers it everywhere, and its "accuracy" is
+    the majority baseline, reported as if the encoder had been measured."""
+    limit = max_train if max_train is not None else spec.default_max_train
+    chosen = {seed: _subsample(len(data.train_inputs), limit, seed) for seed in seeds}
+    where = Path(data_root) / spec.needs[0]
+
+    def classes(which: Sequence[int]) -> set:
+        if spec.unit == "sentence":
+            return {data.train_labels[i] for i in which}
+        return {tag for i in which for tag in data.train_labels[i]}
+
+    every = classes(range(len(data.train_inputs)))
+    if len(every) < 2:
+        raise UserError(
+            f"{where}: every training {spec.unit}'s label is {next(iter(every), None)!r}; the {spec.name} probe "
+            "needs at least two classes (on one it scores only the majority baseline); give data of two or more."
+        )
+    for seed, which in chosen.items():
+        found = classes(which)
+        if len(found) < 2:
+            raise UserError(
+                f"{where}: seed {seed}'s training sample (--max-train {limit}) holds one class only, "
+                f"{next(iter(found))!r}; the {spec.name} probe needs at least two: raise --max-train."
+            )
+    return chosen
+
+
+def data_sha256(spec: ProbeSpec, data_root: str | Path) -> dict[str, str]:
+    """SHA-256 of each file the probe reads, by its path under the data folder (a folder: its Brown files): what
+    tells a `--resume`'s earlier result from one on other data at the same path."""
+    root = Path(data_root)
+    digests = {}
+    for relative in spec.needs:
+        path = root / relative
+        for file in brown_files(path) if path.is_dir() else [path]:
+            digests[file.relative_to(root).as_posix()] = file_sha256(file)
+    return digests
+
+
+# beside the weights (*.safetensors), the checkpoint's files a probe's result hangs on
+MODEL_FILES = ("config.json", "tokenizer.json")
+
+
+def model_sha256(model_dir: str | Path) -> dict[str, str]:
+    """SHA-256 of a checkpoint's weights, config and tokenizer, by file name: a model retrained or replaced in
+    place is another encoder under the same path."""
+    directory = Path(model_dir)
+    files = sorted(directory.glob("*.safetensors")) + [directory / name for name in MODEL_FILES]
+    return {file.name: file_sha256(file) for file in files if file.is_file()}
+
+
 def run_probe(
     model_dir: str | Path,
     probe: str | ProbeSpec,
@@ -171,8 +229,7 @@ def run_probe(
     encoder, tokenizer = load_frozen(model_dir)
     max_length = fit_length(max_length, encoder.config, "--max-length")
     data = spec.read(Path(data_root))
-    limit = max_train if max_train is not None else spec.default_max_train
-    chosen = {seed: _subsample(len(data.train_inputs), limit, seed) for seed in seeds}
+    chosen = training_samples(spec, data, data_root, seeds, max_train)
     union = sorted(set().union(*chosen.values()))
     dev = _spread(data.dev_inputs, spec.max_dev)
     train_x, train_y, train_rows = _features(

@@ -4,16 +4,19 @@ one end-to-end run on a micro model, and the command's one-line refusals."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
-from transformers import ElectraConfig, ElectraModel, ElectraTokenizerFast
+from transformers import ElectraConfig, ElectraModel, ElectraTokenizerFast, GPT2Config, GPT2Model
 
 from electra.cli import main
+from electra.config import INPUT_DIGESTS
 from electra.errors import UserError
+from electra.files import file_sha256
 from probes.data import base_tag, read_brown, read_sst2, split_brown
 from probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
-from probes.run import PROBES, random_encoder_dir, run_probe
+from probes.run import PROBES, random_encoder_dir, run_probe, training_samples
 
 WORDS = [
     "the",
@@ -465,3 +468,180 @@ def test_brown_files_are_decoded_as_every_user_file_is(tmp_path):
     assert "\n" not in str(err.value)
     with pytest.raises(UserError, match="is a file, not the Brown corpus directory"):
         read_brown(tmp_path / "ca01")
+
+
+def _rewrite_labels(path, label_of):
+    """`path` (an SST-2 TSV) with each row's label replaced by `label_of(row index, old label)`."""
+    header, *rows = path.read_text().splitlines()
+    cells = [row.split("\t") for row in rows]
+    path.write_text(
+        "\n".join([header, *(f"{text}\t{label_of(i, int(old))}" for i, (text, old) in enumerate(cells))])
+        + "\n"
+    )
+
+
+def test_resume_probes_again_a_row_whose_data_or_model_changed(micro_encoder, tmp_path, capsys, monkeypatch):
+    """Before: `--resume` kept every row of --output whatever had happened to its inputs since: a model retrained
+    in place, or a relabelled dev file, kept the old model's (old data's) numbers beside the new ones."""
+    import probes.run
+
+    other = tmp_path / "other"
+    shutil.copytree(micro_encoder, other)
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    dev = root / "glue" / "SST-2" / "dev.tsv"
+    out = tmp_path / "probe.json"
+    argv = [
+        "probe",
+        "--model",
+        str(micro_encoder),
+        "--model",
+        str(other),
+        "--probes",
+        "sst2",
+        "--data",
+        str(root),
+    ]
+    argv += ["--seeds", "1", "--max-length", "16", "--output", str(out)]
+    assert main(argv) == 0
+    first = json.loads(out.read_text())["results"]
+    assert first[0][INPUT_DIGESTS] == {
+        "data": {
+            f"glue/SST-2/{name}": file_sha256(root / "glue" / "SST-2" / name)
+            for name in ("dev.tsv", "train.tsv")
+        },
+        "model": {
+            name: file_sha256(micro_encoder / name)
+            for name in ("config.json", "model.safetensors", "tokenizer.json")
+        },
+    }
+    real_probe, calls = probes.run.run_probe, []
+
+    def counted(*args, **kwargs):
+        calls.append(str(args[0]))
+        return real_probe(*args, **kwargs)
+
+    monkeypatch.setattr(probes.run, "run_probe", counted)
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 0 and calls == []  # nothing changed: every row kept
+    assert "probing it again" not in capsys.readouterr().err
+
+    torch.manual_seed(99)  # other weights under the same path: the second model retrained in place
+    ElectraModel(ElectraModel.from_pretrained(str(other)).config).save_pretrained(
+        str(other), safe_serialization=True
+    )
+    assert main([*argv, "--resume"]) == 0 and calls == [str(other)]
+    err = capsys.readouterr().err
+    redone = [line for line in err.splitlines() if "probing it again" in line]
+    assert redone == [
+        f"probe: sst2 {other}: {other / 'model.safetensors'} changed since its row in {out} was probed; "
+        "probing it again."
+    ]
+    assert f"sst2 {micro_encoder}: median" in err and "from the earlier run" in err
+    second = json.loads(out.read_text())["results"]
+    assert second[0] == first[0]  # the unchanged model's row kept as it was
+    assert second[1][INPUT_DIGESTS]["model"]["model.safetensors"] == file_sha256(other / "model.safetensors")
+    assert second[1][INPUT_DIGESTS]["model"] != first[1][INPUT_DIGESTS]["model"]
+
+    calls.clear()
+    _rewrite_labels(dev, lambda i, old: 1 - old)  # the dev set relabelled: every row's numbers are stale
+    assert main([*argv, "--resume"]) == 0 and calls == [str(micro_encoder), str(other)]
+    err = capsys.readouterr().err
+    assert err.count(f"{dev} changed since its row in {out} was probed; probing it again.") == 2
+    third = json.loads(out.read_text())
+    assert third["complete"] is True
+    assert [r[INPUT_DIGESTS]["data"]["glue/SST-2/dev.tsv"] for r in third["results"]] == [
+        file_sha256(dev)
+    ] * 2
+    # every dev label flipped and the same probe: each accuracy is the complement of the one before
+    assert [r["accuracy"][0] for r in third["results"]] == pytest.approx(
+        [1 - r["accuracy"][0] for r in second]
+    )
+
+
+def test_training_data_of_one_class_is_refused_before_any_probe(micro_encoder, tmp_path, capsys, monkeypatch):
+    """Before: a training file of one label (or a --max-train sample that drew one) fitted a probe that answers it
+    everywhere, and its "accuracy" (the majority baseline) was reported as the encoder's."""
+    import probes.run
+
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    train = root / "glue" / "SST-2" / "train.tsv"
+    _rewrite_labels(train, lambda i, old: 0)
+    with pytest.raises(
+        UserError, match=f"{train}: every training sentence's label is 0; .* at least two"
+    ) as err:
+        run_probe(micro_encoder, "sst2", root, seeds=(1,), max_length=16)
+    assert "\n" not in str(err.value)
+
+    def probed(*args, **kwargs):
+        raise AssertionError("probing started")
+
+    monkeypatch.setattr(probes.run, "run_probe", probed)
+    capsys.readouterr()  # the direct call's progress bar
+    argv = ["probe", "--model", str(micro_encoder), "--probes", "sst2", "--data", str(root), "--seeds", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{train}: every training sentence's label is 0" in err
+    _rewrite_labels(train, lambda i, old: i % 2)  # two classes, but one sentence per seed holds one of them
+    assert main([*argv, "--max-train", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"{train}: seed 1's training sample (--max-train 1) holds one class only" in err
+    assert "raise --max-train" in err
+    with pytest.raises(AssertionError, match="probing started"):  # two per seed: both classes drawn, accepted
+        main([*argv, "--max-train", "12"])
+    brown = root / "corpus" / "brown"
+    brown.mkdir(parents=True)
+    (brown / "ca01").write_text("\n".join(["the/at a/at the/at-tl"] * 20) + "\n")
+    with pytest.raises(UserError, match=f"{brown}: every training token's label is 'at'"):
+        training_samples(PROBES["pos"], PROBES["pos"].read(root), root, (1,), None)
+
+
+def _causal_checkpoints(tmp_path):
+    """An ELECTRA encoder saved as a decoder (is_decoder) and a GPT-2 (decoder-only), with the test tokenizer."""
+    tokenizer = _tokenizer()
+    decoder = ElectraConfig(
+        vocab_size=len(tokenizer),
+        embedding_size=16,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        is_decoder=True,
+    )
+    gpt2 = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_embd=16,
+        n_layer=1,
+        n_head=2,
+        n_positions=32,
+        bos_token_id=2,
+        eos_token_id=3,
+    )
+    for name, model in (("decoder", ElectraModel(decoder)), ("gpt2", GPT2Model(gpt2))):
+        model.save_pretrained(str(tmp_path / name), safe_serialization=True)
+        tokenizer.save_pretrained(str(tmp_path / name))
+        yield tmp_path / name
+
+
+def test_a_causal_model_is_refused_in_one_line(micro_encoder, tmp_path, capsys, monkeypatch):
+    """Before: a decoder's states (each token seeing only the tokens before it) were probed as if bidirectional, and
+    the gap to the random baseline measured the attention mask."""
+    import probes.run
+
+    load_frozen(micro_encoder)  # a bidirectional encoder is accepted
+
+    def probed(*args, **kwargs):
+        raise AssertionError("probing started")
+
+    monkeypatch.setattr(probes.run, "run_probe", probed)
+    root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
+    for causal in _causal_checkpoints(tmp_path):
+        with pytest.raises(UserError, match=f"{causal}: is a causal \\(decoder\\) model") as err:
+            load_frozen(causal)
+        assert "\n" not in str(err.value)
+        argv = ["probe", "--model", str(micro_encoder), "--model", str(causal), "--data", str(root)]
+        capsys.readouterr()  # the loads' progress bars
+        assert main([*argv, "--probes", "sst2"]) == 2
+        said = capsys.readouterr().err
+        assert said.count("\n") == 1 and "causal (decoder) model" in said and "bidirectional encoder" in said
