@@ -6,8 +6,62 @@ import argparse
 import json
 from pathlib import Path
 
+from electra.errors import UserError
 from electra.flags import add_output_option, require_counts
 from electra.overwrite import refuse_to_replace, refuse_unowned, start_over
+
+# Flags that act only under a condition are None until given, so that one given where it cannot act is refused
+# (`refuse_unused`) instead of being ignored in silence; these are their values when not given (`fill_defaults`,
+# and `with_default` says them in --help). `tartan`'s META_DEFAULTS follow the same pattern.
+LM_DEFAULTS = {"rho1": 3, "rho2": 20.0}  # `tlm train` with an LM objective (not --objective none)
+FINETUNE_DEFAULTS = {  # `tlm train` and `tartan` with --finetune-epochs N > 0
+    "finetune_lr": 1e-4,
+    "finetune_layer_decay": 0.8,
+    "finetune_batch_size": 32,
+}
+ISS_DEFAULTS = {  # `tlm retrieve --select iss`: its reference model
+    "objective": "electra",
+    "size": "tiny",
+    "reference_steps": 100,
+    "reference_lr": 1e-4,
+    "iss_layer": "-1",
+    "iss_batch_size": 16,
+    "seed": 42,
+}
+# ISS-only flags with no default at all (None, or an empty list for --set)
+ISS_ONLY = ("task_dev", "init_from", "vocab", "set")
+FINETUNE_UNUSED = (
+    "{flag} is for the fine-tuning epochs, and --finetune-epochs 0 runs none; give --finetune-epochs N or drop "
+    "{flag}."
+)
+
+
+def with_default(text: str, defaults: dict, name: str) -> str:
+    """A help line ending in the value a None-until-given flag takes when it is not given."""
+    return f"{text} (default {defaults[name]})"
+
+
+def given_flags(args: argparse.Namespace, names) -> list[str]:
+    """Which of `names` (argparse dests whose default is None, or an empty list) the user gave."""
+    return [name for name in names if getattr(args, name, None) not in (None, [])]
+
+
+def refuse_unused(args: argparse.Namespace, names, acts: bool, why: str) -> None:
+    """When the flags `names` cannot act (`acts` false), the first of them the user gave is refused in one line:
+    `why`, with `{flag}` standing for it. Ignored in silence, a user's setting had changed nothing."""
+    if acts:
+        return
+    given = given_flags(args, names)
+    if given:
+        raise UserError(why.format(flag="--" + given[0].replace("_", "-")))
+
+
+def fill_defaults(args: argparse.Namespace, defaults: dict) -> None:
+    """The one place a None-until-given flag gets its default: every name of `defaults` the parser has and the
+    user did not give."""
+    for name, value in defaults.items():
+        if hasattr(args, name) and getattr(args, name) is None:
+            setattr(args, name, value)
 
 
 def register(subparsers) -> None:
@@ -63,21 +117,36 @@ def register(subparsers) -> None:
         "--task-dev", default=None, help="task validation file: the batches influence is measured on"
     )
     iss.add_argument("--init-from", default=None, help="checkpoint the reference model starts from")
-    iss.add_argument("--objective", default="electra", help="LM objective of the joint loss (registry)")
-    iss.add_argument("--size", default="tiny", help="model size preset when not --init-from")
+    # the flags below are None until given, so that one given with --select bm25 is refused (`check_retrieve_flags`);
+    # ISS_DEFAULTS holds their values when not given
+    iss.add_argument(
+        "--objective",
+        help=with_default("LM objective of the joint loss (registry)", ISS_DEFAULTS, "objective"),
+    )
+    iss.add_argument(
+        "--size", help=with_default("model size preset when not --init-from", ISS_DEFAULTS, "size")
+    )
     iss.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     iss.add_argument(
-        "--reference-steps", type=int, default=100, help="joint task + LM steps of the reference model"
-    )
-    iss.add_argument("--reference-lr", type=float, default=1e-4)
-    iss.add_argument(
-        "--iss-layer", default="-1", help="encoder layer index (default last) or parameter-name prefix"
+        "--reference-steps",
+        type=int,
+        help=with_default("joint task + LM steps of the reference model", ISS_DEFAULTS, "reference_steps"),
     )
     iss.add_argument(
-        "--iss-batch-size", type=int, default=16, help="passages (and dev rows) per gradient batch"
+        "--reference-lr",
+        type=float,
+        help=with_default("peak learning rate of the reference model", ISS_DEFAULTS, "reference_lr"),
+    )
+    iss.add_argument(
+        "--iss-layer", help="encoder layer index or parameter-name prefix (default -1: the last layer)"
+    )
+    iss.add_argument(
+        "--iss-batch-size",
+        type=int,
+        help=with_default("passages (and dev rows) per gradient batch", ISS_DEFAULTS, "iss_batch_size"),
     )
     iss.add_argument("--vocab", default=None, help="vocab.txt for a reference trained from scratch")
-    iss.add_argument("--seed", type=int, default=42)
+    iss.add_argument("--seed", type=int, help=with_default("seed of the reference run", ISS_DEFAULTS, "seed"))
     add_task_columns(retrieve)
     retrieve.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
@@ -112,19 +181,47 @@ def register(subparsers) -> None:
     train.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)"
     )
-    train.add_argument("--rho1", type=int, default=3, help="retrieved (external) batches per task batch")
+    # --rho1/--rho2 and the --finetune-* settings are None until given, so that one given where it cannot act
+    # (--objective none, --finetune-epochs 0) is refused (`check_train_flags`); LM_DEFAULTS and FINETUNE_DEFAULTS
+    # hold their values when not given
     train.add_argument(
-        "--rho2", type=float, default=20.0, help="weight of the LM loss on task (internal) data"
+        "--rho1",
+        type=int,
+        help=with_default("retrieved (external) batches per task batch", LM_DEFAULTS, "rho1"),
+    )
+    train.add_argument(
+        "--rho2",
+        type=float,
+        help=with_default("weight of the LM loss on task (internal) data", LM_DEFAULTS, "rho2"),
     )
     train.add_argument(
         "--batch-size", type=int, default=None, help="task batch size (external batches match it)"
     )
     train.add_argument("--steps", type=int, default=None, help="stage-1 steps (default: from --flops-budget)")
     train.add_argument("--flops-budget", type=float, default=None, help="stop stage 1 after this many FLOPs")
-    train.add_argument("--finetune-epochs", type=int, default=3)
-    train.add_argument("--finetune-lr", type=float, default=1e-4)
-    train.add_argument("--finetune-layer-decay", type=float, default=0.8)
-    train.add_argument("--finetune-batch-size", type=int, default=32)
+    train.add_argument(
+        "--finetune-epochs",
+        type=int,
+        default=3,
+        help="stage-2 epochs on the task alone, 0 for none (default 3)",
+    )
+    train.add_argument(
+        "--finetune-lr",
+        type=float,
+        help=with_default("stage-2 peak learning rate", FINETUNE_DEFAULTS, "finetune_lr"),
+    )
+    train.add_argument(
+        "--finetune-layer-decay",
+        type=float,
+        help=with_default(
+            "stage-2 layer-wise learning-rate decay", FINETUNE_DEFAULTS, "finetune_layer_decay"
+        ),
+    )
+    train.add_argument(
+        "--finetune-batch-size",
+        type=int,
+        help=with_default("stage-2 batch size", FINETUNE_DEFAULTS, "finetune_batch_size"),
+    )
     train.add_argument(
         "--vocab", default=None, help="WordPiece vocab.txt (default: train one on the retrieved corpus)"
     )
@@ -202,12 +299,40 @@ TLM_OUTPUTS = ("results.json", "model", "stage1", "stage2", "config.json", "toke
 TLM_READS = ("retrieved", "dapt_corpus", "init_from", "vocab", "task_train", "task_dev", "task_test")
 
 
+def check_train_flags(args) -> None:
+    """`tlm train`'s flags that would be ignored in silence are refused: --rho1/--rho2 weigh the LM objective,
+    which --objective none does not train, and the --finetune-* settings act only with --finetune-epochs N. Then
+    the defaults of those not given are filled in."""
+    from tlm.train import TASK_ONLY
+
+    refuse_unused(
+        args,
+        LM_DEFAULTS,
+        args.objective != TASK_ONLY,
+        f"{{flag}} weighs the LM objective, which --objective {TASK_ONLY} does not train; choose an LM "
+        "--objective or drop {flag}.",
+    )
+    # a negative --finetune-epochs is refused on its own (`refuse_to_replace_run`), not as "0"
+    refuse_unused(args, FINETUNE_DEFAULTS, args.finetune_epochs != 0, FINETUNE_UNUSED)
+    fill_defaults(args, LM_DEFAULTS | FINETUNE_DEFAULTS)
+
+
+def refuse_missing_resume(args) -> None:
+    """`--resume` where --out holds no run (no such folder, or none of a run's files) had started a fresh run in
+    silence: a mistyped --out looked like a resumed run."""
+    out = Path(args.out)
+    if args.resume and not any((out / name).exists() for name in TLM_OUTPUTS):
+        where = "does not exist" if not out.exists() else "holds no run"
+        raise UserError(
+            f"--resume: {out} {where}, so there is nothing to resume; check --out, or drop --resume to start a "
+            "new run."
+        )
+
+
 def refuse_to_replace_run(args) -> None:
     """Before any work for `tlm train` / `tartan`: the numbers that size the run are sound (0 steps is a typo, not
-    "unset", and a negative budget is no budget), and a finished or started output is kept unless --resume or
-    --overwrite."""
-    from electra.errors import UserError
-
+    "unset", and a negative budget is no budget), a --resume finds a run to continue, and a finished or started
+    output is kept unless --resume or --overwrite."""
     if args.resume and args.overwrite:  # --overwrite had been ignored in silence under --resume
         raise UserError(
             "--resume continues the run in --output and --overwrite deletes it; give one of them."
@@ -216,6 +341,7 @@ def refuse_to_replace_run(args) -> None:
     for name in ("finetune_epochs", "save_every", "eval_every"):
         if (getattr(args, name, None) or 0) < 0:
             raise UserError(f"--{name.replace('_', '-')} must not be negative (0 turns it off).")
+    refuse_missing_resume(args)
     if not args.resume:
         refuse_unowned(args.out, TLM_OUTPUTS)
         refuse_to_replace([Path(args.out) / name for name in TLM_OUTPUTS], args.overwrite, resume_hint=True)
@@ -224,7 +350,6 @@ def refuse_to_replace_run(args) -> None:
 def start_over_run(args) -> None:
     """Once the flags are read, before any work: the inputs must exist, and only then does --overwrite delete the
     earlier run in --out (`electra.overwrite.start_over`), so that a mistyped path costs no results."""
-    from electra.errors import UserError
     from electra.files import require_file
 
     reads = [getattr(args, name, None) for name in TLM_READS]
@@ -248,12 +373,20 @@ def column_kwargs(args) -> dict:
     }
 
 
-# ISS-only flags whose default is None (or empty): given with --select bm25 they were ignored without a word
-ISS_ONLY = ("task_dev", "init_from", "vocab", "set")
+def check_retrieve_flags(args) -> None:
+    """The ISS reference model's flags, given with --select bm25 (which trains none), were ignored without a word;
+    now refused in one line. Then the defaults of those not given are filled in."""
+    refuse_unused(
+        args,
+        (*ISS_ONLY, *ISS_DEFAULTS),
+        args.select == "iss",
+        "{flag} is for the ISS reference model, which --select bm25 does not train; add --select iss (with "
+        "--task-dev and --select-size) or drop {flag}.",
+    )
+    fill_defaults(args, ISS_DEFAULTS)
 
 
 def run_retrieve(args) -> int:
-    from electra.errors import UserError
     from tlm.retrieval import (
         CORPUS_SUBDIR,
         PROVENANCE_FILE,
@@ -270,13 +403,7 @@ def run_retrieve(args) -> int:
     refuse_to_replace(produced + ([out / "reference"] if args.select == "iss" else []), args.overwrite)
     if args.select == "iss" and (args.task_dev is None or args.select_size is None):
         raise UserError("--select iss needs --task-dev (the validation batches) and --select-size.")
-    given = [name for name in ISS_ONLY if getattr(args, name)]
-    if args.select == "bm25" and given:
-        flag = "--" + given[0].replace("_", "-")
-        raise UserError(
-            f"{flag} is for the ISS reference model, which --select bm25 does not train; add --select iss "
-            f"(with --task-dev and --select-size) or drop {flag}."
-        )
+    check_retrieve_flags(args)
     # Before the index is built (an hour on a large corpus): `--top-k 0` was refused only after it, and
     # `--passage-words 0` never returned (`split_passages` cut empty windows forever); `--reference-steps 0`
     # meant "unset" and trained the size's max_steps, `--iss-batch-size 0` ended in a traceback.
@@ -364,7 +491,6 @@ def _select_iss(args, index) -> dict:
 
 
 def run_texts(args) -> int:
-    from electra.errors import UserError
     from electra.files import write_text_atomically
     from tlm.tasks import read_task_file
 
@@ -381,6 +507,7 @@ def run_texts(args) -> int:
 
 
 def run_train(args) -> int:
+    check_train_flags(args)
     refuse_to_replace_run(args)
     from electra.config import parse_overrides, with_frozen_generator
     from tlm.train import TLMSettings, train_tlm
@@ -412,7 +539,6 @@ def run_sciie(args) -> int:
     """All three splits are read before any is written, and written whole (`write_text_atomically`): before, a
     missing dev.json stopped the run after train.jsonl was written, and existing splits in --out (a user's own
     train.jsonl) were replaced without --overwrite."""
-    from electra.errors import UserError
     from electra.files import write_text_atomically
     from tlm.tasks import build_sciie, jsonl_text
 

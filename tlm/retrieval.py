@@ -233,17 +233,30 @@ def build_index(
     # Beside the index (resolved: `--index .` has no name of its own), so the moves into it are renames on one
     # file system; a name of its own per build, so two builds at once never write into each other's.
     home = index_dir.resolve()
+    made = [folder for folder in (home.parent, *home.parent.parents) if not folder.exists()]
     home.parent.mkdir(parents=True, exist_ok=True)
-    _clear_abandoned_builds(home)
-    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(home), dir=home.parent))
     try:
-        with _build_lock(staging):
-            meta = _write_index(
-                documents, staging, index_dir, max_words, min_words, chunk_size, source, progress, fingerprint
-            )
-            _move_into_place(staging, index_dir)
-    finally:  # after a success it holds only the replaced files
-        shutil.rmtree(staging, ignore_errors=True)
+        _clear_abandoned_builds(home)
+        staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(home), dir=home.parent))
+        try:
+            with _build_lock(staging):
+                meta = _write_index(
+                    documents,
+                    staging,
+                    index_dir,
+                    max_words,
+                    min_words,
+                    chunk_size,
+                    source,
+                    progress,
+                    fingerprint,
+                )
+                _move_into_place(staging, index_dir)
+        finally:  # after a success it holds only the replaced files
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:  # an error or a Ctrl-C: the folders made to hold this index go as well
+        _remove_made_folders(made)
+        raise
     logger.info(
         "indexed %d passages from %d documents into %s",
         meta["num_passages"],
@@ -320,6 +333,17 @@ def _write_index(
     }
     (folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return meta
+
+
+def _remove_made_folders(made: Sequence[Path]) -> None:
+    """After a failed build: the folders it created to hold the index (`tlm retrieve`'s --out among them), innermost
+    first, so that a bad corpus leaves no empty output behind. Only a folder that is still empty goes (`rmdir`): one
+    the user had before is not in `made`, and anything written into a made one since (by another process) stays."""
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty (or not ours to remove): nor are the folders above it
 
 
 def _staging_prefix(home: Path) -> str:

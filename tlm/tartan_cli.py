@@ -11,13 +11,22 @@ from __future__ import annotations
 import json
 
 from electra.flags import add_output_option
+from tlm.cli import (
+    FINETUNE_DEFAULTS,
+    FINETUNE_UNUSED,
+    add_task_columns,
+    fill_defaults,
+    refuse_unused,
+    with_default,
+)
 
 AUXILIARIES = ("tapt", "dapt")
+# META-TARTAN's flags when not given: None until given, as `tlm.cli`'s conditional flags are
 META_DEFAULTS = {
     "meta_lr": 0.1,
     "meta_head_steps": 1,
     "meta_head_lr": 0.1,
-}  # META-TARTAN's flags when not given
+}
 
 
 def register(subparsers) -> None:
@@ -57,12 +66,23 @@ def register(subparsers) -> None:
     # None until given, so that one given with --weighting uniform (which has no meta step) is refused; the
     # defaults are in META_DEFAULTS
     parser.add_argument(
-        "--meta-lr", type=float, default=None, help="META-TARTAN's step size η for the weights (default 0.1)"
+        "--meta-lr",
+        type=float,
+        default=None,
+        help=with_default("META-TARTAN's step size η for the weights", META_DEFAULTS, "meta_lr"),
     )
     parser.add_argument(
-        "--meta-head-steps", type=int, default=None, help="SGD steps fitting φ* per training step (default 1)"
+        "--meta-head-steps",
+        type=int,
+        default=None,
+        help=with_default("SGD steps fitting φ* per training step", META_DEFAULTS, "meta_head_steps"),
     )
-    parser.add_argument("--meta-head-lr", type=float, default=None, help="SGD rate fitting φ* (default 0.1)")
+    parser.add_argument(
+        "--meta-head-lr",
+        type=float,
+        default=None,
+        help=with_default("SGD rate fitting φ*", META_DEFAULTS, "meta_head_lr"),
+    )
     add_output_option(parser, "out", "output folder", default="runs/tartan")
     parser.add_argument(
         "--steps", type=int, default=None, help="training steps (default: from --flops-budget)"
@@ -83,7 +103,12 @@ def register(subparsers) -> None:
         default=0,
         help="epochs on the end task alone afterwards (default none)",
     )
-    parser.add_argument("--finetune-lr", type=float, default=1e-4)
+    parser.add_argument(  # None until given, so that one given with --finetune-epochs 0 is refused
+        "--finetune-lr",
+        type=float,
+        default=None,
+        help=with_default("peak learning rate of those epochs", FINETUNE_DEFAULTS, "finetune_lr"),
+    )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)"
     )
@@ -93,8 +118,6 @@ def register(subparsers) -> None:
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--save-every", type=int, default=0, help="checkpoint every N updates, for --resume")
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoints in --out")
-    from tlm.cli import add_task_columns
-
     add_task_columns(parser)
     parser.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
@@ -117,20 +140,26 @@ def parse_aux(spec: str) -> list[str]:
 
 
 def check_contradictions(args) -> None:
-    """Flags that would be ignored in silence: META-TARTAN's with uniform weights (no meta step reads them), and
-    `--patience` with `--eval-every 0` (no evaluation to count). A user who sets them expects them to act."""
+    """Flags that would be ignored in silence: META-TARTAN's with uniform weights (no meta step reads them),
+    `--finetune-lr` with `--finetune-epochs 0` (the default: no fine-tuning), and `--patience` with
+    `--eval-every 0` (no evaluation to count). A user who sets them expects them to act. Then the defaults of the
+    None-until-given flags not given are filled in (`tlm.cli.fill_defaults`)."""
     from electra.errors import UserError
 
-    if args.weighting != "meta":
-        given = [name for name in META_DEFAULTS if getattr(args, name) is not None]
-        if given:
-            flag = "--" + given[0].replace("_", "-")
-            raise UserError(f"{flag} is for --weighting meta; add --weighting meta or drop {flag}.")
+    refuse_unused(
+        args,
+        META_DEFAULTS,
+        args.weighting == "meta",
+        "{flag} is for --weighting meta; add --weighting meta or drop {flag}.",
+    )
+    # a negative --finetune-epochs is refused on its own (`refuse_to_replace_run`), not as "0"
+    refuse_unused(args, FINETUNE_DEFAULTS, args.finetune_epochs != 0, FINETUNE_UNUSED)
     if args.patience is not None and not args.eval_every:
         raise UserError(
             "--patience counts dev evaluations, and --eval-every 0 makes none; give --eval-every N or drop "
             "--patience."
         )
+    fill_defaults(args, META_DEFAULTS | FINETUNE_DEFAULTS)
 
 
 def run(args) -> int:
@@ -163,10 +192,7 @@ def run(args) -> int:
         rho1=1 if "dapt" in aux else 0,
         rho2=1.0 if "tapt" in aux else 0.0,
         weighting=args.weighting,
-        **{
-            name: default if getattr(args, name) is None else getattr(args, name)
-            for name, default in META_DEFAULTS.items()
-        },
+        **{name: getattr(args, name) for name in META_DEFAULTS},
         learning_rate=args.learning_rate,
         patience=args.patience,
         balance_losses=args.losses == "balanced",

@@ -3,6 +3,10 @@
 Task files come in many shapes (AG News from ALPS is `text<TAB>label` with no header; the original AG News CSV is
 `label,title,description` with one), so columns are named or numbered, the header is detected, and several text
 columns are joined. Every problem is a `UserError` naming the file and line.
+
+A label is a class name, compared as text, except that a number written with a decimal point is one class with its
+shortest spelling: `1.0` is `1` and `0.50` is `0.5` (`class_name`), in TSV, CSV and JSONL alike, so a spreadsheet that
+exported a numeric label column as `1.0` in one split (or one row) and `1` in another does not split one class in two.
 """
 
 from __future__ import annotations
@@ -11,15 +15,18 @@ import csv
 import io
 import json
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra.corpus import decode_user_text, json_lines
+from electra.corpus import json_lines
 from electra.errors import UserError
-from electra.files import require_file
+from electra.files import decode_user_text, require_file
 
 Column = str | int
+# a decimal number with a point: its integer part, then its fraction without trailing zeros
+_DECIMAL = re.compile(r"([+-]?[0-9]+)\.([0-9]*?)0*")
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,16 @@ def parse_columns(spec: str | None) -> list[Column] | None:
     if spec is None or not spec.strip():
         return None
     return [int(p) if p.strip().lstrip("-").isdigit() else p.strip() for p in spec.split(",")]
+
+
+def class_name(label: str) -> str:
+    """The class a label names: `1.0` and `1.00` are `1`, `0.50` is `0.5`; any other text is itself. (Read as two
+    classes, `1` and `1.0` had trained a classifier with a class that could never be right.)"""
+    match = _DECIMAL.fullmatch(label)
+    if match is None:
+        return label
+    whole, fraction = match.groups()
+    return f"{whole}.{fraction}" if fraction else whole
 
 
 def _format_of(path: Path, fmt: str | None) -> str:
@@ -150,7 +167,7 @@ def _read_delimited(
                 f"{path}:{number}: {len(row)} columns where the first row has {width}; "
                 "fix the row (a stray delimiter or quote?)."
             )
-        label = row[label_index].strip()
+        label = class_name(row[label_index].strip())
         if not label:
             raise UserError(f"{path}:{number}: empty label; every row needs one.")
         text = " ".join(row[i].strip() for i in text_indices if row[i].strip())
@@ -159,9 +176,9 @@ def _read_delimited(
 
 
 def _label_of(value: object, path: Path, number: int, key: str) -> str:
-    """A JSON label as the class name it stands for: strings and whole numbers as written, `1.0` as `1` (one class
-    written both ways is one class, not two). null, true/false, a list or an object is refused: `str()` had made
-    classes named 'None' or '[1]' in silence."""
+    """A JSON label as the class name it stands for (`class_name`): strings and whole numbers as written, `1.0` as
+    `1`, in a string or as a number (one class written both ways is one class, not two). null, true/false, a list
+    or an object is refused: `str()` had made classes named 'None' or '[1]' in silence."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, str | int | float):
@@ -169,7 +186,7 @@ def _label_of(value: object, path: Path, number: int, key: str) -> str:
             f"{path}:{number}: label field {key!r} is {json.dumps(value)}, not a class name; give a string "
             "or a number (or pass --label-column NAME)."
         )
-    label = str(value).strip()
+    label = class_name(str(value).strip())
     if not label:
         raise UserError(f"{path}:{number}: empty label; every row needs one.")
     return label
