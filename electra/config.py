@@ -10,7 +10,7 @@ import difflib
 import json
 import math
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -546,15 +546,19 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """A JSON object, or YAML (`.yaml`/`.yml`) mapping, of field: value.
 
     The text is read as every user file is (`decode_user_text`: UTF-8 through a byte-order mark, UTF-16 with its
-    mark; NUL or undecodable bytes are one line). A key given twice in a JSON file is refused, naming it: JSON
-    itself keeps the last value silently, and the first was often the one meant."""
+    mark; NUL or undecodable bytes are one line). A key given twice in a file is refused, naming it: JSON and
+    YAML readers keep the last value silently, and the first was often the one meant."""
     path = require_file(path, "config file")
     yaml_file = path.suffix.lower() in (".yaml", ".yml")
     expected = "a YAML mapping of field: value" if yaml_file else "a JSON object of field: value"
     text = decode_user_text(path.read_bytes(), f"config file {path}", expected)
     if yaml_file:
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_UniqueKeyLoader)
+        except _DuplicateKey as exc:
+            raise UserError(
+                f"config file {path}:{exc.line}: key {exc.key!r} is given more than once; keep the one you mean."
+            ) from None
         except yaml.YAMLError as exc:
             raise UserError(f"config file {path} is not valid YAML ({str(exc).splitlines()[0]}).") from None
         kind = "YAML mapping"
@@ -569,6 +573,29 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UserError(f"config file {path} must hold a {kind} of field: value.")
     return data
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int) -> None:
+        super().__init__(key, line)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (no tags that build Python objects) refusing a mapping key written twice; keys a merge
+    (`<<: *defaults`) brings in may still be overridden, which is what merges are for."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, Hashable):  # else the loader's own error names it
+                if key in seen:
+                    raise _DuplicateKey(key, key_node.start_mark.line + 1)
+                seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def _refusing_duplicates(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from electra.cli import main
-from electra.config import SIZES, parse_overrides
+from electra.config import SIZES, load_config_file, parse_overrides
 from electra.errors import ElectraWarning, UserError
 from electra.objectives import build_config
 
@@ -250,3 +250,22 @@ def test_config_files_are_decoded_as_every_user_file_is(tmp_path):
         with pytest.raises(UserError, match=fragment) as err:
             build_config("tiny", path)
         assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_key_given_twice_in_a_yaml_config_is_refused_and_merges_still_override(tmp_path):
+    """Before: PyYAML kept the last of two `max_steps:` lines in silence. A merge (`<<: *base`) is not a repeat:
+    its keys are there to be overridden."""
+    path = tmp_path / "c.yaml"
+    path.write_text("max_steps: 5\nhidden_size: 64\nmax_steps: 7\n")
+    with pytest.raises(
+        UserError, match=f"config file {path}:3: key 'max_steps' is given more than once"
+    ) as err:
+        build_config("tiny", path)
+    assert "\n" not in str(err.value)
+    path.write_text("outer:\n  a: 1\n  a: 2\n")  # a mapping nested in another is checked as well
+    with pytest.raises(UserError, match=f"config file {path}:3: key 'a' is given more than once"):
+        load_config_file(path)
+    path.write_text("defaults: &d {max_steps: 5, learning_rate: 0.001}\nrun:\n  <<: *d\n  max_steps: 9\n")
+    assert load_config_file(path)["run"] == {"max_steps": 9, "learning_rate": 0.001}
+    path.write_text("max_steps: 5\nhidden_size: 64\n")
+    assert build_config("tiny", path).max_steps == 5
