@@ -58,27 +58,36 @@ from electra.files import (
 from electra.model import build_pretraining_model
 from electra.objectives import build_config, flop_report, get_objective, objective_names
 from electra.output_lock import output_lock
+from electra.overwrite import refuse_file_as_directory
 from electra.pretraining import RunInputs, pretrain, size_to_budget
 from electra.tokenization import load_or_train_tokenizer, load_saved_tokenizer
 from glue.finetune import (
     FinetuneSettings,
     check_files,
+    check_run_inputs,
     check_task_data,
+    check_task_rows,
     glue_average,
     run_glue,
     task_data_fingerprints,
 )
 from glue.report import json_safe
 from glue.tasks import get_task
-from probes.run import random_encoder_dir, run_probe
+from probes.run import (
+    check_probe_inputs,
+    data_sha256,
+    get_probe,
+    random_encoder_dir,
+    run_probe,
+    training_samples,
+)
 
 
 # ------------------------------------------------------------------------------------------------- pretraining
 def objective_config(settings: CompareSettings, arm: Arm | str, vocab_size: int):
     """The arm's PretrainConfig with its schedule fitted to the budget (same batch for every arm)."""
     arm = parse_arm(arm) if isinstance(arm, str) else arm
-    overrides = {**settings.overrides, **dict(arm.overrides), "objective": arm.objective}
-    config = build_config(settings.size, None, with_frozen_generator(overrides))
+    config = _arm_fields(settings, arm)
     config.vocab_size = vocab_size
     keep_warmup = "warmup_steps" in settings.overrides or "warmup_steps" in dict(arm.overrides)
     steps = size_to_budget(config, settings.budget, keep_warmup=keep_warmup)
@@ -95,6 +104,12 @@ def objective_config(settings: CompareSettings, arm: Arm | str, vocab_size: int)
     config.save_every = max(1, math.ceil(steps / (2 * settings.checkpoints)))
     config.keep_checkpoints = 1_000_000  # pruned here, once a fraction is exported
     return config.validate()
+
+
+def _arm_fields(settings: CompareSettings, arm: Arm):
+    """The arm's config before compare fits it to the budget and the vocabulary: --set, then the arm's fields."""
+    overrides = {**settings.overrides, **dict(arm.overrides), "objective": arm.objective}
+    return build_config(settings.size, None, with_frozen_generator(overrides))
 
 
 def prepare_tokenizer(
@@ -304,22 +319,44 @@ def _seed_runs(cell_dir: Path, task: str, finetune, model_dir: Path, glue_data: 
     """Where glue keeps a cell's finished seeds, one folder per fine-tuning setting: a rerun with more seeds
     (`--seeds 5` after 3, with --overwrite) or one killed inside a cell reuses the seeds already run under these
     settings; it had fine-tuned every seed again. Folders of the task's other settings are stale and removed, and
-    so is this one when glue would refuse to resume it: its record names the model at another path (OUT was
-    moved), or the task's files have changed since its seeds ran."""
-    key = json.dumps(asdict(finetune), sort_keys=True, default=str)
-    folder = cell_dir / "seed-runs" / f"{task}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-    record = read_json_record(folder / "run.json")
-    if record is not None and record.get("model") != str(model_dir.resolve()):
-        shutil.rmtree(folder)
-    try:
-        check_task_data(folder, [get_task(task)], glue_data, predict_test=False, resume=True)
-    except UserError:  # another GLUE file than the seeds there read
+    so is this one when glue would refuse to resume it (`_resumable_seeds`)."""
+    folder = _seed_folder(cell_dir, task, finetune)
+    if folder.is_dir() and not _resumable_seeds(folder, task, model_dir, glue_data):
         shutil.rmtree(folder)
     if folder.parent.is_dir():
         for other in folder.parent.iterdir():
             if other != folder and other.name.rsplit("-", 1)[0] == task:
                 shutil.rmtree(other)
     return folder
+
+
+def _seed_folder(cell_dir: Path, task: str, finetune) -> Path:
+    key = json.dumps(asdict(finetune), sort_keys=True, default=str)
+    return cell_dir / "seed-runs" / f"{task}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def _resumable_seeds(folder: Path, task: str, model_dir: Path, glue_data: Path) -> bool:
+    """Whether glue would resume the seeds in `folder` (reads only): not when its record names the model at
+    another path (OUT was moved), or the task's files have changed since its seeds ran."""
+    record = read_json_record(folder / "run.json")
+    if record is not None and record.get("model") != str(model_dir.resolve()):
+        return False
+    try:
+        check_task_data(folder, [get_task(task)], glue_data, predict_test=False, resume=True)
+    except UserError:  # another GLUE file than the seeds there read
+        return False
+    return True
+
+
+def _seeds_on_disk(settings: CompareSettings, slug: str, fraction: str, task: str, finetune) -> int:
+    """The seeds of an unfinished cell that a run would reuse rather than fine-tune (`_seed_runs`)."""
+    cell_dir = _glue_cell(settings, slug, fraction, task).parent
+    folder = _seed_folder(cell_dir, task, finetune)
+    model_dir = finetune_dir(settings.out / "checkpoints" / slug / fraction)
+    if not folder.is_dir() or not _resumable_seeds(folder, task, model_dir, settings.glue_data):
+        return 0
+    runs = folder / "runs" / task
+    return sum(read_json_record(runs / f"seed-{seed}" / "result.json") is not None for seed in settings.seeds)
 
 
 def probe_cell(settings: CompareSettings, cell: dict | None, probe: str) -> dict:
@@ -330,7 +367,7 @@ def probe_cell(settings: CompareSettings, cell: dict | None, probe: str) -> dict
     else:
         name = _fraction_name(cell["index"], settings.checkpoints)
         path = _probe_folder(settings, _slug(cell), name) / f"{probe}.json"
-    key = _probe_key(settings)
+    key = _probe_key(settings, probe)
     done = _probe_current(path, key)
     if done is not None:
         return done
@@ -345,7 +382,9 @@ def probe_cell(settings: CompareSettings, cell: dict | None, probe: str) -> dict
     else:
         model_dir = settings.out / "checkpoints" / _slug(cell) / name
         print(f"compare: probing {cell['objective']} {name} on {probe} (seeds {settings.seeds})")
-    result = run_probe(model_dir, probe, settings.probe_data, settings.seeds, settings.probe_max_train)
+    result = run_probe(
+        model_dir, probe, settings.probe_data, settings.seeds, settings.probe_max_train, PROBE_MAX_LENGTH
+    )
     done = dict(
         key, **{k: result[k] for k in ("median", "min", "max", "accuracy", "majority", "n_train", "n_dev")}
     )
@@ -353,8 +392,14 @@ def probe_cell(settings: CompareSettings, cell: dict | None, probe: str) -> dict
     return done
 
 
-def _probe_key(settings: CompareSettings) -> dict:
-    return {"seeds": settings.seeds, "max_train": settings.probe_max_train}
+PROBE_MAX_LENGTH = 128  # the pieces a probe reads of each sentence (`electra probe --max-length`'s default)
+
+
+def _probe_key(settings: CompareSettings, probe: str) -> dict:
+    """What a finished probe cell must share with the run that reuses it: seeds, sample size, and the SHA-256 of
+    each file the probe reads (a corrected SST-2 dev file had left the old accuracies in the report)."""
+    data = data_sha256(get_probe(probe), settings.probe_data)
+    return {"seeds": settings.seeds, "max_train": settings.probe_max_train, "data": data}
 
 
 def _slug(cell: dict) -> str:
@@ -396,19 +441,24 @@ def collect_results(settings: CompareSettings, cells: dict[str, list[dict]], fin
             folder = cell.get("slug") or parse_arm(objective).slug
             rows: dict[str, dict] = {}
             name = _fraction_name(cell["index"], settings.checkpoints)
+            missing = 0
             for task in settings.tasks:
                 done = _current_cell(_glue_cell(settings, folder, name, task), settings, finetune, task)
                 if done is not None:
                     rows.update(done["rows"])
+                missing += done is None
             for row in rows.values():  # JSON stores an undefined metric (NaN) as null
                 row["median"] = math.nan if row["median"] is None else row["median"]
-            average, _ = glue_average(rows)
+            # The average of a fraction whose tasks are not all fine-tuned yet (a run killed inside the fraction,
+            # a task added) is no GLUE average: it had been the mean of the tasks done, a point on the curve
+            # beside other fractions' means over every task.
+            average = glue_average(rows)[0] if not missing else math.nan
             rows_out.append(
                 {
                     **{k: cell[k] for k in ("fraction", "step", "train_flops")},
                     "scores": {k: None if math.isnan(r["median"]) else r["median"] for k, r in rows.items()},
                     "average": None if math.isnan(average) else average,
-                    "average_by_seed": seed_averages(rows),
+                    "average_by_seed": seed_averages(rows) if not missing else [],
                     "probes": _probes_on_disk(settings, _probe_folder(settings, folder, name)),
                 }
             )
@@ -501,10 +551,10 @@ def _changed_settings(saved: dict, current: dict) -> list[str]:
 
 def _probes_on_disk(settings: CompareSettings, folder: Path) -> dict[str, dict]:
     """Probe results in `folder` made with the current seeds and sizes (others are stale and left out)."""
-    key, found = _probe_key(settings), {}
+    found = {}
     for probe in settings.probes:
         path = folder / f"{probe}.json"
-        done = _probe_current(path, key)
+        done = _probe_current(path, _probe_key(settings, probe))
         if done is not None:
             found[probe] = {k: done[k] for k in ("median", "min", "max", "accuracy", "majority")}
     return found
@@ -714,8 +764,7 @@ def describe_plan(settings: CompareSettings) -> str:
     runs = len(settings.objectives) * settings.checkpoints * len(settings.tasks) * len(settings.seeds)
     lines.append(
         f"fine-tuning: {runs} runs ({len(settings.objectives)} objectives x {settings.checkpoints} checkpoints x "
-        f"{len(settings.tasks)} tasks x {len(settings.seeds)} seeds)"
-        + _done_of(done["glue"] * len(settings.seeds), runs, "done")
+        f"{len(settings.tasks)} tasks x {len(settings.seeds)} seeds)" + _done_of(done["glue"], runs, "done")
     )
     if settings.probes:
         cells = len(settings.objectives) * settings.checkpoints + 1
@@ -741,19 +790,21 @@ def _exported(settings: CompareSettings, arm: Arm) -> int:
 
 
 def _cells_done(settings: CompareSettings, restart: bool, finetune) -> dict[str, int]:
-    """The fine-tuning and probe cells on disk that a run would keep (made with the current seeds and settings);
-    none when the run starts over."""
+    """The fine-tuning runs (seeds) and probe cells on disk that a run would keep (made with the current seeds and
+    settings); none when the run starts over. The seeds of an unfinished cell count too: a rerun with more
+    --seeds, or one killed inside a cell, fine-tunes only the others (the plan had counted them all as left)."""
     if restart:
         return {"glue": 0, "probes": 0}
     glue = probes = 0
     for arm in settings.arms:
         for i in range(1, settings.checkpoints + 1):
             name = _fraction_name(i, settings.checkpoints)
-            glue += sum(
-                _current_cell(_glue_cell(settings, arm.slug, name, task), settings, finetune, task)
-                is not None
-                for task in settings.tasks
-            )
+            for task in settings.tasks:
+                cell = _glue_cell(settings, arm.slug, name, task)
+                if _current_cell(cell, settings, finetune, task) is not None:
+                    glue += len(settings.seeds)
+                else:
+                    glue += _seeds_on_disk(settings, arm.slug, name, task, finetune)
             probes += len(_probes_on_disk(settings, _probe_folder(settings, arm.slug, name)))
     return {"glue": glue, "probes": probes + len(_probes_on_disk(settings, _probe_folder(settings)))}
 
@@ -779,8 +830,10 @@ VOCABULARY_KEYS = ("text_form", "lowercase", "tokenizer_vocab_size")
 
 
 def check_arms(settings: CompareSettings) -> None:
-    """Every arm names a registered objective that has an encoder to evaluate, and two arms never share a folder."""
+    """Every arm names a registered objective that has an encoder to evaluate, its fields are config fields with
+    valid values, no two arms are the same model, and two arms never share a folder."""
     slugs: dict[str, str] = {}
+    recipes: dict[str, str] = {}
     for arm in settings.arms:
         if arm.objective not in objective_names():
             raise UserError(f"--objectives: {arm.objective!r} is not one of {', '.join(objective_names())}.")
@@ -801,6 +854,16 @@ def check_arms(settings: CompareSettings) -> None:
                 f"--objectives: the arm {arm.label!r} sets {', '.join(shaping)}, but every arm reads one shared "
                 f"vocabulary (OUT/tokenizer); give it to all arms with --set {shaping[0]}=..."
             )
+        # An unknown field or a bad value is refused here, before the vocabulary is trained (it had been refused
+        # only after, and --plan blamed it on the vocabulary's size); an arm that repeats another (another label or
+        # spelling, or a field at its default) pretrained and fine-tuned the same model twice.
+        recipe = json.dumps(asdict(_arm_fields(settings, arm)), sort_keys=True, default=str)
+        if recipe in recipes:
+            raise UserError(
+                f"--objectives: {recipes[recipe]!r} and {arm.label!r} are the same arm (objective and config "
+                "fields), so both would train the same model; drop one, or make them differ (e.g. +seed=2)."
+            )
+        recipes[recipe] = arm.label
         if arm.slug in slugs:
             raise UserError(
                 f"--objectives: {slugs[arm.slug]!r} and {arm.label!r} would share a folder; label one."
@@ -810,9 +873,10 @@ def check_arms(settings: CompareSettings) -> None:
 
 def check_inputs(settings: CompareSettings) -> tuple[Any, FinetuneSettings, dict[str, Any], bool]:
     """Every refusal that needs no vocabulary, before anything is written (a run and `--plan` both start here):
-    the arms, the corpus, the GLUE files, the report and the manifest in --out. Returns the base config, the
-    fine-tuning settings, the manifest to record, and whether it replaces a stale one (`_check_manifest`). The
-    steps each budget buys are checked once the vocabulary's size is known (`run_compare`, `describe_plan`)."""
+    the arms, the corpus, --out and --cache-dir, the GLUE files and the probes' data (every row read), the report
+    and the manifest in --out. Returns the base config, the fine-tuning settings, the manifest to record, and
+    whether it replaces a stale one (`_check_manifest`). The steps each budget buys are checked once the
+    vocabulary's size is known (`run_compare`, `describe_plan`)."""
     check_arms(settings)
     if not Path(settings.corpus).exists():
         raise UserError(f"{settings.corpus}: corpus not found; give --corpus a text file or directory.")
@@ -820,13 +884,49 @@ def check_inputs(settings: CompareSettings) -> tuple[Any, FinetuneSettings, dict
         raise UserError(
             f"corpus {settings.corpus} is empty: it holds no text; give a corpus with text in it."
         )
-    check_files([get_task(task) for task in settings.tasks], settings.glue_data, predict_test=False)
+    _refuse_outputs_in_the_corpus(settings)
+    refuse_file_as_directory(
+        _cache(settings), "--cache-dir" if settings.cache_dir else "--cache-dir (default)"
+    )
+    specs = [get_task(task) for task in settings.tasks]
+    check_files(specs, settings.glue_data, predict_test=False)
     base = build_config(settings.size, None, dict(settings.overrides))
     finetune = glue_settings(settings, base)
+    check_run_inputs(specs, finetune, settings.seeds)
     _refuse_foreign_out(settings.out)
     _check_report(settings, finetune)
     manifest, restart = _check_manifest(settings)
+    # Every file fine-tuning and the probes read, read now (last: it takes seconds): a malformed row, a missing
+    # probe file or a probe sample of one class had stopped the run at its first cell, after every arm pretrained.
+    check_task_rows(specs, settings.glue_data, predict_test=False, skip_malformed=finetune.skip_malformed)
+    _check_probe_data(settings)
     return base, finetune, manifest, restart
+
+
+def _refuse_outputs_in_the_corpus(settings: CompareSettings) -> None:
+    """--out (or --cache-dir) inside a --corpus folder: every arm would read the comparison's own files (its
+    tokenizer, cache, report) as corpus text, and a rerun would find another corpus than the one it pretrained on."""
+    corpus = Path(settings.corpus).resolve()
+    if not corpus.is_dir():
+        return
+    for option, path in (("--out", settings.out), ("--cache-dir", settings.cache_dir)):
+        if path is not None and (corpus == Path(path).resolve() or corpus in Path(path).resolve().parents):
+            raise UserError(
+                f"{option} {path} is inside --corpus {settings.corpus}, whose files every arm reads as text; "
+                f"give {option} a folder outside it."
+            )
+
+
+def _check_probe_data(settings: CompareSettings) -> None:
+    """Each probe's files, read, and each seed's training sample (two classes at least), as `electra probe` checks
+    them before its first probe."""
+    if not settings.probes:
+        return
+    specs = [get_probe(name) for name in settings.probes]
+    check_probe_inputs(specs, settings.probe_data, PROBE_MAX_LENGTH)
+    for spec in specs:
+        data = spec.read(Path(settings.probe_data))
+        training_samples(spec, data, settings.probe_data, settings.seeds, settings.probe_max_train)
 
 
 # What a run writes into OUT after compare.json (besides its scratch: cache/, dot-files), each replaced or reused.

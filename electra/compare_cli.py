@@ -7,6 +7,7 @@ Only the argument parser lives here; the work (`electra.compare`) is imported wh
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from electra.compare_settings import (
     CompareSettings,
 )
 from electra.errors import UserError
-from electra.flags import DefaultsHelpFormatter, add_output_option
+from electra.flags import DefaultsHelpFormatter, add_output_option, require_counts
 
 
 def _list(value: str) -> list[str]:
@@ -125,8 +126,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seeds < 1 or args.checkpoints < 1:
         raise UserError("--seeds and --checkpoints must be at least 1.")
-    if args.flops_budget <= 0:
-        raise UserError("--flops-budget must be positive (e.g. 2e13).")
+    # --glue-max-steps 0 had fine-tuned by epochs, --glue-batch-size 0 stopped the first cell with a
+    # ZeroDivisionError and --probe-max-train 0 the first probe, both after every arm had pretrained
+    require_counts(args, ("glue_batch_size",), optional=("glue_max_steps", "probe_max_train"))
+    if not math.isfinite(args.flops_budget) or args.flops_budget <= 0:  # nan, inf: a traceback
+        raise UserError("--flops-budget must be a positive, finite number (e.g. 2e13).")
     objectives = _list(args.objectives)
     if not objectives:
         raise UserError("--objectives is empty; name at least one (e.g. electra,mlm).")

@@ -62,9 +62,16 @@ def parse_arm(entry: str) -> Arm:
             raise UserError(f"--objectives: in the arm {entry!r}, {item!r} must look like key=value.")
         overrides.append((key.strip().replace("-", "_"), value.strip()))
     objective = objective.strip().lower()
-    return Arm(
+    arm = Arm(
         label.strip() or f"{objective}{''.join('+' + item for item in settings)}", objective, tuple(overrides)
     )
+    if not arm.slug.strip("."):
+        # `..:electra` had pretrained into OUT itself (OUT/pretrain/..) and exported beside its other arms
+        raise UserError(
+            f"--objectives: the label {arm.label!r} of {entry!r} names no folder of its own; give a label with a "
+            "letter or digit."
+        )
+    return arm
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -36,6 +37,16 @@ ONE_CELL = {
     "train_flops_per_step": 5e8,
     "max_steps": 7,
 }
+
+
+def _write_sst2(root: Path) -> Path:
+    """A tiny SST-2 (two classes) under ROOT/glue/SST-2: the sst2 probe's data is read before any work."""
+    folder = root / "glue" / "SST-2"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = "".join(f"a {'good' if i % 2 else 'bad'} film number {i}\t{i % 2}\n" for i in range(12))
+    for split in ("train", "dev"):
+        (folder / f"{split}.tsv").write_text("sentence\tlabel\n" + rows)
+    return root
 
 
 def _micro(micro_overrides: dict) -> dict:
@@ -214,7 +225,7 @@ def test_cli_rejects_bad_input(tmp_path, small_corpus, capsys):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     out = tmp_path / "e"
-    probe = ["--glue-tasks", "none", "--probes", "sst2", "--probe-data", str(tmp_path)]
+    probe = ["--glue-tasks", "none", "--probes", "sst2", "--probe-data", str(_write_sst2(tmp_path))]
     assert main(["compare", "--corpus", str(empty), "--out", str(out), *probe]) == 2
     capsys.readouterr()
     assert not out.exists()  # refused before anything was written, OUT included
@@ -263,14 +274,20 @@ def test_miniature_end_to_end_compare_and_resume(
     assert [p.stat().st_mtime_ns for p in cells] == stamps
     assert json.loads((out / "results.json").read_text()) == results
     # The plan of a rerun counts what is on disk (before: every run, as if none were done).
+    # A cell whose record is lost keeps its seed's result, which the rerun reuses: that run counts as done.
     cells[0].unlink()
     capsys.readouterr()
     assert main([*argv, "--plan"]) == 0
     plan = capsys.readouterr().out
     assert plan.count("checkpoints at steps") == 2 and plan.count("; 2 of 2 exported, 0 left") == 2
     assert (
-        "fine-tuning: 4 runs (2 objectives x 2 checkpoints x 1 tasks x 1 seeds); 3 of 4 done, 1 left" in plan
+        "fine-tuning: 4 runs (2 objectives x 2 checkpoints x 1 tasks x 1 seeds); 4 of 4 done, 0 left" in plan
     )
+    (result,) = cells[0].parent.glob("seed-runs/rte-*/runs/rte/seed-1/result.json")
+    result.rename(result.with_suffix(".kept"))  # as if killed inside the seed
+    assert main([*argv, "--plan"]) == 0
+    assert "; 3 of 4 done, 1 left" in capsys.readouterr().out
+    result.with_suffix(".kept").rename(result)
     # More seeds (an evaluation change, so --overwrite): each cell fine-tunes seed 2 alone and reuses seed 1's
     # result, also where the cell's record was lost (before: every seed was fine-tuned again).
     seed_one = sorted((out / "glue").glob("*/*/seed-runs/rte-*/runs/rte/seed-1/result.json"))
@@ -278,6 +295,11 @@ def test_miniature_end_to_end_compare_and_resume(
     stamps = [p.stat().st_mtime_ns for p in seed_one]
     more_seeds = [*argv, "--overwrite"]
     more_seeds[more_seeds.index("--seeds") + 1] = "2"
+    capsys.readouterr()
+    assert main([*more_seeds, "--plan"]) == 0  # before: "8 runs" and no word of seed 1's four on disk
+    assert "fine-tuning: 8 runs (2 objectives x 2 checkpoints x 1 tasks x 2 seeds); 4 of 8 done, 4 left" in (
+        capsys.readouterr().out
+    )
     assert main(more_seeds) == 0
     assert [p.stat().st_mtime_ns for p in seed_one] == stamps
     assert len(list((out / "glue").glob("*/*/seed-runs/rte-*/runs/rte/seed-2/result.json"))) == 4
@@ -342,8 +364,14 @@ def test_results_are_collected_from_the_cells_on_disk(tmp_path):
     cell = dict(ONE_CELL)
     results = collect_results(settings, {"mlm": [cell]}, None)
     row = results["objectives"]["mlm"]["cells"][0]
-    assert row["scores"] == {"sst2": 0.8, "stsb": None} and row["average"] == pytest.approx(0.8)
-    assert "| mlm | 1.00 | 7 | 3e+09 | 80.0 | – | 80.0 |" in format_markdown(results)
+    # RTE not fine-tuned yet: no average (before: SST-2's score alone, plotted beside whole fractions' averages)
+    assert row["scores"] == {"sst2": 0.8, "stsb": None} and row["average"] is None
+    (cell_dir / "rte.json").write_text(json.dumps({"rows": {"rte": {"median": 0.6}}}))
+    results = collect_results(settings, {"mlm": [cell]}, None)
+    row = results["objectives"]["mlm"]["cells"][0]
+    assert row["scores"] == {"sst2": 0.8, "stsb": None, "rte": 0.6} and row["average"] == pytest.approx(0.7)
+    assert "| mlm | 1.00 | 7 | 3e+09 | 80.0 | – | 60.0 | 70.0 |" in format_markdown(results)
+    (cell_dir / "rte.json").unlink()
     # A cell fine-tuned with other settings (a rerun with new fine-tuning options) is stale: not reported.
     finetune = glue_settings(settings, build_config("tiny"))
     (cell_dir / "sst2.json").write_text(
@@ -548,7 +576,7 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     (out / "results.json").write_text(json.dumps(report))
     manifest = {"corpus": str(small_corpus.resolve()), "size": "tiny", "overrides": {}, "budget": 6e13}
     (out / "compare.json").write_text(json.dumps({**manifest, "checkpoints": 4, "vocab": None}))
-    (tmp_path / "probe-data").mkdir()
+    _write_sst2(tmp_path / "probe-data")
     argv = ["compare", "--corpus", str(small_corpus), "--out", str(out), "--glue-tasks", "none"]
     argv += ["--probes", "sst2", "--probe-data", str(tmp_path / "probe-data"), "--seeds", "2"]
     assert main(argv) == 2
@@ -580,7 +608,7 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
 
 def _probe_only(tmp_path: Path, corpus: Path, out: Path, micro_overrides: dict, budget: str) -> list[str]:
     """A compare command line that needs no GLUE data (probes only) on the micro model."""
-    (tmp_path / "probe-data").mkdir(exist_ok=True)
+    _write_sst2(tmp_path / "probe-data")
     argv = ["compare", "--corpus", str(corpus), "--out", str(out), "--glue-tasks", "none", "--probes", "sst2"]
     argv += ["--probe-data", str(tmp_path / "probe-data"), "--flops-budget", budget, "--checkpoints", "2"]
     for key, value in _micro(micro_overrides).items():
@@ -763,6 +791,7 @@ def test_unreadable_records_in_out_are_one_line_or_redone(tmp_path, capsys):
         glue_data=tmp_path,
         checkpoints=1,
         probes=["sst2"],
+        probe_data=_write_sst2(tmp_path / "probe-data"),
     )
     finetune = glue_settings(settings, build_config("tiny"))
     cell_dir = settings.out / "glue" / "mlm" / "1of1"
@@ -858,3 +887,194 @@ def test_the_order_of_tasks_or_probes_is_no_other_evaluation():
         _changed_settings(saved, {"tasks": ["mrpc", "rte"], "probes": ["pos", "sst2"], "seeds": [1, 2]}) == []
     )
     assert _changed_settings(saved, {**saved, "seeds": [2, 1]}) == ["seeds (saved [1, 2], now [2, 1])"]
+
+
+def test_an_arm_label_must_name_a_folder_of_its_own(small_corpus, tmp_path, micro_overrides, capsys):
+    """Before: `..:electra` pretrained into OUT itself (OUT/pretrain/..: its config.json and run.json beside
+    compare.json) and stopped on OUT's own lock; `.:mlm` pretrained into OUT/pretrain."""
+    from electra.compare_settings import parse_arm
+
+    for label in ("..", ".", "..."):
+        with pytest.raises(UserError, match=f"the label '{re.escape(label)}' .* names no folder"):
+            parse_arm(f"{label}:electra")
+    assert parse_arm("v1.2:electra").slug == "v1.2"
+    argv = _probe_only(tmp_path, small_corpus, tmp_path / "out", micro_overrides, "1e12")
+    assert main([*argv, "--objectives", "..:mlm"]) == 2
+    err = capsys.readouterr().err
+    assert "the label '..' of '..:mlm' names no folder of its own" in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_arms_fields_are_checked_before_the_vocabulary_is_trained(
+    small_corpus, tmp_path, micro_overrides, capsys
+):
+    """Before: an unknown field or a bad value in an arm was refused only once the vocabulary was trained (OUT and
+    its tokenizer cache written), and --plan blamed it on the vocabulary's size ("Counted with 600 pieces")."""
+    out = tmp_path / "out"
+    argv = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1e12")
+    for arm, said in (
+        ("electra+foo=1", "unknown config key(s): foo"),
+        ("mlm+mask_prob=2", "mask_prob must be"),
+    ):
+        for extra in ([], ["--plan"]):
+            assert main([*argv, "--objectives", arm, *extra]) == 2
+            err = capsys.readouterr().err
+            assert said in err and "Counted with" not in err and err.count("\n") == 1, err
+            assert not out.exists()
+
+
+def test_two_arms_that_are_the_same_model_are_refused(small_corpus, tmp_path, micro_overrides, capsys):
+    """Before: two labels (or spellings) of one objective and settings were each pretrained and fine-tuned: twice
+    the compute for the same model, and two coinciding lines."""
+    argv = _probe_only(tmp_path, small_corpus, tmp_path / "out", micro_overrides, "1e12") + ["--plan"]
+    for arms, first, second in (
+        ("electra,copy:electra", "electra", "copy"),
+        (
+            "electra+embedding-sharing=gdes,electra+embedding_sharing=gdes",
+            "electra+embedding-sharing=gdes",
+            "electra+embedding_sharing=gdes",
+        ),
+        ("mlm+mask_prob=0.15,mlm", "mlm+mask_prob=0.15", "mlm"),  # a field given at its default
+    ):
+        assert main([*argv, "--objectives", arms]) == 2
+        err = capsys.readouterr().err
+        assert f"'{first}' and '{second}' are the same arm" in err and err.count("\n") == 1, err
+    assert main([*argv, "--objectives", "electra,seed2:electra+seed=2"]) == 0  # another seed is another model
+    capsys.readouterr()
+
+
+def test_out_or_cache_inside_the_corpus_folder_is_refused(small_corpus, tmp_path, micro_overrides, capsys):
+    """Before: `--out CORPUS/cmp` read the comparison's own tokenizer and cache as corpus text: the first arm
+    stopped after the vocabulary, on a tokenizer.json of OUT/cache that is no JSONL."""
+    argv = _probe_only(tmp_path, small_corpus, tmp_path / "out", micro_overrides, "1e12") + ["--plan"]
+    inside = small_corpus / "cmp"
+    at_out = [str(inside) if a == str(tmp_path / "out") else a for a in argv]
+    assert main(at_out) == 2
+    err = capsys.readouterr().err
+    assert f"--out {inside} is inside --corpus {small_corpus}" in err and err.count("\n") == 1
+    assert main([*argv, "--cache-dir", str(small_corpus)]) == 2
+    assert f"--cache-dir {small_corpus} is inside --corpus" in capsys.readouterr().err
+    assert not inside.exists()
+
+
+def test_a_cache_dir_that_is_a_file_is_refused_before_any_work(
+    small_corpus, tmp_path, micro_overrides, capsys
+):
+    """Before: --plan accepted it, and the run stopped with a NotADirectoryError traceback."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine")
+    argv = _probe_only(tmp_path, small_corpus, tmp_path / "out", micro_overrides, "1e12")
+    for extra in (["--plan"], []):
+        assert main([*argv, "--cache-dir", str(a_file), *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"--cache-dir {a_file} is a file; choose a directory" in err and err.count("\n") == 1
+    assert a_file.read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "flag, value, said",
+    [
+        ("--glue-batch-size", "0", "--glue-batch-size must be at least 1"),
+        ("--glue-max-steps", "0", "--glue-max-steps must be at least 1"),
+        ("--probe-max-train", "0", "--probe-max-train must be at least 1"),
+        ("--flops-budget", "nan", "--flops-budget must be a positive, finite number"),
+        ("--flops-budget", "inf", "--flops-budget must be a positive, finite number"),
+    ],
+)
+def test_counts_and_budgets_are_refused_while_the_flags_are_read(
+    flag, value, said, small_corpus, tmp_path, micro_overrides, capsys
+):
+    """Before: --plan accepted these; the run stopped at its first cell, after every arm had pretrained (a
+    ZeroDivisionError for batch 0, --max-train for the probe), --glue-max-steps 0 fine-tuned by epochs, and a
+    budget of nan or inf was a traceback."""
+    argv = _probe_only(tmp_path, small_corpus, tmp_path / "out", micro_overrides, "1e12")
+    argv[argv.index("--flops-budget") : argv.index("--flops-budget") + 2] = []
+    assert main([*argv, flag, value, "--plan"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1, err
+
+
+def test_glue_rows_and_probe_data_are_read_before_any_work(tmp_path, small_corpus, shared_data, capsys):
+    """Before: --plan and the run checked only that the task files exist; a malformed row, a missing probe file or
+    a probe sample of one class stopped the run at its first cell, after every arm had pretrained."""
+    glue = tmp_path / "glue"
+    shutil.copytree(shared_data / "glue" / "RTE", glue / "RTE")
+    argv = ["compare", "--corpus", str(small_corpus), "--out", str(tmp_path / "o"), "--glue-tasks", "rte"]
+    argv += ["--glue-data", str(glue), "--flops-budget", "1e12", "--plan"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    (glue / "RTE" / "dev.tsv").write_text("garbage\n")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{glue / 'RTE' / 'dev.tsv'}:1: no column" in err and err.count("\n") == 1
+
+    probe = ["compare", "--corpus", str(small_corpus), "--out", str(tmp_path / "o"), "--glue-tasks", "none"]
+    probe += ["--probes", "sst2", "--probe-data", str(tmp_path / "data"), "--flops-budget", "1e12", "--plan"]
+    (tmp_path / "data").mkdir()
+    assert main(probe) == 2
+    assert "glue/SST-2/train.tsv: not found; the sst2 probe reads" in capsys.readouterr().err
+    _write_sst2(tmp_path / "data")
+    assert main(probe) == 0
+    capsys.readouterr()
+    one_class = tmp_path / "data" / "glue" / "SST-2" / "train.tsv"
+    one_class.write_text("sentence\tlabel\n" + "a good film\t1\n" * 5)
+    assert main(probe) == 2
+    assert "needs at least two classes" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_probe_cell_made_on_other_data_is_stale(tmp_path):
+    """Before: a probe cell kept only its seeds and sample size, so after the probe's data changed (a corrected
+    SST-2 file) the old accuracies stayed in the report, unlike a GLUE cell's."""
+    from electra.compare import collect_results
+    from probes.run import data_sha256, get_probe
+
+    data = _write_sst2(tmp_path / "data")
+    settings = CompareSettings(
+        corpus="c",
+        out=tmp_path / "out",
+        objectives=["mlm"],
+        tasks=[],
+        glue_data=None,
+        checkpoints=1,
+        seeds=[1],
+        probes=["sst2"],
+        probe_data=data,
+    )
+    folder = settings.out / "probes" / "mlm" / "1of1"
+    folder.mkdir(parents=True)
+    scores = {"median": 0.7, "min": 0.6, "max": 0.8, "accuracy": [0.7], "majority": 0.5}
+    digests = data_sha256(get_probe("sst2"), data)
+    (folder / "sst2.json").write_text(
+        json.dumps({"seeds": [1], "max_train": None, "data": digests, **scores})
+    )
+    row = collect_results(settings, {"mlm": [dict(ONE_CELL)]}, None)["objectives"]["mlm"]["cells"][0]
+    assert row["probes"]["sst2"]["median"] == 0.7
+    dev = data / "glue" / "SST-2" / "dev.tsv"
+    dev.write_text(dev.read_text() + "one more film\t1\n")
+    row = collect_results(settings, {"mlm": [dict(ONE_CELL)]}, None)["objectives"]["mlm"]["cells"][0]
+    assert row["probes"] == {}
+
+
+def test_the_plan_counts_the_seeds_an_unfinished_cell_has_run(tmp_path, shared_data):
+    """Before: a cell killed after some of its seeds, or a rerun with more --seeds, was counted as every seed
+    left, though the run fine-tunes only the others."""
+    from electra.compare import _cells_done, _seed_folder
+
+    glue = tmp_path / "glue"
+    shutil.copytree(shared_data / "glue" / "RTE", glue / "RTE")
+    settings = CompareSettings(
+        corpus="c", out=tmp_path / "out", objectives=["mlm"], tasks=["rte"], glue_data=glue, checkpoints=1
+    )
+    finetune = glue_settings(settings, build_config("tiny"))
+    assert _cells_done(settings, False, finetune)["glue"] == 0
+    folder = _seed_folder(settings.out / "glue" / "mlm" / "1of1", "rte", finetune)
+    for seed in (1, 2, 7):  # seed 7 is not one of this run's
+        (folder / "runs" / "rte" / f"seed-{seed}").mkdir(parents=True)
+        (folder / "runs" / "rte" / f"seed-{seed}" / "result.json").write_text(json.dumps({"seed": seed}))
+    (folder / "runs" / "rte" / "seed-3").mkdir()  # killed before it finished
+    assert _cells_done(settings, False, finetune)["glue"] == 2
+    assert _cells_done(settings, True, finetune)["glue"] == 0  # a run that starts over keeps none
+    # seeds run on another model path (OUT moved) are fine-tuned again, so none of them counts
+    (folder / "run.json").write_text(json.dumps({"model": str(tmp_path / "elsewhere")}))
+    assert _cells_done(settings, False, finetune)["glue"] == 0
