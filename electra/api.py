@@ -13,23 +13,30 @@ New objectives subclass `electra.Objective` and register with `@electra.register
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import random
 import re
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from electra.config import PretrainConfig, load_config_file, settings_from
+import numpy as np
+import torch
+
+from electra.config import PretrainConfig, coerce_value, load_config_file, settings_from
 from electra.continued import continued_settings
 from electra.embedded_corpus import ensure_embedded_corpus
 from electra.errors import ElectraWarning, UserError
 from electra.export import Export, finetune_dir
 from electra.export import read_export as _read_export
+from electra.flags import require_counts
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.objectives import (
     Objective,
+    check_config,
     flop_report,
     get_objective,
     objective_names,
@@ -37,6 +44,7 @@ from electra.objectives import (
 )
 from electra.objectives import build_config as _build_config
 from electra.overwrite import refuse_unusable_output
+from electra.pretrain_cli import check_paths as _check_pretrain_paths
 from electra.pretraining import PretrainResult, RunInputs
 from electra.pretraining import pretrain as _pretrain
 from glue.cli import prepare_output as _prepare_glue_output
@@ -96,18 +104,52 @@ def pretrain(
     """Pretrain `config` (from `electra.build_config`) into `output_dir` (a new directory, or an interrupted run
     with `resume=True`).
 
-    `corpus` is a text file, a directory, JSONL or a saved dataset; None trains on the embedded corpus. Other
-    keywords are `electra.pretraining.RunInputs` fields (vocab, cache_dir, resume, overwrite, num_proc, ...)."""
+    `corpus` is a text file, a directory, JSONL or a saved dataset; None trains on the embedded corpus. The other
+    keywords are `electra.pretraining.RunInputs` fields, coerced as `build_config` coerces its overrides:
+
+    - vocab: a BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus
+    - cache_dir: where tokenizers and packed examples are cached (default ~/.cache/electra)
+    - num_proc: processes that build the examples (at least 1)
+    - resume: continue the run in `output_dir` from its latest checkpoint, under the settings it saved
+    - overwrite: delete the run in `output_dir` (its own files only) and start over; not with `resume`
+    - size_to_budget: fit max_steps (and warmup) to `config.flops_budget`
+    - keep_warmup: with `size_to_budget`, keep the config's warmup_steps
+    - doc_boundary: what separates documents: "auto", "file" or "blank"
+    - strict_utf8: refuse non-UTF-8 files instead of reading them as Latin-1
+
+    Fields of `config` set after `build_config` (`config.max_steps = 500`) are coerced and validated again. The
+    caller's config is left as it was, and so are the random generators of torch, numpy and `random`."""
     if not isinstance(config, PretrainConfig):
         raise TypeError(
             f"config must be a PretrainConfig, not {type(config).__name__}; make one with "
             "electra.build_config(size, overrides={...})."
         )
-    with _in_python_terms():
-        fields = settings_from(RunInputs, {"corpus": "", "output_dir": "", **inputs}, "electra.pretrain")
+    with _in_python_terms(), _keeping_random_state():
+        # a field assigned after build_config had skipped coercion: max_steps = 2.5 trained, and config.json
+        # recorded 2.5; "3" failed deep inside the run. Validated here too, before the paths are looked at.
+        config = settings_from(
+            type(config), {f.name: getattr(config, f.name) for f in fields(config)}, "config"
+        )
+        check_config(config)
+        run = settings_from(RunInputs, {"corpus": "", "output_dir": "", **inputs}, "electra.pretrain")
+        # what `electra pretrain` checks while it reads its flags: resume with overwrite, a num_proc below 1, a
+        # corpus, vocabulary or checkpoint that is not there (they had been taken as resume, 1, and "cannot be read")
+        _check_pretrain_paths(
+            argparse.Namespace(
+                resume=run.resume,
+                overwrite=run.overwrite,
+                num_proc=run.num_proc,
+                per_device_batch_size=None,
+                corpus=corpus,
+                vocab=run.vocab,
+                init_from=config.init_from,
+                generator_from=config.generator_from,
+                config_file=None,
+            )
+        )
         refuse_unusable_output(output_dir)
         source = str(corpus) if corpus is not None else str(ensure_embedded_corpus())
-        return _pretrain(config, replace(fields, corpus=source, output_dir=Path(output_dir)))
+        return _pretrain(config, replace(run, corpus=source, output_dir=Path(output_dir)))
 
 
 # How the command line's flags are spelled as the API's arguments.
@@ -127,6 +169,18 @@ _PYTHON_SPELLINGS = (
     ("--seeds", "seeds"),
     ("--method", "method"),
     ("--size", "size"),
+    ("--config", "config_file"),
+    ("--corpus", "corpus"),
+    ("--vocab", "vocab"),
+    ("--num-proc", "num_proc"),
+    ("--generator-from", "generator_from"),
+    ("--task", "tasks"),
+    ("--max-steps", "max_steps"),
+    ("--max-seq-length", "max_seq_length"),
+    ("--batch-size", "batch_size"),
+    ("--eval-batch-size", "eval_batch_size"),
+    ("--device", "device"),
+    ("--within-word", "within_word"),
 )
 
 
@@ -138,6 +192,28 @@ def _in_python_terms() -> Iterator[None]:
         yield
     except UserError as exc:
         raise UserError(_python_terms(str(exc))) from None
+
+
+@contextlib.contextmanager
+def _keeping_random_state() -> Iterator[None]:
+    """A run seeds the random generators of torch, numpy and `random` (`set_seed`) and left them wherever training
+    left them: a notebook's own draws after the call (a data shuffle, a sample) came out the same on every pass of
+    a loop around it. They are restored (a GPU's when CUDA was already in use: saving its state would start CUDA
+    on every device); the run's own results never depended on them."""
+    python, numpy_state = random.getstate(), np.random.get_state()
+    devices = [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            random.setstate(python)
+            np.random.set_state(numpy_state)
+
+
+def _flag(name: str, value: Any, source: str) -> bool:
+    """A keyword that is a switch, coerced as a boolean setting is: "no" must not read as true (it is a non-empty
+    string), and `overwrite="no"` had deleted an earlier run."""
+    return coerce_value(name, value, "bool", source)
 
 
 def _python_terms(message: str) -> str:
@@ -162,8 +238,10 @@ def load_scorer(
     within_word: str = "none",
 ) -> Scorer:
     """The PLL scorer of a run's export, one of its parts, or a local `transformers` masked-LM directory:
-    `method="auto"` takes what the export's objective declares (`pll.scoring.load_scorer`)."""
+    `method="auto"` takes what the export's objective declares (`pll.scoring.load_scorer`). `device` is "auto",
+    "cpu", "cuda" or "cuda:N"; `batch_size` (at least 1) is coerced as `build_config` coerces its overrides."""
     with _in_python_terms():
+        batch_size = coerce_value("batch_size", batch_size, "int", "electra.load_scorer")
         return _load_scorer(model_dir, method, device, batch_size, within_word)
 
 
@@ -186,13 +264,26 @@ def finetune_glue(
     `tasks` is a list of names or one string as `--task` takes it ("rte", "sst2,mrpc", "all"); `data_dir` None
     reads $GLUE_DIR. An `output_dir` holding an earlier run's results is refused unless `resume=True` (continue
     it) or `overwrite=True` (delete that run's files first; a user's other files stay). `settings` are
-    `glue.finetune.FinetuneSettings` fields (learning_rate, epochs, max_steps, ...), coerced to their types."""
-    with _in_python_terms():
+    `glue.finetune.FinetuneSettings` fields (learning_rate, epochs, max_steps, ...), coerced to their types, as
+    are `seeds` and the switches (predict_test, save_best, resume, overwrite). The random generators of torch,
+    numpy and `random` are left as they were."""
+    source = "electra.finetune_glue"
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise TypeError(f"{source}: seeds is a list of seeds (e.g. [1, 2, 3]), not {type(seeds).__name__}.")
+    with _in_python_terms(), _keeping_random_state():
+        seeds = [coerce_value("seeds", seed, "int", source) for seed in seeds]
+        predict_test = _flag("predict_test", predict_test, source)
+        save_best = _flag("save_best", save_best, source)
+        resume = _flag("resume", resume, source)
+        overwrite = _flag("overwrite", overwrite, source)
         specs = parse_task_list(tasks if isinstance(tasks, str) else ",".join(tasks))
-        finetune = settings_from(FinetuneSettings, settings, "electra.finetune_glue")
+        finetune = settings_from(FinetuneSettings, settings, source)
+        # the counts `electra glue` checks among its flags: max_steps=0 had trained whole epochs, a batch size of
+        # 0 failed in a ZeroDivisionError, an evaluation batch size of 0 in range() once training was done
+        require_counts(finetune, ("batch_size", "eval_batch_size"), optional=("max_steps",))
         if (predict_test or save_best or resume or finetune.save_every) and output_dir is None:
             raise UserError("predict_test, save_best, save_every and resume need an output_dir.")
-        check_run_inputs(specs, finetune, list(seeds))  # before `overwrite` deletes an earlier run
+        check_run_inputs(specs, finetune, seeds)  # before `overwrite` deletes an earlier run
         if output_dir is not None:
             refuse_unusable_output(output_dir)
         data = _prepare_glue_output(
@@ -203,7 +294,7 @@ def finetune_glue(
             specs,
             data,
             finetune,
-            list(seeds),
+            seeds,
             output_dir=Path(output_dir) if output_dir is not None else None,
             init_from=init_from,
             predict_test=predict_test,
@@ -217,8 +308,10 @@ def finetune_squad(
 ) -> dict:
     """Fine-tune on SQuAD and/or evaluate (`train=`, `eval=` file paths, `version="1.1"|"2.0"`, `resume=True`, and
     any other `squad.train.SquadSettings` field), as `electra squad` does; returns the evaluation results. An
-    `output_dir` holding earlier results is refused unless `resume=True` or `overwrite=True`."""
-    with _in_python_terms():
+    `output_dir` holding earlier results is refused unless `resume=True` or `overwrite=True`. The random
+    generators of torch, numpy and `random` are left as they were."""
+    with _in_python_terms(), _keeping_random_state():
+        overwrite = _flag("overwrite", overwrite, "electra.finetune_squad")
         chosen = settings_from(
             SquadSettings,
             {**settings, "model": finetune_dir(model), "output": output_dir},

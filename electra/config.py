@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import numbers
 import os
 from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -469,6 +470,10 @@ def coerce_value(name: str, raw: Any, kind: str, source: str = "config") -> Any:
             number = float(raw) if isinstance(raw, str) else raw
         except ValueError:
             raise wrong from None
+        if isinstance(number, numbers.Integral):  # numpy's integers (np.arange, astype(int)) had been refused
+            number = int(number)
+        elif isinstance(number, numbers.Real):  # and its float32
+            number = float(number)
         if not isinstance(number, (int, float)) or number != number:  # not a number, or NaN
             raise wrong
         if number in (float("inf"), float("-inf")):  # no field means "unbounded" by inf (None says "none")

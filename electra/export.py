@@ -355,6 +355,9 @@ def _parse(root: Path, manifest: Path) -> Export:
         raise UserError(f"{manifest}: not valid JSON ({exc}); re-export the run.") from None
     if not isinstance(data, dict):
         raise UserError(f"{manifest}: must hold a JSON object; re-export the run.")
+    problem = _manifest_problem(data)
+    if problem:  # had been an AttributeError, KeyError or TypeError, or scoring parts read letter by letter
+        raise UserError(f"{manifest}: {problem}; re-export the run.")
     if "parts" in data:
         entries = data["parts"]
         parts = {name: root / entry["dir"] for name, entry in entries.items()}
@@ -370,3 +373,26 @@ def _parse(root: Path, manifest: Path) -> Export:
         kinds=kinds,
         scoring={method: list(names) for method, names in data.get("scoring", {}).items()},
     )
+
+
+def _manifest_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with the shape of a manifest's JSON object, or None: each field holds what `_parse` reads."""
+
+    def names(value: Any) -> bool:
+        return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+    for key in ("objective", "finetune"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            return f"{key} must be a name, not {data[key]!r}"
+    parts = data.get("parts", {})
+    if not isinstance(parts, dict) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("dir"), str) for entry in parts.values()
+    ):
+        return 'parts must map each part to {"dir": ..., "kind": ...}'
+    dirs = data.get("dirs", {})
+    if not isinstance(dirs, dict) or not all(isinstance(directory, str) for directory in dirs.values()):
+        return "dirs must map each part to its folder"
+    scoring = data.get("scoring", {})
+    if not isinstance(scoring, dict) or not all(names(value) for value in scoring.values()):
+        return "scoring must map each method to a list of part names"
+    return None

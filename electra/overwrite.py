@@ -159,6 +159,34 @@ def refuse_unusable_output(directory: str | Path, option: str | None = "--output
     refuse_unwritable_directory(directory, option)
 
 
+def check_output_file(
+    raw: str | Path,
+    overwrite: bool,
+    example: str = "scores.jsonl",
+    reads: dict[str, str | None] | None = None,
+    option: str = "--output",
+) -> None:
+    """Before any work, for a command that writes one file: an `option` that cannot take a file is refused in one
+    line, --overwrite or not.
+
+    A directory is not replaced by a file even when asked (that would delete what it holds), and writing into it
+    would pick a name the user did not give; a path under a file cannot be created. Both used to surface as a
+    traceback once all the work was done. Nor is a file the command reads (`reads`: option -> path): `score
+    --input x.json --output x.json --overwrite` replaced the user's list with its scored copy, and `squad-eval
+    --out dev.json` the data set. `example` is the file name the message suggests."""
+    path = Path(raw)
+    if path.is_dir():
+        raise UserError(f"{option} {path} is a directory; name the file to write, e.g. {path / example}.")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"{option} {path}: {parent} is a file, so nothing can be written under it.")
+    inputs = [(f"the {name} file", read) for name, read in (reads or {}).items() if read and read != "-"]
+    refuse_to_replace_an_input(path, inputs, option)
+    refuse_to_replace([path], overwrite)
+    # A folder that cannot be made or written (/proc/x, a read-only mount) was a traceback after all the work.
+    refuse_unwritable_directory(path.parent, option)
+
+
 def _listing(names: list[str]) -> str:
     return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from electra.errors import UserError
 from electra.files import require_file, write_json_atomically, write_text_atomically
 from electra.flags import add_output_option, require_counts
-from electra.overwrite import refuse_to_replace, refuse_to_replace_an_input, refuse_unwritable_directory
+from electra.overwrite import check_output_file, refuse_to_replace
 from pll.methods import METHODS, WITHIN_WORD
 
 
@@ -206,7 +206,7 @@ def run_score(args: argparse.Namespace) -> int:
             "--resume continues the scores an interrupted run saved in --output; pass --output FILE."
         )
     if args.output:
-        _check_output_file(args.output, args.overwrite, reads={"--input": args.input})
+        check_output_file(args.output, args.overwrite, reads={"--input": args.input})
     name, text = _read_input(args.input)
     # A .json file is an n-best list: if it does not parse, say so rather than score its JSON syntax as sentences.
     if looks_like_nbest(text) or name.lower().endswith(".json"):
@@ -420,57 +420,10 @@ def _score_texts_saving(
     return scores
 
 
-def _check_output_file(
-    raw: str, overwrite: bool, example: str = "scores.jsonl", reads: dict[str, str | None] | None = None
-) -> None:
-    """Before any work: an --output that cannot take a file is refused in one line, --overwrite or not.
-
-    A directory is not replaced by a file even when asked (that would delete what it holds), and writing into it
-    would pick a name the user did not give; a path under a file cannot be created. Both used to surface as a
-    traceback once all the scoring was done. Nor is a file the command reads (`reads`: option -> path): `score
-    --input x.json --output x.json --overwrite` replaced the user's list with its scored copy, and without
-    --overwrite the refusal suggested exactly that. `example` is the file name the message suggests."""
-    path = Path(raw)
-    if path.is_dir():
-        raise UserError(f"--output {path} is a directory; name the file to write, e.g. {path / example}.")
-    for parent in path.parents:
-        if parent.exists() and not parent.is_dir():
-            raise UserError(f"--output {path}: {parent} is a file, so nothing can be written under it.")
-    inputs = [(f"the {option} file", read) for option, read in (reads or {}).items() if read and read != "-"]
-    refuse_to_replace_an_input(path, inputs)
-    refuse_to_replace([path], overwrite)
-    # A folder that cannot be made or written (/proc/x, a read-only mount) was a traceback after all the work.
-    refuse_unwritable_directory(path.parent, "--output")
-
-
 def _check_device(name: str) -> None:
-    """--device, checked before any file is read or model loaded: a misspelt or absent device was a torch
-    traceback (`Expected one of cpu, cuda, ...`, `Torch not compiled with CUDA enabled`) once the model loaded."""
-    if name == "auto":
-        return
-    import torch
+    from pll.scoring import check_device  # where `load_scorer` checks it too
 
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise UserError(f"--device {name!r} is not a device; give auto, cpu, cuda or cuda:N.") from None
-    if device.type == "cpu":
-        return
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if not count:
-            raise UserError(
-                f"--device {name}: this machine has no CUDA GPU that torch can use; use --device cpu."
-            )
-        if device.index is not None and device.index >= count:
-            raise UserError(
-                f"--device {name}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}."
-            )
-        return
-    try:  # mps, xpu, ...: whether torch can place a tensor there (its own message runs to a page)
-        torch.empty(0, device=device)
-    except (RuntimeError, AssertionError):
-        raise UserError(f"--device {name}: torch cannot use it on this machine; use --device cpu.") from None
+    check_device(name)
 
 
 def _read_input(raw: str) -> tuple[str, str]:
@@ -934,7 +887,7 @@ def run_nbest(args: argparse.Namespace) -> int:
     if args.nbest < 1:
         raise UserError("--nbest must be at least 1.")
     refs_path = Path(args.refs) if args.refs else Path(args.audio) / "transcription"
-    _check_output_file(args.output, args.overwrite, example="nbest.json", reads={"--refs": str(refs_path)})
+    check_output_file(args.output, args.overwrite, example="nbest.json", reads={"--refs": str(refs_path)})
     if args.refs:
         require_file(refs_path, "references file")
     audio = Path(args.audio)

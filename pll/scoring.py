@@ -165,6 +165,10 @@ class Scorer:
     # ---- public API ----
     @torch.inference_mode()
     def score(self, sentences: Sequence[str]) -> list[SentenceScore]:
+        """The score of each of `sentences` (a list of strings; [] gives [])."""
+        sentences = _sentence_list(sentences)
+        if not sentences:  # the tokenizer fails on an empty batch (IndexError)
+            return []
         encoded = self.encode(sentences)
         per_token = self.token_scores(encoded)
         results = []
@@ -176,7 +180,25 @@ class Scorer:
         return results
 
     def sentence_plls(self, sentences: Sequence[str]) -> list[float]:
+        """The PLL of each of `sentences` (a list of strings): the sum of its pieces' scores, 0.0 for a sentence
+        with none; one longer than the model is scored on the pieces that fit (`score` marks it `truncated`)."""
         return [s.pll for s in self.score(sentences)]
+
+
+def _sentence_list(sentences: Any) -> list[str]:
+    """`sentences` as a list, each one a string. A single string had been scored character by character, a
+    generator as no sentences at all (it was read once to tokenize, then found empty), and None inside the list
+    failed in the tokenizer."""
+    if isinstance(sentences, str):
+        raise TypeError("sentences must be a list of strings, not one str: pass [text].")
+    try:
+        listed = list(sentences)
+    except TypeError:
+        raise TypeError(f"sentences must be a list of strings, not {type(sentences).__name__}.") from None
+    for index, sentence in enumerate(listed):
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, not str.")
+    return listed
 
 
 class ElectricScorer(Scorer):
@@ -390,6 +412,11 @@ class ModelLayout:
 def inspect_model_dir(path: str | Path) -> ModelLayout:
     """An export (or one of its parts) answers from its manifest; any other directory from what it holds."""
     root = Path(path)
+    # a run's export.json, a weights file: "does not exist" had sent the user looking for a typo
+    if root.is_file():
+        raise UserError(
+            f"{root}: is a file, not a model directory; give the folder that holds it ({root.parent})."
+        )
     if not root.is_dir():
         raise UserError(f"{root}: model directory does not exist.")
     export = read_export(root)
@@ -451,7 +478,36 @@ def load_tokenizer(candidates: Sequence[Path]) -> Any:
 def pick_device(name: str = "auto") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    check_device(name)
     return torch.device(name)
+
+
+def check_device(name: str) -> None:
+    """--device, checked before any file is read or model loaded: a misspelt or absent device was a torch
+    traceback (`Expected one of cpu, cuda, ...`, `Torch not compiled with CUDA enabled`) once the model loaded."""
+    if name == "auto":
+        return
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError, TypeError):
+        raise UserError(f"--device {name!r} is not a device; give auto, cpu, cuda or cuda:N.") from None
+    if device.type == "cpu":
+        return
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if not count:
+            raise UserError(
+                f"--device {name}: this machine has no CUDA GPU that torch can use; use --device cpu."
+            )
+        if device.index is not None and device.index >= count:
+            raise UserError(
+                f"--device {name}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}."
+            )
+        return
+    try:  # mps, xpu, ...: whether torch can place a tensor there (its own message runs to a page)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError):
+        raise UserError(f"--device {name}: torch cannot use it on this machine; use --device cpu.") from None
 
 
 def load_scorer(
@@ -466,9 +522,14 @@ def load_scorer(
     checkpoint. `method="auto"` takes the export's default (what its objective declares). `identity` is
     `scorer_identity` of the same arguments where the caller has it already: hashing the weights again would read
     a large model's files twice."""
+    # before any file is read, as `electra score` checks its flags: a device torch cannot use was its traceback
+    # once the model had loaded, and a batch size of 0 was taken as 1
+    dev = pick_device(device)
+    if batch_size < 1:
+        raise UserError(f"--batch-size must be at least 1, got {batch_size}.")
     layout = inspect_model_dir(model_dir)
     method = resolve_method(layout, method)
-    scorer = _build_scorer(layout, method, pick_device(device), batch_size, within_word)
+    scorer = _build_scorer(layout, method, dev, batch_size, within_word)
     scorer.identity = identity or _identity(layout.methods[method], method, within_word)
     return scorer
 

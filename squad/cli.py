@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from electra.flags import add_cpu_dropout_option, add_output_option
-from electra.overwrite import refuse_to_replace, start_over
+from electra.overwrite import check_output_file, refuse_to_replace, refuse_unowned, start_over
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -119,15 +119,20 @@ def prepare_output(settings, overwrite: bool) -> dict:
     from electra.errors import UserError
     from electra.export import finetune_dir, require_safetensors
     from electra.tokenization import require_tokenizer
-    from squad.train import check_inputs
+    from squad.train import check_inputs, check_model_fits
 
     produced = SQUAD_EVAL_OUTPUTS + (("model", "train") if settings.train else ())
     if settings.resume and settings.train is None:
         # nothing trains, so there is nothing to continue: it had skipped the check below and replaced the
         # earlier results unasked
         raise UserError("--resume continues training; without --train there is nothing to resume: drop it.")
-    if not settings.resume:
-        refuse_to_replace([Path(settings.output) / name for name in produced], overwrite, resume_hint=True)
+    # a user's own files under names a run writes (no run.json beside them) are named as theirs first: a --resume
+    # into their folder had written the run into their model/ and train/, and the refusal below suggested an
+    # --overwrite that then refused them
+    refuse_unowned(settings.output, produced)
+    if not settings.resume:  # --resume is offered only where there is training to continue
+        paths = [Path(settings.output) / name for name in produced]
+        refuse_to_replace(paths, overwrite, resume_hint=settings.train is not None)
     parsed = check_inputs(settings)
     if settings.train is not None:  # pickled weights: refused before run.json is written
         require_safetensors(finetune_dir(settings.model))
@@ -135,6 +140,7 @@ def prepare_output(settings, overwrite: bool) -> dict:
     tokenizer = Path(settings.tokenizer or finetune_dir(settings.model))
     if tokenizer.is_dir():
         require_tokenizer(tokenizer)
+    check_model_fits(settings)
     if not settings.resume:  # the inputs are sound: only now does --overwrite delete the earlier run
         reads = (settings.model, settings.tokenizer, settings.train, settings.eval)
         start_over(settings.output, produced, overwrite, reads=reads)
@@ -193,9 +199,16 @@ def run_eval(args: argparse.Namespace) -> int:
     import sys
 
     from electra.errors import UserError
+    from electra.files import write_text_atomically
     from squad.data import load_squad_json, read_squad
     from squad.metrics import evaluate_v1, evaluate_v2, gold_answers
 
+    if args.out:
+        # before any work, and never one of the files read: `--output dev-v1.1.json` had replaced the dataset with
+        # the scores, and a folder or an unwritable path was a traceback once scoring was done. An earlier result
+        # is replaced, as this command always has (it has no --overwrite).
+        reads = {"--data": args.data, "--predictions": args.predictions, "--na-probs": args.na_probs}
+        check_output_file(args.out, overwrite=True, example="results.json", reads=reads)
     payload = load_squad_json(args.data)
     file_version = "2.0" if str(payload.get("version", "")).lstrip("v").startswith("2") else "1.1"
     version = args.version or file_version
@@ -226,12 +239,35 @@ def run_eval(args: argparse.Namespace) -> int:
         result = evaluate_v1(golds, predictions)
     else:
         na_probs = _load_mapping(args.na_probs, (int, float)) if args.na_probs else None
+        if na_probs is not None:
+            _require_na_probs_match(args.na_probs, na_probs, args.data, golds, args.predictions, predictions)
         result = evaluate_v2(golds, predictions, na_probs, args.na_prob_thresh)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        write_text_atomically(args.out, text + "\n")
     return 0
+
+
+def _require_na_probs_match(
+    path: str, na_probs: dict, data: str, golds: dict, preds_path: str, preds: dict
+) -> None:
+    """--na-probs must be the scores of these questions: a file for another data set (ids unknown) had scored every
+    question as 0.0 in silence, and so did a question answered without a score (the official script's KeyError)."""
+    from electra.errors import UserError
+
+    unknown = [qid for qid in na_probs if qid not in golds]
+    if unknown:
+        raise UserError(
+            f"{path}: question {unknown[0]} is not in {data} ({len(unknown)} unknown ids); give the null_odds.json "
+            "written with these predictions."
+        )
+    missing = [qid for qid in preds if qid not in na_probs]
+    if missing:
+        raise UserError(
+            f"{path}: no no-answer score for question {missing[0]}, which {preds_path} answers ({len(missing)} "
+            "missing); give the null_odds.json written with these predictions."
+        )
 
 
 def _load_mapping(path: str, kind: type | tuple[type, ...]) -> dict:

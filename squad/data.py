@@ -125,6 +125,12 @@ def examples_from_data(data: list[Any], version: str, source: str = "<data>") ->
                     plausible = _answers(qa, "plausible_answers", context, where_q, required=False)
                     if impossible and answers:
                         raise UserError(f"{where_q}: is_impossible is true but 'answers' is not empty.")
+                if version == "1.1" and not answers and qa.get("is_impossible") is True:
+                    # a v2.0 file read as 1.1 (`electra squad`'s default): it had asked "is this a v2.0 file?"
+                    raise UserError(
+                        f"{where_q}: an unanswerable question (is_impossible: true), which SQuAD 1.1 has not; this is "
+                        "a SQuAD 2.0 file: pass --version 2.0."
+                    )
                 if not impossible and not answers:
                     raise UserError(
                         f"{where_q}: no answers; an answerable question needs at least one"

@@ -24,11 +24,13 @@ from typing import Any
 
 from electra.errors import UserError, first_line
 from electra.files import read_json_record, write_json_atomically
-from squad.data import SquadExample
+from squad.data import Answer, SquadExample
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT = 2  # bump when the feature layout changes, so old caches are not reused (2: CACHE_MANIFEST)
+# bump when the feature layout changes, so old caches are not reused (2: CACHE_MANIFEST; 3: an answer's span
+# without the whitespace at its edges, `answer_characters`)
+CACHE_FORMAT = 3
 CACHE_MANIFEST = "electra-manifest.json"  # beside the saved dataset: what a damaged copy is found by
 
 
@@ -51,14 +53,26 @@ class FeatureSettings:
 
 def examples_to_columns(examples: Sequence[SquadExample]) -> dict[str, list]:
     """The columns preprocessing needs: training uses the first gold answer, as the reference does."""
+    spans = [
+        answer_characters(e.answers[0]) if e.answers and not e.is_impossible else (-1, -1) for e in examples
+    ]
     return {
         "example_index": list(range(len(examples))),
         "question": [e.question for e in examples],
         "context": [e.context for e in examples],
-        "answer_start": [e.answers[0].start if e.answers and not e.is_impossible else -1 for e in examples],
-        "answer_end": [e.answers[0].end if e.answers and not e.is_impossible else -1 for e in examples],
+        "answer_start": [start for start, _ in spans],
+        "answer_end": [end for _, end in spans],
         "is_impossible": [int(e.is_impossible) for e in examples],
     }
+
+
+def answer_characters(answer: Answer) -> tuple[int, int]:
+    """The answer's [start, end) characters without the whitespace at its edges, which belongs to no token: an
+    answer " Denver " (it matches its context, so it is read) had been labelled from the token before it to the
+    token after it."""
+    text = answer.text
+    start = answer.start + len(text) - len(text.lstrip())
+    return start, start + len(text.strip())
 
 
 def build_features(

@@ -14,7 +14,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from electra.engine import (
 )
 from electra.errors import UserError
 from electra.export import finetune_dir, fit_length
-from electra.files import file_sha256, write_json_atomically
+from electra.files import file_sha256, read_json_record, write_json_atomically
 from electra.model_card import CARD, CardFacts, render_card
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
@@ -211,6 +211,30 @@ def check_inputs(settings: SquadSettings) -> dict[str, list[SquadExample]]:
         for split, path in (("train", settings.train), ("eval", settings.eval))
         if path is not None
     }
+
+
+def check_model_fits(settings: SquadSettings) -> None:
+    """The model's limits, met before any work and before `--overwrite` deletes an earlier run (they had been met
+    once the model loaded, with the earlier run deleted and a run.json written for a run that never started): a
+    tokenizer with more pieces than the model's embeddings, and a `--max-seq-length` that, cut to the model's
+    positions, leaves no room for context after the question. Read from config.json; a config that does not say
+    is left to the model's loading."""
+    model_dir = finetune_dir(settings.model) if settings.train is not None else Path(settings.model)
+    config = read_json_record(model_dir / "config.json") or {}
+    rows, positions = config.get("vocab_size"), config.get("max_position_embeddings")
+    tokenizer_dir = Path(settings.tokenizer) if settings.tokenizer else finetune_dir(settings.model)
+    tokenizer = load_tokenizer(tokenizer_dir)  # a hub name, or no tokenizer at all, is refused here too
+    if isinstance(rows, int):
+        require_tokenizer_fits(tokenizer, rows, tokenizer_dir)
+    if isinstance(positions, int) and settings.max_seq_length > positions:
+        try:
+            replace(settings.feature_settings(), max_seq_length=positions).check()
+        except UserError:
+            raise UserError(
+                f"{model_dir}: the model takes {positions} positions, so --max-seq-length {settings.max_seq_length} "
+                f"is cut to {positions}, which leaves no room for context after a question of up to "
+                f"{settings.max_query_length} tokens; give --max-query-length {positions - 4} or less."
+            ) from None
 
 
 def finetune(settings: SquadSettings, parsed: dict[str, list[SquadExample]] | None = None) -> dict[str, Any]:

@@ -7,13 +7,22 @@ command line's flags.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import pydoc
+import random
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 import electra
+import tlm.train as tlm_train
 from electra.errors import UserError
+from electra.pretraining import RunInputs
 from tests.golden_trace import export_word_model, write_stsb
 
 FAST = dict(max_steps=1, batch_size=8)
@@ -125,15 +134,26 @@ def test_finetune_glue_takes_tasks_and_settings_as_the_command_line_does(tmp_pat
 
 
 def test_finetune_squad_never_replaces_results_unasked(tmp_path, run):
-    """Before: the guard lived in `electra squad` only: the API trained and wrote over predictions.json."""
+    """Before: the guard lived in `electra squad` only: the API trained and wrote over predictions.json. A file no
+    run wrote (no run.json beside it) is named as the user's, since overwrite=True would leave it too."""
     qa = {"id": "q", "question": "where?", "answers": [{"text": "the", "answer_start": 0}]}
     data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "the end", "qas": [qa]}]}]}
     (tmp_path / "sq.json").write_text(json.dumps(data))
     out = tmp_path / "out"
     out.mkdir()
     (out / "predictions.json").write_text("mine")
-    with pytest.raises(UserError, match=r"predictions\.json already exists; pass overwrite=True"):
-        electra.finetune_squad(run, out, train=tmp_path / "sq.json", eval=tmp_path / "sq.json", max_steps=1)
+    for overwrite in (False, True):
+        with pytest.raises(
+            UserError, match=r"holds predictions\.json, but no run\.json shows that a run wrote"
+        ):
+            electra.finetune_squad(
+                run,
+                out,
+                train=tmp_path / "sq.json",
+                eval=tmp_path / "sq.json",
+                max_steps=1,
+                overwrite=overwrite,
+            )
     assert (out / "predictions.json").read_text() == "mine"
     assert sorted(p.name for p in out.iterdir()) == ["predictions.json"]
 
@@ -178,3 +198,200 @@ def test_pretrain_leaves_the_callers_config_as_it_was(tmp_path, small_corpus):
         config, tmp_path / "run", corpus=small_corpus, cache_dir=tmp_path / "cache", size_to_budget=True
     )
     assert asdict(config) == before
+
+
+# ---- a notebook's calls: switches and numbers as a notebook holds them, configs edited after build_config, inputs
+# that are empty or of the wrong shape, and the global state a call leaves behind
+
+
+def test_the_switches_and_seeds_of_finetune_glue_are_coerced(tmp_path, run, glue_data):
+    """Before: `overwrite="no"` (a non-empty string, so true) deleted the earlier run and trained again, and
+    `resume="maybe"` resumed; seeds were passed on as given: np.arange(1, 3) failed in numpy's seeding, 1.5 in a
+    cast, and seeds=3 (the command line's count) in "'int' object is not iterable"."""
+    out = tmp_path / "out"
+    first = electra.finetune_glue(run, ["stsb"], glue_data, output_dir=out, **FAST)
+    with pytest.raises(UserError, match=r"already exists \(and 2 more\); pass overwrite=True"):
+        electra.finetune_glue(run, ["stsb"], glue_data, output_dir=out, overwrite="no", seeds=[7], **FAST)
+    assert json.loads((out / "results.json").read_text())["results"] == first["results"]
+    with pytest.raises(UserError, match="resume='maybe' is not a valid bool"):
+        electra.finetune_glue(run, ["stsb"], glue_data, output_dir=out, resume="maybe", **FAST)
+    with pytest.raises(TypeError, match=r"seeds is a list of seeds \(e\.g\. \[1, 2, 3\]\), not int"):
+        electra.finetune_glue(run, ["stsb"], glue_data, seeds=3, **FAST)
+    with pytest.raises(UserError, match="seeds=1.5 is not a whole number"):
+        electra.finetune_glue(run, ["stsb"], glue_data, seeds=[1.5], **FAST)
+    assert electra.finetune_glue(run, ["stsb"], glue_data, seeds=np.arange(1, 3), **FAST)["seeds"] == [1, 2]
+
+
+@pytest.mark.parametrize("setting", ["max_steps", "batch_size", "eval_batch_size"])
+def test_finetune_glue_refuses_counts_of_zero(run, glue_data, setting):
+    """Before: max_steps=0 trained whole epochs (`electra glue --max-steps 0` is refused), batch_size=0 ended in a
+    ZeroDivisionError and eval_batch_size=0 in range()'s ValueError once training was done."""
+    with pytest.raises(UserError, match=rf"^{setting} must be at least 1"):
+        electra.finetune_glue(run, ["stsb"], glue_data, **{**FAST, setting: 0})
+
+
+def test_pretrain_checks_a_config_changed_after_build_config(tmp_path):
+    """Before: a field set on the config (not through `overrides`) was never coerced: max_steps = 2.5 trained and
+    config.json recorded 2.5, "3" or "fast" failed inside the run with '<' not supported between 'str' and 'int'.
+    Values are validated as before (hidden_size 7 that 2 heads cannot divide); a coercible "3" goes on to the
+    corpus check."""
+    missing = tmp_path / "missing"
+    for field, value, refusal in (
+        ("max_steps", 2.5, "config: max_steps=2.5 is not a whole number"),
+        ("learning_rate", "fast", "config: learning_rate='fast' is not a valid float"),
+        ("hidden_size", 7, "hidden_size 7 is not divisible by num_attention_heads 2"),
+        ("max_steps", 0, "max_steps must be at least 1"),
+        ("max_steps", "3", f"corpus {missing} does not exist"),
+    ):
+        config = electra.build_config("tiny", overrides={"max_steps": 3})
+        setattr(config, field, value)
+        with pytest.raises(UserError, match=re.escape(refusal)):
+            electra.pretrain(config, tmp_path / "run", corpus=missing)
+        assert getattr(config, field) == value  # the caller's config as it was
+    assert not (tmp_path / "run").exists()
+
+
+def test_pretrain_refuses_what_the_command_refuses(tmp_path):
+    """Before: the checks `electra pretrain` makes among its flags were skipped: resume=True with overwrite=True
+    resumed in silence, num_proc=0 was taken as 1, and a corpus that is not there was "cannot be read ... give this
+    user access to it (chmod)"; a missing vocabulary said "omit --vocab"."""
+    config = electra.build_config("tiny", overrides={"max_steps": 3})
+    out, missing = tmp_path / "run", tmp_path / "missing"
+    with pytest.raises(
+        UserError, match="resume=True continues the run in output_dir and overwrite=True deletes"
+    ):
+        electra.pretrain(config, out, resume=True, overwrite=True)
+    with pytest.raises(UserError, match="^num_proc must be at least 1"):
+        electra.pretrain(config, out, corpus=missing, num_proc=0)
+    with pytest.raises(UserError, match=f"^corpus {re.escape(str(missing))} does not exist"):
+        electra.pretrain(config, out, corpus=missing)
+    with pytest.raises(UserError, match="does not exist; pass a BERT-style vocab.txt or omit vocab.$"):
+        electra.pretrain(config, out, vocab=missing)
+    assert not out.exists()
+
+
+def test_load_scorer_checks_its_arguments_before_loading(run):
+    """Before: device="gpu0" was torch's RuntimeError, "cuda" on a machine without one failed once the model had
+    loaded, batch_size=0 was taken as 1 and 2.5 failed at the first sentence; the run's export.json (a file) was
+    "model directory does not exist"; within_word named the flag --within-word."""
+    with pytest.raises(UserError, match=r"^device 'gpu0' is not a device; give auto, cpu, cuda or cuda:N"):
+        electra.load_scorer(run, device="gpu0")
+    with pytest.raises(UserError, match="^batch_size must be at least 1"):
+        electra.load_scorer(run, batch_size=0)
+    with pytest.raises(UserError, match="batch_size=2.5 is not a whole number"):
+        electra.load_scorer(run, batch_size=2.5)
+    with pytest.raises(UserError, match=r"is a file, not a model directory; give the folder that holds it"):
+        electra.load_scorer(run / "export.json")
+    with pytest.raises(UserError, match="^within_word must be one of"):
+        electra.load_scorer(run, within_word="words")
+    assert electra.load_scorer(run, batch_size="8", device="cpu").batch_size == 8
+
+
+def test_sentence_plls_of_empty_odd_and_long_inputs(run):
+    """Before: [] raised IndexError inside the tokenizer, one string was scored character by character, a
+    generator gave [] (read once to tokenize, then empty), and None in the list failed in the tokenizer."""
+    scorer = electra.load_scorer(run)
+    assert scorer.sentence_plls([]) == [] and scorer.score([]) == []
+    assert scorer.sentence_plls([""]) == [0.0]  # no pieces: the empty sum
+    pair = ["the module", "the list of the file"]
+    assert scorer.sentence_plls(sentence for sentence in pair) == scorer.sentence_plls(pair)
+    with pytest.raises(TypeError, match=r"not one str: pass \[text\]"):
+        scorer.sentence_plls("the module")
+    with pytest.raises(TypeError, match=r"sentences\[1\] is NoneType, not str"):
+        scorer.sentence_plls(["the module", None])
+    long = scorer.score(["the module " * 200])[0]  # more pieces than the model's 128 positions
+    assert long.truncated and long.pieces == 126 and math.isfinite(long.pll)
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"parts": ["discriminator"]},
+        {"parts": {"discriminator": {"kind": "ElectraForPreTraining"}}},
+        {"parts": {"discriminator": {"dir": 3}}},
+        {"dirs": {"discriminator": None}},
+        {"parts": {"generator": {"dir": "generator"}}, "scoring": {"mlm": "generator"}},
+        {"parts": {}, "finetune": ["discriminator"]},
+    ],
+)
+def test_a_damaged_export_manifest_is_one_line(tmp_path, manifest):
+    """Before: AttributeError ('list' object has no attribute 'items'), KeyError 'dir', TypeError (PosixPath / int),
+    or a scoring method's part read letter by letter ("no 'g' part"), from read_export, load_scorer and the
+    fine-tuners alike."""
+    (tmp_path / "export.json").write_text(json.dumps({"format": 1, "objective": "electra", **manifest}))
+    with pytest.raises(UserError, match=r"export\.json: .*; re-export the run\.$"):
+        electra.read_export(tmp_path)
+    with pytest.raises(UserError, match=r"export\.json: .*; re-export the run\.$"):
+        electra.load_scorer(tmp_path)
+
+
+def test_messages_name_the_arguments_not_the_flags(run, glue_data):
+    """Before: "--task is empty" (the argument is `tasks`)."""
+    with pytest.raises(UserError, match="^tasks is empty"):
+        electra.finetune_glue(run, [], glue_data)
+
+
+def test_calls_leave_the_random_generators_as_they_were(run, glue_data):
+    """Before: a fine-tune (or a pretraining run) seeded torch's, numpy's and Python's generators and left them
+    there, so a notebook's own draws after it (a shuffle, a sample) repeated on every pass of a loop around it.
+    Default dtype, thread count and gradient mode are untouched too."""
+
+    def draws() -> tuple:
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    def seeded() -> None:
+        random.seed(123)
+        np.random.seed(123)
+        torch.manual_seed(123)
+
+    seeded()
+    expected = draws()
+    before = (torch.get_default_dtype(), torch.get_num_threads(), torch.is_grad_enabled())
+    seeded()
+    electra.finetune_glue(run, ["stsb"], glue_data, **FAST)
+    assert draws() == expected
+    assert (torch.get_default_dtype(), torch.get_num_threads(), torch.is_grad_enabled()) == before
+
+
+def test_help_of_pretrain_names_every_keyword():
+    """Before: help(electra.pretrain) named five of the keywords and "..."; size_to_budget, keep_warmup,
+    doc_boundary and strict_utf8 were found only in electra.pretraining.RunInputs."""
+    text = pydoc.render_doc(electra.pretrain, renderer=pydoc.plaintext)
+    for field in dataclasses.fields(RunInputs):
+        if field.name not in ("corpus", "output_dir"):
+            assert f"- {field.name}:" in text, field.name
+
+
+def test_numpy_numbers_are_numbers():
+    """Before: np.int64(200) for max_steps (from np.arange, astype(int)) was "not a valid int", and a float32
+    learning rate "not a valid float"."""
+    config = electra.build_config(
+        "tiny", overrides={"max_steps": np.int64(200), "learning_rate": np.float32(0.5)}
+    )
+    assert (config.max_steps, config.learning_rate) == (200, 0.5)
+    assert type(config.max_steps) is int and type(config.learning_rate) is float
+
+
+@pytest.mark.parametrize("make", [False, True])
+def test_train_tlm_refuses_a_resume_with_nothing_to_resume(tmp_path, monkeypatch, make):
+    """Before: `tlm.train.train_tlm` with resume=True on a mistyped output folder started a fresh run in silence
+    (the command line refused it, in a check of its own)."""
+
+    def no_training(settings):
+        raise AssertionError("a fresh run was started")
+
+    monkeypatch.setattr(tlm_train, "train_joint", no_training)
+    out = tmp_path / "typo"
+    if make:
+        out.mkdir()
+        (out / "notes.txt").write_text("mine\n")
+    tasks = {name: str(tmp_path / f"{name}.tsv") for name in ("task_train", "task_dev", "task_test")}
+    where = "holds no run" if make else "does not exist"
+    with pytest.raises(
+        UserError, match=f"--resume: {re.escape(str(out))} {where}, so there is nothing to resume"
+    ):
+        tlm_train.train_tlm(tlm_train.TLMSettings(out=str(out), resume=True, **tasks))
+    if make:
+        assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    else:
+        assert not out.exists()

@@ -233,3 +233,158 @@ def test_an_evaluation_alone_with_resume_replaces_nothing(tmp_path: Path, capsys
     assert main(argv) == 2
     assert "without --train there is nothing to resume" in _one_line(capsys.readouterr().err)
     assert (out / "results.json").read_text() == '{"mine": 1}'
+
+
+def test_squad_eval_output_never_replaces_an_input_and_is_checked_first(tmp_path: Path, capsys) -> None:
+    """Before: `--output` naming the --data (or --predictions) file replaced it with the scores, and a folder or a
+    path that cannot be written was an IsADirectoryError or FileNotFoundError traceback once scoring was done."""
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(_payload({"text": "Denver", "answer_start": 0})))
+    predictions = tmp_path / "predictions.json"
+    predictions.write_text(json.dumps({"q1": "Denver"}))
+    argv = ["squad-eval", "--data", str(data), "--predictions", str(predictions), "--output"]
+    before = {path: path.read_text() for path in (data, predictions)}
+    for read, option in ((data, "--data"), (predictions, "--predictions")):
+        assert main([*argv, str(read)]) == 2
+        err = _one_line(capsys.readouterr().err)
+        assert f"--output {read} is the {option} file" in err and "choose another --output" in err
+    assert {path: path.read_text() for path in before} == before
+    assert main([*argv, str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert f"--output {tmp_path} is a directory" in _one_line(captured.err) and not captured.out
+    assert main([*argv, str(data / "result.json")]) == 2  # under a file: nothing can be written there
+    assert f"{data} is a file" in _one_line(capsys.readouterr().err)
+    result = tmp_path / "new" / "result.json"  # a folder still to be made is made
+    assert main([*argv, str(result)]) == 0
+    assert json.loads(result.read_text())["exact_match"] == 100.0
+    assert main([*argv, str(result)]) == 0  # an earlier result is replaced, as it always was
+    capsys.readouterr()
+
+
+def test_squad_eval_refuses_no_answer_scores_of_other_questions(tmp_path: Path, capsys) -> None:
+    """Before: --na-probs written for another data file (its ids unknown here), or missing a question that has a
+    prediction, scored those questions with a no-answer score of 0.0 in silence (the official script fails on a
+    missing one); the scores below came out 100 with a threshold of 0.0."""
+    payload = _payload({"text": "Denver", "answer_start": 0})
+    payload["version"] = "v2.0"
+    qas = payload["data"][0]["paragraphs"][0]["qas"]
+    qas[0]["is_impossible"] = False
+    qas.append({"id": "q2", "question": "Who lost?", "answers": [], "is_impossible": True})
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(payload))
+    predictions = tmp_path / "predictions.json"
+    predictions.write_text(json.dumps({"q1": "Denver", "q2": "game"}))
+    na_probs = tmp_path / "null_odds.json"
+    argv = ["squad-eval", "--data", str(data), "--predictions", str(predictions), "--na-probs", str(na_probs)]
+    na_probs.write_text(json.dumps({"other1": 3.0, "other2": -1.0}))
+    assert main(argv) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{na_probs}: question other1 is not in {data} (2 unknown ids)" in err and "null_odds.json" in err
+    na_probs.write_text(json.dumps({"q1": -2.0}))
+    assert main(argv) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{na_probs}: no no-answer score for question q2, which {predictions} answers (1 missing)" in err
+    na_probs.write_text(json.dumps({"q1": -2.0, "q2": 5.0}))  # the matching file scores as before
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["exact"] == 100.0 and result["best_exact"] == 100.0 and result["best_exact_thresh"] == -2.0
+
+
+def test_resume_writes_nothing_into_a_users_folder_and_an_evaluation_is_not_offered_resume(
+    tmp_path: Path, capsys
+) -> None:
+    """Before: `--resume` into a folder of the user's (their own train/, no run.json) wrote the run into it: their
+    train/ got the logs, and the model, results and cache went beside; and an evaluation alone, refused for an
+    earlier one's results, was offered --resume, which it refuses."""
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(_payload({"text": "Denver", "answer_start": 0})))
+    out = tmp_path / "mine"
+    (out / "train").mkdir(parents=True)
+    (out / "train" / "notes.txt").write_text("mine\n")
+    argv = ["squad", "--model", str(tmp_path / "m"), "--train", str(data), "--output", str(out), *SMALL]
+    assert main([*argv, "--resume"]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{out} holds train, but no run.json shows that a run wrote them" in err
+    assert sorted(p.name for p in out.rglob("*")) == ["notes.txt", "train"]
+    evaluated = tmp_path / "evaluated"  # an earlier evaluation alone: its results and predictions
+    evaluated.mkdir()
+    for name in ("results.json", "predictions.json"):
+        (evaluated / name).write_text("{}\n")
+    argv = ["squad", "--model", str(tmp_path / "m"), "--eval", str(data), "--output", str(evaluated)]
+    assert main(argv) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert (
+        "already exists" in err
+        and "pass --overwrite to replace it, or choose" in err
+        and "--resume" not in err
+    )
+
+
+def test_the_models_limits_are_refused_before_overwrite_deletes(tmp_path: Path, capsys) -> None:
+    """Before: a --tokenizer with more pieces than the model's embeddings, and a --max-seq-length cut to the
+    model's 128 positions with no room left after --max-query-length 126, were refused only once the model loaded:
+    --overwrite had deleted the earlier run and a run.json was written. The first named the model's folder, not
+    the tokenizer's; the second said to raise --max-seq-length, which the model does not allow."""
+    from transformers import ElectraTokenizerFast
+
+    from tests.conftest import save_tiny_electra
+
+    model = save_tiny_electra(tmp_path / "tiny")
+    big = tmp_path / "big-tokenizer"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(200))]
+    ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(str(big))
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(_payload({"text": "Denver", "answer_start": 0})))
+    out = tmp_path / "out"
+    (out / "model").mkdir(parents=True)
+    earlier = json.dumps({"settings": {}, "eval": {"exact_match": 1.0}})
+    (out / "results.json").write_text(earlier)
+    argv = ["squad", "--model", str(model), "--train", str(data), "--output", str(out), "--overwrite"]
+    capsys.readouterr()
+    assert main([*argv, *SMALL, "--tokenizer", str(big)]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{big}: its tokenizer has 205 pieces but the model's embeddings only" in err
+    assert main([*argv, "--max-seq-length", "384", "--max-query-length", "126"]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{model}: the model takes 128 positions, so --max-seq-length 384 is cut to 128" in err
+    assert "give --max-query-length 124 or less" in err
+    assert (out / "results.json").read_text() == earlier and (out / "model").is_dir()
+    assert not (out / "run.json").exists()
+
+
+def test_whitespace_at_an_answers_edges_is_not_labelled_as_tokens(tmp_path: Path) -> None:
+    """Before: an answer " loop " (it matches its context, so it is read) was labelled from the token before it
+    ("the") to the token after it, a span two tokens too wide."""
+    from transformers import AutoTokenizer
+
+    from squad.data import Answer, SquadExample
+    from squad.features import FeatureSettings, build_features
+    from tests.conftest import save_tiny_electra
+
+    tokenizer = AutoTokenizer.from_pretrained(str(save_tiny_electra(tmp_path / "tiny")))
+    context = "the loop ran the value"
+    spans = {}
+    for text in ("loop", " loop", "loop ", " loop "):
+        start = context.index("loop") - text.startswith(" ")
+        example = SquadExample("q", "t", context, "what loop ?", [Answer(text, start)])
+        row = build_features([example], tokenizer, FeatureSettings(64, 32, 16), train=True)[0]
+        ids = row["input_ids"][row["start_positions"] : row["end_positions"] + 1]
+        spans[text] = tokenizer.convert_ids_to_tokens(ids)
+    assert spans == {text: ["loop"] for text in spans}
+
+
+def test_a_v2_file_read_as_v11_names_the_flag(tmp_path: Path) -> None:
+    """Before: "question q2: no answers; an answerable question needs at least one (is this a v2.0 file?)": the
+    file says it is, and `electra squad` reads 1.1 unless told; the fix is --version 2.0."""
+    payload = _payload({"text": "Denver", "answer_start": 0})
+    payload["version"] = "v2.0"
+    qas = payload["data"][0]["paragraphs"][0]["qas"]
+    qas[0]["is_impossible"] = False
+    qas.append({"id": "q2", "question": "Who lost?", "answers": [], "is_impossible": True})
+    path = tmp_path / "dev-v2.0.json"
+    path.write_text(json.dumps(payload))
+    with pytest.raises(UserError) as info:
+        read_squad(path, "1.1")
+    assert str(info.value).startswith(f"{path}: question q2: an unanswerable question (is_impossible: true)")
+    assert str(info.value).endswith("this is a SQuAD 2.0 file: pass --version 2.0.")
+    assert [e.is_impossible for e in read_squad(path, "2.0")] == [False, True]

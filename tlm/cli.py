@@ -9,6 +9,7 @@ from pathlib import Path
 from electra.errors import UserError
 from electra.flags import add_output_option, require_counts
 from electra.overwrite import refuse_to_replace, refuse_unowned, start_over
+from tlm.outputs import TLM_OUTPUTS, refuse_missing_resume
 
 # Flags that act only under a condition are None until given, so that one given where it cannot act is refused
 # (`refuse_unused`) instead of being ignored in silence; these are their values when not given (`fill_defaults`,
@@ -293,9 +294,6 @@ def run_settings(args) -> dict:
     return {name: getattr(args, name) for name in names} | {"progress": not args.no_progress}
 
 
-# what `tlm train` and `tartan` write in --out: all of it, since a user's own config.json, run.json or tokenizer/
-# there had been replaced without a word by a run that was refused nothing
-TLM_OUTPUTS = ("results.json", "model", "stage1", "stage2", "config.json", "tokenizer", "run.json")
 TLM_READS = ("retrieved", "dapt_corpus", "init_from", "vocab", "task_train", "task_dev", "task_test")
 
 
@@ -317,18 +315,6 @@ def check_train_flags(args) -> None:
     fill_defaults(args, LM_DEFAULTS | FINETUNE_DEFAULTS)
 
 
-def refuse_missing_resume(args) -> None:
-    """`--resume` where --out holds no run (no such folder, or none of a run's files) had started a fresh run in
-    silence: a mistyped --out looked like a resumed run."""
-    out = Path(args.out)
-    if args.resume and not any((out / name).exists() for name in TLM_OUTPUTS):
-        where = "does not exist" if not out.exists() else "holds no run"
-        raise UserError(
-            f"--resume: {out} {where}, so there is nothing to resume; check --out, or drop --resume to start a "
-            "new run."
-        )
-
-
 def refuse_to_replace_run(args) -> None:
     """Before any work for `tlm train` / `tartan`: the numbers that size the run are sound (0 steps is a typo, not
     "unset", and a negative budget is no budget), a --resume finds a run to continue, and a finished or started
@@ -341,7 +327,7 @@ def refuse_to_replace_run(args) -> None:
     for name in ("finetune_epochs", "save_every", "eval_every"):
         if (getattr(args, name, None) or 0) < 0:
             raise UserError(f"--{name.replace('_', '-')} must not be negative (0 turns it off).")
-    refuse_missing_resume(args)
+    refuse_missing_resume(args.out, args.resume)  # as `train_tlm` refuses it
     if not args.resume:
         refuse_unowned(args.out, TLM_OUTPUTS)
         refuse_to_replace([Path(args.out) / name for name in TLM_OUTPUTS], args.overwrite, resume_hint=True)

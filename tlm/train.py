@@ -69,6 +69,7 @@ from electra.pretraining import RESUMABLE_CHANGES, corpus_sample, run_vocabulary
 from electra.run_log import read_metrics
 from electra.tokenization import load_or_train_tokenizer
 from tlm.interleave import interleave
+from tlm.outputs import refuse_missing_resume
 from tlm.retrieval import check_selection
 from tlm.tartan import (
     WEIGHTINGS,
@@ -599,7 +600,9 @@ def run_config(settings: TLMSettings) -> tuple[TLMSettings, PretrainConfig]:
 
 
 def train_tlm(settings: TLMSettings) -> dict[str, Any]:
-    """Both stages end to end; writes OUT/{config.json, tokenizer/, stage1/, stage2/, model/, results.json}."""
+    """Both stages end to end; writes OUT/{config.json, tokenizer/, stage1/, stage2/, model/, results.json}.
+    `resume` continues the run in OUT, and is refused where OUT holds none."""
+    refuse_missing_resume(settings.out, settings.resume)
     if settings.resume:
         finished = finished_results(settings)
         if finished is not None:
