@@ -7,7 +7,7 @@ from pathlib import Path
 
 from electra.errors import UserError
 from electra.flags import DefaultsHelpFormatter, add_cpu_dropout_option, add_output_option, require_counts
-from electra.overwrite import refuse_to_replace, start_over
+from electra.overwrite import refuse_to_replace, refuse_unowned, start_over
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
 10% warmup then linear decay, batch 32, learning rate and layer-wise decay by model size, 10 epochs for RTE and
@@ -107,25 +107,13 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run, several_processes=True)
 
 
-def is_glue_record(path: Path) -> bool | None:
-    """Whether the OUTPUT/run.json at `path` is one `electra glue` wrote (None: no such file, an empty one, or
-    one that cannot be read, which the resume check reports). Records from before the `command` key existed are
-    told by settings only GLUE records."""
-    from electra.files import read_json_record
-
-    record = read_json_record(path) if path.is_file() else None
-    if not record:
-        return None
-    if "command" in record:
-        return record["command"] == "glue"
-    return {"model", "double_unordered", "original_off_by_one"} <= record.keys()
-
-
 def refuse_foreign_run(output: Path) -> None:
     """An --output that holds another command's run (`--output runs/small` beside the pretraining run it
     fine-tunes) is refused, with or without --overwrite or --resume: GLUE wrote its own run.json over the
     pretraining run's record, `--overwrite` deleted that run's `checkpoints/` (a name both write), and `--resume`
     wrote GLUE's checkpoints into it."""
+    from glue.finetune import is_glue_record
+
     if is_glue_record(output / "run.json") is False:
         raise UserError(
             f"{output} holds another command's run ({output / 'run.json'} is not one `electra glue` wrote); a "
@@ -149,17 +137,20 @@ def prepare_output(
     user's). Returns the GLUE data folder."""
     from electra.export import finetune_dir, require_safetensors
     from electra.tokenization import require_tokenizer
-    from glue.finetune import check_files, resolve_model_dir
+    from glue.finetune import check_files, check_init_from, resolve_model_dir
     from glue.tasks import resolve_data_dir
 
     if output:
         refuse_foreign_run(Path(output))
+        # a user's own files under names a run writes (no run.json beside them): a --resume had written the run
+        # over them, and without it the refusal below suggested an --overwrite that then refused them
+        refuse_unowned(output, GLUE_OUTPUTS)
     produced = [Path(output) / name for name in GLUE_OUTPUTS] if output and not resume else []
     refuse_to_replace(produced, overwrite, resume_hint=True)
     data = resolve_data_dir(data_dir)
-    resolve_model_dir(model)
+    model_dir = resolve_model_dir(model)
     if init_from:
-        resolve_model_dir(init_from, "--init-from")
+        check_init_from(model_dir, resolve_model_dir(init_from, "--init-from"))
     check_files(specs, data, predict_test)
     for directory in (model, init_from):  # pickled weights: refused before run.json is written
         if directory:

@@ -25,7 +25,14 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoTokenizer
 
-from electra.config import FINETUNE_RANGES, check_ranges, check_run_record, keep_run_record, read_run_record
+from electra.config import (
+    FINETUNE_RANGES,
+    RUN_RECORD,
+    check_ranges,
+    check_run_record,
+    keep_run_record,
+    read_run_record,
+)
 from electra.engine import (
     Engine,
     Task,
@@ -35,7 +42,7 @@ from electra.engine import (
     shuffled_epochs,
 )
 from electra.errors import ElectraWarning, UserError
-from electra.export import finetune_dir, fit_length
+from electra.export import MANIFEST, finetune_dir, fit_length
 from electra.files import file_sha256, read_json_record, write_json_atomically
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
@@ -128,6 +135,7 @@ def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
         raise UserError(
             f"{option} {path} is a file; give the checkpoint's directory (e.g. RUN/discriminator)."
         )
+    _refuse_run_folder(path, option)
     model_dir = finetune_dir(path)
     if (model_dir / "config.json").is_file():
         return model_dir
@@ -135,6 +143,64 @@ def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
         f"{model_dir}/config.json: not found; {option} must be a Hugging Face checkpoint directory "
         "(e.g. RUN/discriminator) or a pretraining run directory with export.json."
     )
+
+
+def is_glue_record(path: Path) -> bool | None:
+    """Whether the OUTPUT/run.json at `path` is one `electra glue` wrote (None: no such file, an empty one, or
+    one that cannot be read, which the resume check reports). Records from before the `command` key existed are
+    told by settings only GLUE records."""
+    record = read_json_record(path) if path.is_file() else None
+    if not record:
+        return None
+    if "command" in record:
+        return record["command"] == "glue"
+    return {"model", "double_unordered", "original_off_by_one"} <= record.keys()
+
+
+def _refuse_run_folder(path: Path, option: str) -> None:
+    """A folder holding a run rather than a model, named for what it is: a GLUE output (`--init-from glue_out`,
+    whose models are in checkpoints/TASK) had been told to be "a Hugging Face checkpoint directory", and a
+    pretraining run stopped before its export (its own config.json, no export.json) to convert its weights to
+    safetensors."""
+    record = path / RUN_RECORD
+    if not record.is_file() or (path / MANIFEST).is_file():
+        return
+    if is_glue_record(record):
+        saved = sorted(p.parent.name for p in (path / "checkpoints").glob("*/config.json"))
+        where = (
+            f"one of the models its --save-best wrote: {', '.join(str(path / 'checkpoints' / t) for t in saved)}"
+            if saved
+            else f"a model its --save-best writes ({path / 'checkpoints' / 'TASK'}; this run saved none)"
+        )
+        raise UserError(f"{option} {path} is an `electra glue` output, not a model; give {where}.")
+    if "corpus" in (read_json_record(record) or {}):  # the record a pretraining run writes
+        raise UserError(
+            f"{option} {path}: a pretraining run of this library with no export yet ({MANIFEST} is written when a "
+            f"run ends); finish it with `electra pretrain --output {path} --resume` and its settings, then "
+            "fine-tune it."
+        )
+
+
+# What a checkpoint fine-tuned from --model shares with it: `--init-from`'s encoder is trained with --model's
+# tokenizer, length and size settings.
+INIT_FROM_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "max_position_embeddings")
+
+
+def check_init_from(model_dir: str | Path, init_from: str | Path | None) -> None:
+    """`init_from` must be a fine-tune of `model_dir` (both resolved), in one line before any work: another
+    model's encoder was trained with --model's tokenizer, an IndexError traceback when its vocabulary was smaller,
+    and otherwise ran with ids that mean other words, and with the settings recorded for --model's size."""
+    if init_from is None:
+        return
+    model, init = (AutoConfig.from_pretrained(str(d)) for d in (model_dir, init_from))
+    for name in INIT_FROM_SHAPE:
+        ours, theirs = getattr(model, name, None), getattr(init, name, None)
+        if ours != theirs:
+            raise UserError(
+                f"--init-from {init_from}: its {name} is {theirs} where --model {model_dir}'s is {ours}, so it "
+                "is not fine-tuned from that model (whose tokenizer and settings are used); give a checkpoint "
+                "fine-tuned from it, or that checkpoint's own base model as --model."
+            )
 
 
 def _needed_files(spec: TaskSpec, predict_test: bool) -> list[str]:
@@ -145,7 +211,10 @@ def _needed_files(spec: TaskSpec, predict_test: bool) -> list[str]:
 
 
 def check_files(specs: list[TaskSpec], data_dir: Path, predict_test: bool) -> None:
-    """Fail before any training if a needed file is missing (a long `--task all` run must not die at task 6)."""
+    """Fail before any training if a needed file is missing (a long `--task all` run must not die at task 6).
+    Where several tasks lack files (`--task all` on a partial download), the message names them all and the
+    list of those that are complete: it had named the first, so each fix met the next refusal."""
+    missing: dict[str, tuple[Path, str]] = {}  # task -> its first missing file, and that file's GLUE place
     for spec in specs:
         for relative in _needed_files(spec, predict_test):
             path = task_file(data_dir, spec, relative)
@@ -154,10 +223,20 @@ def check_files(specs: list[TaskSpec], data_dir: Path, predict_test: bool) -> No
                     f"{path} is a directory; task {spec.name} needs a TSV file there (GLUE layout: "
                     f"{spec.directory}/{relative})."
                 )
-            if not path.is_file():
-                raise UserError(
-                    f"{path}: file not found; task {spec.name} needs it (GLUE layout: {spec.directory}/{relative})."
-                )
+            if not path.is_file() and spec.name not in missing:
+                missing[spec.name] = (path, f"{spec.directory}/{relative}")
+    if not missing:
+        return
+    name, (path, place) = next(iter(missing.items()))
+    message = f"{path}: file not found; task {name} needs it (GLUE layout: {place})"
+    others = [task for task in missing if task != name]
+    complete = [spec.name for spec in specs if spec.name not in missing]
+    if others:
+        message += f"; {', '.join(others)} {'lack' if len(others) > 1 else 'lacks'} files too"
+    if complete:
+        # named without a flag: `electra glue` takes the list as --task, `electra compare` as --glue-tasks
+        message += f"; add the missing files, or run only the complete tasks: {','.join(complete)}"
+    raise UserError(message + ".")
 
 
 def check_task_rows(specs: list[TaskSpec], data_dir: Path, predict_test: bool, skip_malformed: bool) -> None:
@@ -181,6 +260,11 @@ def check_run_inputs(specs: list[TaskSpec], settings: FinetuneSettings, seeds: l
     a pair task at 1 or 2, left every sequence untruncated without a word."""
     if not seeds:
         raise UserError("--seeds must be at least 1.")
+    # A seed given twice (the Python API takes a list) is the same run twice: counted twice in the median, its
+    # result written over itself.
+    repeated = next((seed for index, seed in enumerate(seeds) if seed in seeds[:index]), None)
+    if repeated is not None:
+        raise UserError(f"seed {repeated} is given twice in seeds {seeds}; give each seed once.")
     outside = [seed for seed in seeds if not 0 <= seed < SEED_LIMIT]
     if outside:
         raise UserError(
@@ -567,6 +651,7 @@ def run_glue(
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     config = AutoConfig.from_pretrained(str(model_dir))
     require_tokenizer_fits(tokenizer, config.vocab_size, model_dir)
+    check_init_from(model_dir, init_from)
     settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
     check_run_inputs(specs, settings, seeds)  # a model with very few positions can fit the length below it
     size, size_lr, size_decay = size_defaults(config.hidden_size)

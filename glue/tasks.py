@@ -285,10 +285,13 @@ def read_examples(
     skip_hint = f" ({skip_flag} drops such rows)" if skip_flag else ""
     examples: list[Example] = []
     skipped: list[int] = []
+    id_lines: dict[str, int] = {}  # test id -> the line that gave it
+    rows = 0  # rows read so far (blank lines are none)
     for index, line in enumerate(lines[first_row:]):
         lineno = first_row + index + 1
         if not line.strip():
             continue
+        rows += 1
         fields = line.split("\t")
         while len(fields) > width and not fields[-1].strip():
             fields.pop()  # trailing empty fields (a tab at the end of the row) shift nothing
@@ -310,10 +313,11 @@ def read_examples(
         if labelled:
             label = _parse_label(fields[columns[spec.label_column]].strip(), spec, path, lineno)
             guid = f"{path.name}:{lineno}"
-        else:
-            guid = (
-                fields[columns[spec.test_id_column]].strip() if spec.test_id_column in columns else str(index)
-            )
+        elif spec.test_id_column in columns:
+            guid = fields[columns[spec.test_id_column]].strip()
+            _check_test_id(guid, id_lines, spec, path, lineno)
+        else:  # no id column: the row's place among the file's rows (0, 1, ...), blank lines not counted
+            guid = str(rows - 1)
         examples.append(
             Example(
                 guid=guid,
@@ -343,6 +347,22 @@ def _clip(text: str, limit: int = 40) -> str:
     """A header field as an error message quotes it: a file with no line breaks it knows of is one huge 'header'."""
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_test_id(guid: str, seen: dict[str, int], spec: TaskSpec, path: Path, lineno: int) -> None:
+    """A test row's id must be there and be its own: the GLUE server matches predictions to rows by it, and an
+    empty or repeated id had been written to the predictions TSV as it was."""
+    column = spec.test_id_column
+    if not guid:
+        raise UserError(
+            f"{path}:{lineno}: the '{column}' field is empty; give the row its id (the GLUE server needs it)."
+        )
+    if guid in seen:
+        raise UserError(
+            f"{path}:{lineno}: {column} '{_clip(guid)}' repeats line {seen[guid]}'s; each test row needs its own id "
+            "(the GLUE server matches predictions by it): fix one of the two."
+        )
+    seen[guid] = lineno
 
 
 def _parse_label(value: str, spec: TaskSpec, path: Path, lineno: int) -> str | float:

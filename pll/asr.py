@@ -85,7 +85,11 @@ def decode_nbest(
             hyps.append(Hypothesis(text=text, score=math.log(path.score)))
             if len(hyps) == nbest:
                 break
-        if not hyps and decoder.hyp() is not None:
-            hyps.append(Hypothesis(text=decoder.hyp().hypstr, score=0.0))
+        if not hyps:
+            # No usable path: its single best text, or, where it has none (silence, noise), the empty text, which
+            # every reader of the list (score, rescore) takes; an utterance without hypotheses is refused there.
+            best = decoder.hyp()
+            text = " ".join(best.hypstr.split()) if best is not None else ""
+            hyps.append(Hypothesis(text=text, score=0.0))
         utts.append(Utterance(id=wav.stem, ref=(refs or {}).get(wav.stem), hyps=hyps))
     return utts

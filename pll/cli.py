@@ -63,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rescore.add_argument(
         "--model",
         nargs="+",
+        action="extend",
         default=[],
         metavar="DIR",
         help="scoring model(s): the first gives feature 'pll' (and scores what --scores misses), "
@@ -83,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rescore.add_argument(
         "--scores",
         nargs="+",
+        action="extend",
         default=[],
         metavar="FILE",
         help="reuse PLLs `electra score` saved (a scored n-best JSON or its --output JSON lines) instead of "
@@ -92,7 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rescore.add_argument(
         "--dev", required=True, help="n-best JSON (mlm-scoring dict or list of {id, ref, hyps})"
     )
-    rescore.add_argument("--test", nargs="*", default=[], help="n-best JSON file(s) to rescore with dev's λ")
+    rescore.add_argument(
+        "--test", nargs="*", action="extend", default=[], help="n-best JSON file(s) to rescore with dev's λ"
+    )
     add_output_option(
         rescore,
         "output_dir",
@@ -136,7 +140,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ngram.add_argument("--corpus", required=True, help="text file, directory or archive (as pretrain reads)")
     ngram.add_argument(
-        "--nbest", nargs="+", required=True, metavar="FILE", help="n-best JSON lists to annotate"
+        "--nbest",
+        nargs="+",
+        action="extend",
+        required=True,
+        metavar="FILE",
+        help="n-best JSON lists to annotate",
     )
     ngram.add_argument("--order", type=int, default=4, help="n-gram order (default 4)")
     ngram.add_argument("--field", default="ngram", help="name of the field written on every hypothesis")
@@ -213,7 +222,18 @@ def run_score(args: argparse.Namespace) -> int:
         return _score_nbest(args, name, text)
     # Numbered as `sed -n Np` and editors number them: by "\n" alone (str.splitlines also breaks at U+2028, form
     # feeds and other separators, which would shift every later number).
-    numbered = [(n, s) for n, s in enumerate((line.strip() for line in text.split("\n")), start=1) if s]
+    lines = text.split("\n")
+    if lines[-1] == "":  # the last line's own newline starts no line
+        lines.pop()
+    # A carriage return inside a line (old Mac line breaks) joined every sentence of the file into one; those at
+    # its ends are Windows line breaks (CRLF, and CRCRLF from converting one twice), stripped with the spaces.
+    inner = next((n for n, line in enumerate(lines, start=1) if "\r" in line.strip()), None)
+    if inner is not None:
+        raise UserError(
+            f"{name}:{inner}: a carriage return inside the line (old Mac line breaks?); each sentence must end "
+            "with a line feed: convert the file, e.g. tr '\\r' '\\n' < IN > OUT."
+        )
+    numbered = [(n, s) for n, s in enumerate((line.strip() for line in lines), start=1) if s]
     if not numbered:
         raise UserError(f"{name}: no sentences (the input is empty).")
     if args.output:
@@ -225,7 +245,7 @@ def run_score(args: argparse.Namespace) -> int:
     else:
         results = scorer.score([s for _, s in numbered])
         records = [_record(number, res, scorer.identity) for (number, _), res in zip(numbered, results)]
-    skipped = numbered[-1][0] - len(numbered)
+    skipped = len(lines) - len(numbered)  # blank lines after the last sentence count too
     if skipped:
         where = "; --output records give each one's input 'line'" if args.output else ""
         print(
@@ -497,7 +517,7 @@ def _parse_lambdas(raw: str | None) -> tuple[float, ...]:
     was scored, and `nan` or `inf` was taken, writing NaN (not JSON) into report.json and every list."""
     from pll.rescore import DEFAULT_LAMBDAS
 
-    if not raw:
+    if raw is None:
         return DEFAULT_LAMBDAS
     try:
         lambdas = tuple(float(x) for x in raw.split(",") if x.strip())
@@ -550,7 +570,7 @@ def _is_finite_number(value: object) -> bool:
 def run_rescore(args: argparse.Namespace) -> int:
     from pll.fusion import LengthNorm, fuse, fused_score, split_table
     from pll.nbest import read_nbest, write_nbest
-    from pll.rescore import DEFAULT_LAMBDAS, choose_lambda, require_refs
+    from pll.rescore import DEFAULT_LAMBDAS, check_test_refs, choose_lambda, has_reference_words, require_refs
 
     require_counts(args, ("batch_size",))
     if not math.isfinite(args.ln) or args.ln < 0:
@@ -558,7 +578,7 @@ def run_rescore(args: argparse.Namespace) -> int:
             f"--ln {args.ln}: the length-normalisation exponent must be a finite number, 0 or more."
         )
     # Read before any scoring, which can take hours.
-    lambdas = _parse_lambdas(args.lambdas) if args.lambdas else None
+    lambdas = _parse_lambdas(args.lambdas) if args.lambdas is not None else None
     if args.model:
         _check_device(args.device)
     features = [f.strip() for f in args.features.split(",") if f.strip()]
@@ -573,6 +593,8 @@ def run_rescore(args: argparse.Namespace) -> int:
     dev, dev_fmt = read_nbest(args.dev)
     require_refs(dev, args.dev)
     tests = [(path, *read_nbest(path)) for path in args.test]
+    for path, utts, _ in tests:
+        check_test_refs(utts, path)
     _check_features(args, features, [(args.dev, dev), *((p, u) for p, u, _ in tests)])
     classic = features == ["score"] and (args.model or args.scores) and len(args.model) <= 1
     if lambdas is not None and not (classic and args.length == "none"):
@@ -589,7 +611,7 @@ def run_rescore(args: argparse.Namespace) -> int:
         features.append(args.length)
     ln = LengthNorm(args.ln, args.ln_type)
 
-    if args.lambdas:
+    if lambdas is not None:
         if features != ["score", "pll"]:
             raise UserError(CLASSIC_ONLY)
         lam, table = choose_lambda(dev, lambdas, args.ln, args.ln_type)
@@ -638,7 +660,7 @@ def run_rescore(args: argparse.Namespace) -> int:
     for name, path, utts, fmt, target in reports:
         write_nbest(target, utts, fmt, None, combine=lambda h: fused_score(h, weights, ln))
         entry = {"split": name, "file": str(path), "output": str(target), "utterances": len(utts)}
-        if all(u.ref is not None for u in utts):
+        if all(u.ref is not None for u in utts) and has_reference_words(utts):
             table = split_table(utts, weights, ln)
             entry["wer"] = table
             entry.update(  # the first report's names, kept for scripts that read them
@@ -646,7 +668,8 @@ def run_rescore(args: argparse.Namespace) -> int:
             )
             rows.append((name, Path(path).name, len(utts), table))
         else:
-            print(f"{name}: {Path(path).name}: no references, WER not computed")
+            why = "its references are all empty" if utts[0].ref is not None else "no references"
+            print(f"{name}: {Path(path).name}: {why}, WER not computed")
         summary["splits"].append(entry)
     _print_wer_table(rows)
     write_json_atomically(out_dir / "report.json", summary)
@@ -845,6 +868,15 @@ def run_ngram(args: argparse.Namespace) -> int:
         raise UserError(f"{args.corpus}: corpus does not exist.")
     out_dir = Path(args.output_dir)
     targets = [out_dir / Path(p).name for p in args.nbest]
+    # Lists are written under their own file name: two of one name (a/dev.json, b/dev.json) were both written to
+    # OUTPUT/dev.json, the first one lost.
+    clash = next((t for t in targets if targets.count(t) > 1), None)
+    if clash is not None:
+        inputs = [p for p, t in zip(args.nbest, targets) if t == clash]
+        raise UserError(
+            f"--nbest {' and '.join(inputs)} would both be written as {clash}; give each list once, and rename "
+            "one of two lists that share a file name (or annotate them in separate runs)."
+        )
     if any(t.resolve() == Path(p).resolve() for t, p in zip(targets, args.nbest)):
         raise UserError(f"--output {out_dir}: would overwrite the input lists; choose another directory.")
     refuse_to_replace(targets, args.overwrite)

@@ -59,12 +59,30 @@ def read_nbest(path: str | Path, text: str | None = None) -> tuple[list[Utteranc
     if text is None:
         text = read_utf8(path, "n-best file", "an n-best JSON file")
     try:
-        data = json.loads(text)
+        data = load_json(path, text)
     except json.JSONDecodeError as exc:
         raise UserError(
             f"{path}: not valid JSON ({exc}); expected an mlm-scoring dict or a list of utterances."
         ) from None
     return parse_nbest(path, data)
+
+
+def load_json(path: Path, text: str) -> Any:
+    """`text` parsed as JSON, a key that appears twice in one object refused in one line: Python's parser keeps
+    the last, so an mlm-scoring list with an utterance id (or a `hyp_3`) twice lost the first silently."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise UserError(
+                    f"{path}: key {key!r} appears twice in one JSON object (the second would silently replace "
+                    "the first); give every utterance id and hypothesis key once."
+                )
+            seen[key] = value
+        return seen
+
+    return json.loads(text.lstrip("\ufeff"), object_pairs_hook=unique)
 
 
 def read_utf8(path: Path, kind: str, expected: str) -> str:
@@ -122,7 +140,10 @@ def _read_mlm_scoring_entry(path: Path, uid: str, entry: Any) -> Utterance:
         raise UserError(f"{path}:{uid}: field {bad[0]!r} is not hyp_<number>.")
     hyps = [_read_hyp(path, f"{uid}/{k}", entry[k], key=k) for k in keys]
     if not hyps:
-        raise UserError(f"{path}:{uid}: empty hypothesis list (no hyp_N fields).")
+        raise UserError(
+            f"{path}:{uid}: empty hypothesis list (no hyp_N fields); give it at least one hypothesis (an empty "
+            "'text' where the recognizer heard nothing), or leave the utterance out."
+        )
     extra = {k: v for k, v in entry.items() if not k.startswith("hyp_") and k != "ref"}
     return Utterance(id=uid, ref=_read_ref(path, uid, entry.get("ref")), hyps=hyps, extra=extra)
 
@@ -135,7 +156,10 @@ def _read_list_entry(path: Path, index: int, entry: Any) -> Utterance:
     if not isinstance(hyps_raw, list):
         raise UserError(f"{path}:{uid}: 'hyps' must be a list of {{text, score}} objects.")
     if not hyps_raw:
-        raise UserError(f"{path}:{uid}: empty hypothesis list.")
+        raise UserError(
+            f"{path}:{uid}: empty hypothesis list; give it at least one hypothesis (an empty 'text' where the "
+            "recognizer heard nothing), or leave the utterance out."
+        )
     hyps = [_read_hyp(path, f"{uid}/hyps[{i}]", h) for i, h in enumerate(hyps_raw)]
     extra = {k: v for k, v in entry.items() if k not in OWN_UTT_FIELDS}
     return Utterance(id=uid, ref=_read_ref(path, uid, entry.get("ref")), hyps=hyps, extra=extra)

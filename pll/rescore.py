@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra.errors import UserError
-from pll.nbest import Utterance, combined_score, looks_like_nbest, parse_nbest, read_utf8
+from pll.nbest import Utterance, combined_score, load_json, looks_like_nbest, parse_nbest, read_utf8
 from pll.wer import edit_distance, normalize_words
 
 DEFAULT_LAMBDAS = tuple(round(0.05 * i, 2) for i in range(1, 21))  # 0.05, 0.10, ..., 1.00
@@ -115,7 +115,7 @@ def _one_scorer(path: Path, found: set[str | None]) -> str | None:
 def _scores_in(path: Path, text: str) -> list[tuple[str, TextScore, str | None]]:
     """(text, (PLL, pieces), scorer) of every score in a file; scorer None where the file does not say."""
     if looks_like_nbest(text):
-        utts, _ = parse_nbest(path, json.loads(text.lstrip("\ufeff")))
+        utts, _ = parse_nbest(path, load_json(path, text))
         found = [(h.text, (h.pll, h.pieces), h.scorer) for u in utts for h in u.hyps if h.pll is not None]
         if not found:
             raise UserError(
@@ -233,6 +233,28 @@ def require_refs(utts: list[Utterance], source: str) -> None:
             raise UserError(
                 f"{source}:{utt.id}: no 'ref'; WER (and tuning λ on dev) needs a reference per utterance."
             )
+    # WER is edits per reference word: with none, every setting scored 100% (or 0%) and the weights meant nothing.
+    if not has_reference_words(utts):
+        raise UserError(
+            f"{source}: every 'ref' is empty, so there are no reference words to tune the weights on; give the "
+            "dev list the transcripts of its utterances."
+        )
+
+
+def has_reference_words(utts: Sequence[Utterance]) -> bool:
+    """Whether the references hold a word: the WER's denominator is not zero."""
+    return any(normalize_words(u.ref or "") for u in utts)
+
+
+def check_test_refs(utts: list[Utterance], source: str) -> None:
+    """A test list has a reference for every utterance or for none (a blind test set): with some missing, its WER
+    was left out whole, said as "no references", after all the scoring."""
+    missing = [u.id for u in utts if u.ref is None]
+    if missing and len(missing) < len(utts):
+        raise UserError(
+            f"{source}:{missing[0]}: no 'ref', but {len(utts) - len(missing)} of its {len(utts)} utterances have "
+            "one; give every utterance its reference (an empty 'ref' where nothing was said), or none at all."
+        )
 
 
 def choose_lambda(

@@ -87,6 +87,13 @@ def _first_words(text: str, count: int) -> str:
     return text[:end]
 
 
+def _opening(text: str, words: int = 8, chars: int = 60) -> str:
+    """How a message names a sentence: its first `words` words, at most `chars` characters of them (a line with
+    no spaces, such as Chinese text, is one "word" of any length), and "..." where it goes on."""
+    head = _first_words(text, words)[:chars]
+    return head if head == text else head + " ..."
+
+
 class Scorer:
     """Shared tokenisation, batching and aggregation; subclasses supply `token_scores`."""
 
@@ -120,10 +127,12 @@ class Scorer:
                     [special[p] for p in keep],
                     [words[p] for p in keep],
                 )
+                # Named by its first words: `i` counts within this call's batch, which is not the user's line
+                # (blank lines, chunks of 1,024) nor a position in an n-best list (its distinct texts, sorted).
                 log.warning(
-                    "sentence %d has more pieces than the model takes; scored on its first %d",
-                    i,
+                    "a sentence has more pieces than the model takes; scored on its first %d: %r",
                     self.max_length - 2,
+                    _opening(sentences[i]),
                 )
             scored = [p for p in range(len(ids)) if not special[p]]
             word_of = [None if special[p] else words[p] for p in range(len(ids))]

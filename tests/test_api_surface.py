@@ -96,12 +96,18 @@ def test_read_export_of_a_path_that_does_not_exist_is_refused(tmp_path, run):
 
 def test_finetune_glue_never_replaces_results_unasked(tmp_path, run, glue_data):
     """Before: `electra.finetune_glue(..., output_dir=OUT)` wrote over a user's results.md and over an earlier run's
-    results without a word (the guard lived in `electra glue` only), and took no resume or overwrite argument."""
+    results without a word (the guard lived in `electra glue` only), and took no resume or overwrite argument. A
+    user's own file (no run.json beside it) is named as theirs: `overwrite=True`, which the refusal had suggested,
+    refuses it too."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.md").write_text("my notes")
-    with pytest.raises(UserError, match=r"results\.md already exists; pass overwrite=True"):
-        electra.finetune_glue(run, ["stsb"], glue_data, output_dir=out, **FAST)
+    for overwrite in (False, True):
+        with pytest.raises(
+            UserError,
+            match=r"holds results\.md, but no run\.json shows .* not replaced, even with overwrite=True",
+        ):
+            electra.finetune_glue(run, ["stsb"], glue_data, output_dir=out, overwrite=overwrite, **FAST)
     assert (out / "results.md").read_text() == "my notes"
 
     (out / "results.md").unlink()

@@ -132,6 +132,24 @@ def test_trainer_underscore_spellings_are_aliases():
     ]  # values are untouched
 
 
+def test_a_list_flag_given_twice_keeps_both_lists():
+    """Before: `rescore --test a.json --test b.json` rescored b.json alone (argparse's last list won), and so did a
+    second --model, --scores, ngram's --nbest and tlm retrieve's --corpus, without a word."""
+    parser = build_parser()
+    args = parser.parse_args(
+        ["rescore", "--dev", "d.json", "--test", "a.json", "--test", "b.json", "c.json", "--model", "m1",
+         "--model", "m2", "--scores", "s1", "--scores", "s2"]
+    )  # fmt: skip
+    assert (args.test, args.model, args.scores) == (["a.json", "b.json", "c.json"], ["m1", "m2"], ["s1", "s2"])
+    assert parser.parse_args(["rescore", "--dev", "d.json"]).test == []  # the default list is not shared
+    args = parser.parse_args(["ngram", "--corpus", "c", "--nbest", "a.json", "--nbest", "b.json", "--out", "o"])
+    assert args.nbest == ["a.json", "b.json"]
+    args = parser.parse_args(
+        ["tlm", "retrieve", "--corpus", "x", "--corpus", "y", "--task-train", "t.tsv", "--out", "o"]
+    )
+    assert args.corpus == ["x", "y"]
+
+
 @pytest.mark.parametrize(
     "argv, line",
     [

@@ -586,3 +586,135 @@ def test_an_output_holding_another_commands_run_is_refused(tmp_path, capsys):
         assert main([*argv, "--output", str(run), *flag]) == 2
         assert f"{run} holds another command's run" in _one_line(capsys)
         assert (run / "run.json").read_text() == record and (run / "checkpoints" / "step-00000010").is_dir()
+
+
+def test_a_run_folder_given_as_a_model_is_named_for_what_it_is(tmp_path, capsys, monkeypatch):
+    """Before: `--init-from` (or `--model`) naming a GLUE output, whose models are in checkpoints/TASK, was told
+    it must be "a Hugging Face checkpoint directory"; a pretraining run stopped before its export (its own
+    config.json, no export.json) was told to convert its weights to safetensors. Now each is named for what it
+    is, with the folder to give instead, before any work."""
+    import shutil
+
+    import glue.finetune as finetune_module
+    from electra.export import finetune_dir
+
+    run, data = _micro_glue(tmp_path)
+    capsys.readouterr()  # the export's progress bars
+    monkeypatch.setattr(finetune_module, "run_seed", lambda *a, **k: pytest.fail("trained"))
+    tuned = tmp_path / "tuned"  # what `glue --output tuned --save-best` leaves
+    (tuned / "checkpoints").mkdir(parents=True)
+    shutil.copytree(finetune_dir(run), tuned / "checkpoints" / "stsb")
+    (tuned / "run.json").write_text(json.dumps({"command": "glue", "model": str(finetune_dir(run))}))
+    base = ["glue", "--task", "stsb", "--data-dir", str(data), "--max-steps", "1"]
+    assert main([*base, "--model", str(run), "--init-from", str(tuned)]) == 2
+    assert (
+        f"--init-from {tuned} is an `electra glue` output, not a model; give one of the models its --save-best "
+        f"wrote: {tuned / 'checkpoints' / 'stsb'}." in _one_line(capsys)
+    )
+    shutil.rmtree(tuned / "checkpoints")
+    assert main([*base, "--model", str(tuned)]) == 2
+    assert (
+        f"--model {tuned} is an `electra glue` output, not a model; give a model its --save-best writes "
+        f"({tuned / 'checkpoints' / 'TASK'}; this run saved none)." in _one_line(capsys)
+    )
+
+    unfinished = tmp_path / "unfinished"  # a pretraining run before its export: run.json and its own config
+    unfinished.mkdir()
+    (unfinished / "config.json").write_text(json.dumps({"hidden_size": 32}))
+    (unfinished / "run.json").write_text(
+        '{"corpus": "/data/corpus.txt", "corpus_sample": "ab12", "world_size": 1}'
+    )
+    assert main([*base, "--model", str(unfinished)]) == 2
+    err = _one_line(capsys)
+    assert f"--model {unfinished}: a pretraining run of this library with no export yet" in err
+    assert f"finish it with `electra pretrain --output {unfinished} --resume`" in err
+    assert sorted(p.name for p in unfinished.iterdir()) == ["config.json", "run.json"]
+
+
+def test_init_from_a_model_of_another_shape_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """Before: `--init-from` a fine-tune of another model was trained with --model's tokenizer: an IndexError
+    traceback in the first forward where its vocabulary was smaller, and otherwise a run on ids that mean other
+    words, rc 0. Now its shape is compared with --model's, from the command line and from Python."""
+    import shutil
+
+    import glue.finetune as finetune_module
+    from electra.export import finetune_dir
+    from glue.finetune import check_init_from
+
+    run, data = _micro_glue(tmp_path)
+    capsys.readouterr()  # the export's progress bars
+    monkeypatch.setattr(finetune_module, "run_seed", lambda *a, **k: pytest.fail("trained"))
+    model = finetune_dir(run)
+    other = tmp_path / "other"
+    shutil.copytree(model, other)
+    config = json.loads((other / "config.json").read_text())
+    check_init_from(model, other)  # a checkpoint of the same shape passes
+    (other / "config.json").write_text(json.dumps({**config, "vocab_size": config["vocab_size"] + 7}))
+    out = tmp_path / "out"
+    argv = ["glue", "--model", str(run), "--init-from", str(other), "--task", "stsb", "--data-dir", str(data)]
+    assert main([*argv, "--max-steps", "1", "--output", str(out)]) == 2
+    err = _one_line(capsys)
+    assert (
+        f"--init-from {other}: its vocab_size is {config['vocab_size'] + 7} where --model {model}'s is "
+        f"{config['vocab_size']}, so it is not fine-tuned from that model" in err
+    )
+    assert not out.exists()
+    with pytest.raises(UserError, match=r"its vocab_size is \d+ where --model .*'s is \d+"):
+        run_glue(run, [get_task("stsb")], data, FinetuneSettings(max_steps=1), [1], init_from=other)
+    (other / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 3}))
+    with pytest.raises(UserError, match=r"its num_hidden_layers is 3 where --model .*'s is 1"):
+        check_init_from(model, other)
+
+
+def test_a_seed_given_twice_is_refused(tmp_path):
+    """Before: `electra.finetune_glue(..., seeds=[1, 2, 1])` ran seed 1 twice, counted it twice in the median,
+    and wrote its second result over the first."""
+    import electra
+    from glue.finetune import check_run_inputs
+
+    with pytest.raises(UserError, match=r"seed 1 is given twice in seeds \[1, 2, 1\]; give each seed once"):
+        check_run_inputs([get_task("stsb")], FinetuneSettings(), [1, 2, 1])
+    with pytest.raises(UserError, match=r"seed 3 is given twice"):
+        electra.finetune_glue(tmp_path / "m", "stsb", tmp_path, seeds=[3, 3], output_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_task_missing_files_is_named_at_once(tmp_path, capsys, monkeypatch):
+    """Before: `--task all` on a partial download named the first task with a missing file; each fix met the
+    next refusal. Now one line names them all and the tasks that are complete."""
+    import glue.finetune as finetune_module
+
+    run, data = _micro_glue(tmp_path)
+    capsys.readouterr()  # the export's progress bars
+    monkeypatch.setattr(finetune_module, "run_seed", lambda *a, **k: pytest.fail("trained"))
+    (data / "RTE").mkdir()
+    (data / "RTE" / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n")
+    argv = ["glue", "--model", str(run), "--data-dir", str(data), "--max-steps", "1"]
+    assert main([*argv, "--task", "rte,stsb,wnli,mrpc"]) == 2
+    assert (
+        f"{data / 'RTE' / 'dev.tsv'}: file not found; task rte needs it (GLUE layout: RTE/dev.tsv); wnli, mrpc "
+        "lack files too; add the missing files, or run only the complete tasks: stsb." in _one_line(capsys)
+    )
+    assert main([*argv, "--task", "stsb,wnli"]) == 2
+    assert "(GLUE layout: WNLI/train.tsv); add the missing files, or run only the complete tasks: stsb." in (
+        _one_line(capsys)
+    )
+    assert main([*argv, "--task", "wnli"]) == 2  # one task: the line it always was
+    assert _one_line(capsys).endswith(
+        f"{data / 'WNLI' / 'train.tsv'}: file not found; task wnli needs it (GLUE layout: WNLI/train.tsv)."
+    )
+
+
+def test_resume_into_a_users_folder_is_refused(tmp_path, capsys):
+    """Before: `--resume` into a folder of the user's holding a name GLUE writes (their own runs/, no run.json)
+    went on as a fresh run and wrote its seeds into it; without --resume it was told to pass --overwrite, which
+    then refused the same files."""
+    out = tmp_path / "mine"
+    (out / "runs").mkdir(parents=True)
+    (out / "runs" / "notes.txt").write_text("mine\n")
+    argv = ["glue", "--model", str(tmp_path / "m"), "--task", "stsb", "--data-dir", str(tmp_path)]
+    for flag in ([], ["--resume"], ["--overwrite"]):
+        assert main([*argv, "--output", str(out), *flag]) == 2
+        err = _one_line(capsys)
+        assert f"{out} holds runs, but no run.json shows that a run wrote them" in err, flag
+    assert sorted(p.name for p in out.rglob("*")) == ["notes.txt", "runs"]

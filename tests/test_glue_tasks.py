@@ -357,3 +357,26 @@ def test_a_comma_separated_file_is_named_as_such(tmp_path):
     path = _write(tmp_path / "SST-2/train.tsv", "sentence,label\ngood,1\n")
     with pytest.raises(UserError, match=r"the header has no tab, but GLUE files are tab-separated"):
         read_examples(path, get_task("sst2"), labelled=True)
+
+
+def test_a_test_row_needs_its_own_id(tmp_path):
+    """Before: a test row with an empty id, or the id of an earlier row, was written to the predictions TSV as it
+    was, and the GLUE server (which matches predictions to rows by it) scored the submission wrong. Now each is
+    one line naming the row; a file without an id column numbers its rows, blank lines not counted (they had
+    shifted every later id)."""
+    rte = _write(tmp_path / "RTE/test.tsv", "index\tsentence1\tsentence2\n0\ta\tb\n\tc\td\n")
+    with pytest.raises(UserError, match=r"RTE/test\.tsv:3: the 'index' field is empty; give the row its id"):
+        read_examples(rte, get_task("rte"), labelled=False)
+    _write(rte, "index\tsentence1\tsentence2\n0\ta\tb\n1\tc\td\n\n 0 \te\tf\n")
+    with pytest.raises(
+        UserError, match=r"RTE/test\.tsv:5: index '0' repeats line 2's; each test row needs its own id"
+    ):
+        read_examples(rte, get_task("rte"), labelled=False)
+    qqp = _write(tmp_path / "QQP/test.tsv", "id\tquestion1\tquestion2\n7\ta?\tb?\n7\tc?\td?\n")
+    with pytest.raises(UserError, match=r"QQP/test\.tsv:3: id '7' repeats line 2's"):
+        read_examples(qqp, get_task("qqp"), labelled=False)
+    _write(rte, "index\tsentence1\tsentence2\n0\ta\tb\n\n2\tc\td\n")  # ids need not be consecutive
+    assert [ex.guid for ex in read_examples(rte, get_task("rte"), labelled=False)] == ["0", "2"]
+    unnumbered = _write(tmp_path / "SST-2/test.tsv", "sentence\ngood\n\nbad\nfine\n")
+    examples = read_examples(unnumbered, get_task("sst2"), labelled=False)
+    assert [(ex.guid, ex.text_a) for ex in examples] == [("0", "good"), ("1", "bad"), ("2", "fine")]

@@ -135,6 +135,11 @@ CASES: list[Case] = [
         "file not found",
     ),
     (
+        "GLUE --model naming a GLUE output (its models are in checkpoints/TASK)",
+        lambda r: ["glue", "--model", str(_glue_output(r)), "--task", "sst2", "--data-dir", str(r)],
+        "is an `electra glue` output, not a model",
+    ),
+    (
         "GLUE --max-seq-length 2 on a sentence-pair task",
         lambda r: ["glue", "--model", "m", "--task", "stsb", "--max-seq-length", "2"],
         "leaves no room for text",
@@ -209,6 +214,22 @@ CASES: list[Case] = [
             str(_write(r, "dev.json", '[{"id": "u9", "ref": "a", "hyps": []}]')),
         ],
         "empty hypothesis list",
+    ),
+    (
+        "n-best list with an utterance id given twice",
+        lambda r: [
+            "rescore",
+            "--model",
+            str(r),
+            "--dev",
+            str(_write(r, "dev.json", '{"u1": {"hyp_1": {"text": "a", "score": 0}}, "u1": {}}')),
+        ],
+        "key 'u1' appears twice in one JSON object",
+    ),
+    (
+        "score input with old Mac line breaks (carriage returns alone)",
+        lambda r: ["score", "--model", str(r), "--input", str(_write(r, "mac.txt", b"the cat\ra dog\r"))],
+        "a carriage return inside the line",
     ),
     (
         "score input that does not exist",
@@ -367,6 +388,15 @@ def _pickled(root: Path) -> Path:
         json.dumps({"model_type": "electra", "architectures": ["ElectraModel"]})
     )
     torch.save({"w": torch.zeros(1)}, directory / "pytorch_model.bin")
+    return directory
+
+
+def _glue_output(root: Path) -> Path:
+    """What `electra glue --output tuned --save-best` leaves: its run.json, and the model it saved."""
+    directory = root / "tuned"
+    (directory / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (directory / "run.json").write_text(json.dumps({"command": "glue", "model": "m"}))
+    shutil.copytree(_pickled(root), directory / "checkpoints" / "sst2", dirs_exist_ok=True)
     return directory
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import sys
+import types
+import wave
 from collections.abc import Callable
 from pathlib import Path
 
@@ -147,6 +150,30 @@ def test_blank_lines_keep_each_score_tied_to_its_input_line(mlm_dir, tmp_path, c
     assert main(argv) == 0
 
 
+def test_blank_lines_at_the_end_are_counted_and_lone_carriage_returns_refused(mlm_dir, tmp_path, capsys):
+    """Blank lines after the last sentence were not counted ("1 blank line(s)" for 3); a file broken by carriage
+    returns alone (old Mac) was scored as one sentence holding all of its lines. Windows line breaks, and CR CR LF
+    from converting them twice, are read as before."""
+    text = tmp_path / "in.txt"
+    text.write_bytes(b"the cat sat\r\n\r\na dog ran\n\n\n")
+    assert main(["score", "--model", str(mlm_dir), "--input", str(text)]) == 0
+    captured = capsys.readouterr()
+    assert f"{text}: 3 blank line(s) skipped" in captured.err
+    assert [line.split("\t")[1] for line in captured.out.splitlines()] == ["the cat sat", "a dog ran"]
+    text.write_bytes(b"the cat sat\r\r\na dog ran\r\r\n")
+    assert main(["score", "--model", str(mlm_dir), "--input", str(text)]) == 0
+    captured = capsys.readouterr()
+    assert "blank line" not in captured.err
+    assert [line.split("\t")[1] for line in captured.out.splitlines()] == ["the cat sat", "a dog ran"]
+    text.write_bytes(b"the cat sat\na dog ran\rthe cat sat\r")
+    assert (
+        main(["score", "--model", str(mlm_dir), "--input", str(text), "--output", str(tmp_path / "s")]) == 2
+    )
+    err = _one_line(capsys.readouterr().err)
+    assert f"{text}:2: a carriage return inside the line (old Mac line breaks?)" in err and "tr '\\r'" in err
+    assert "scoring with" not in err and not (tmp_path / "s").exists()
+
+
 def test_text_encodings_are_read_or_named(mlm_dir, tmp_path, monkeypatch, capsys):
     """UTF-16 with its mark (PowerShell's `>`) is read, as corpora are; UTF-16 without it (valid UTF-8, full of NUL
     bytes) was scored as garbage sentences; a UTF-8 mark passed `score` but failed `rescore`'s JSON parsing."""
@@ -192,6 +219,7 @@ def test_text_encodings_are_read_or_named(mlm_dir, tmp_path, monkeypatch, capsys
     [
         (["--lambdas", "0.1,abc"], "--lambdas '0.1,abc': give comma-separated numbers"),
         (["--lambdas", "nan,inf"], "--lambdas 'nan,inf': every λ must be a finite number"),
+        (["--lambdas", ""], "no λ values to try; pass at least one to --lambdas"),  # an unset shell variable
         (["--lambdas", "0.1", "--length", "words"], "--lambdas is the classic score + λ·PLL recipe"),
         (["--ln", "nan"], "--ln nan: the length-normalisation exponent must be a finite number"),
         (["--features", "score,pll"], "--features: 'pll' is named twice (--model/--scores add it)"),
@@ -201,8 +229,9 @@ def test_text_encodings_are_read_or_named(mlm_dir, tmp_path, monkeypatch, capsys
 )
 def test_bad_rescore_options_are_refused_before_any_scoring(mlm_dir, tmp_path, capsys, extra, message):
     """These were read after every hypothesis was scored (a typo in --lambdas cost the whole scoring run), or not
-    checked at all: `nan,inf` wrote NaN (not JSON) into report.json and every list, a named `pll` collapsed with
-    --model's into one weight, and a bad --device was a torch traceback."""
+    checked at all: `nan,inf` wrote NaN (not JSON) into report.json and every list, `--lambdas ""` ran the weight
+    search instead, a named `pll` collapsed with --model's into one weight, and a bad --device was a torch
+    traceback."""
     dev = tmp_path / "dev.json"
     _write_list(dev, DEV)
     out = tmp_path / "out"
@@ -210,6 +239,44 @@ def test_bad_rescore_options_are_refused_before_any_scoring(mlm_dir, tmp_path, c
     err = _one_line(capsys.readouterr().err)
     assert err.startswith("electra rescore: error: ") and message in err
     assert "scoring with" not in err and not out.exists()
+
+
+def test_references_missing_for_some_or_empty_for_all_are_named_before_scoring(mlm_dir, tmp_path, capsys):
+    """A test list with a 'ref' on some utterances only had its WER dropped whole, said as "no references", after
+    all the scoring; a dev list whose references are all "" tuned the weights on WERs of 100% or 0% (edits over
+    no words); a test list of empty references reported such WERs (said now for what it is)."""
+    dev, test = tmp_path / "dev.json", tmp_path / "test.json"
+    _write_list(dev, DEV)
+    data = [{"id": "t1", "ref": "a dog sat", "hyps": [{"text": "a dog", "score": -1}]}]
+    data.append({"id": "t2", "hyps": [{"text": "the cat", "score": -1}]})
+    test.write_text(json.dumps(data))
+    argv = ["rescore", "--model", str(mlm_dir), "--dev", str(dev)]
+    assert main([*argv, "--test", str(test), "--output", str(tmp_path / "a")]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert (
+        f"{test}:t2: no 'ref', but 1 of its 2 utterances have one; give every utterance its reference" in err
+    )
+    assert "scoring with" not in err and not (tmp_path / "a").exists()
+
+    empty = tmp_path / "empty.json"
+    _write_list(empty, [(u, "", hyps) for u, _, hyps in DEV])
+    assert (
+        main(["rescore", "--model", str(mlm_dir), "--dev", str(empty), "--output", str(tmp_path / "b")]) == 2
+    )
+    err = _one_line(capsys.readouterr().err)
+    assert f"{empty}: every 'ref' is empty, so there are no reference words to tune the weights on" in err
+    assert "scoring with" not in err and not (tmp_path / "b").exists()
+
+    fields = ["rescore", "--features", "score", "--length", "words", "--dev", str(dev)]
+    blind = tmp_path / "blind.json"  # a blind test set: no 'ref' at all, as before
+    blind.write_text(json.dumps([{k: v for k, v in u.items() if k != "ref"} for u in data]))
+    out = tmp_path / "c"
+    assert main([*fields, "--test", str(empty), str(blind), "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "test: empty.json: its references are all empty, WER not computed" in printed
+    assert "test: blind.json: no references, WER not computed" in printed
+    report = json.loads((out / "report.json").read_text())
+    assert ["wer" in split for split in report["splits"]] == [True, False, False]
 
 
 def test_score_refuses_a_bad_device_in_one_line(mlm_dir, tmp_path, capsys):
@@ -324,6 +391,88 @@ def test_ngram_on_a_corpus_without_words_is_one_line(tmp_path, capsys, content):
         main(["ngram", "--corpus", str(corpus), "--nbest", str(nbest), "--output", str(tmp_path / "o")]) == 2
     )
     assert f"{corpus}: holds no words to count" in _one_line(capsys.readouterr().err)
+
+
+def test_ngram_refuses_two_lists_of_one_file_name(tmp_path, capsys):
+    """a/dev.json and b/dev.json were both written to OUTPUT/dev.json, the first list lost; so was a list given
+    twice."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat. a dog ran.\n")
+    first, second = tmp_path / "a" / "dev.json", tmp_path / "b" / "dev.json"
+    _write_list(first, DEV)
+    _write_list(second, TEST)
+    out = tmp_path / "out"
+    argv = ["ngram", "--corpus", str(corpus), "--order", "2", "--output", str(out)]
+    for lists in ([first, second], [first, first]):
+        assert main([*argv, "--nbest", *map(str, lists)]) == 2
+        err = _one_line(capsys.readouterr().err)
+        assert f"--nbest {lists[0]} and {lists[1]} would both be written as {out / 'dev.json'}" in err
+        assert not out.exists()
+    assert main([*argv, "--nbest", str(first)]) == 0
+    assert [u.id for u in read_nbest(out / "dev.json")[0]] == ["d1", "d2"]
+
+
+def test_a_truncated_sentence_is_named_by_its_words_not_its_batch_index(mlm_dir, caplog):
+    """The warning said "sentence 1" for the third input line (its index in the batch, blank lines and chunks
+    aside), and for an n-best list the index of a sorted distinct text. A line without spaces is one "word", and
+    only its first characters are quoted."""
+    from pll.scoring import load_scorer
+
+    scorer = load_scorer(mlm_dir, "auto", "cpu", 8)
+    long = " ".join(["a dog ran"] * 20)
+    glued = "the." * 40  # 80 pieces, no space
+    with caplog.at_level(logging.WARNING, logger="pll.scoring"):
+        results = scorer.score(["the cat sat", long, glued])
+    assert [r.truncated for r in results] == [False, True, True]
+    messages = [r.getMessage() for r in caplog.records if r.name == "pll.scoring"]
+    assert len(messages) == 2 and not any("sentence 1" in m for m in messages)
+    assert messages[0].endswith(": 'a dog ran a dog ran a dog ...'")
+    assert messages[1].endswith(f": {glued[:60] + ' ...'!r}")
+
+
+def test_nbest_writes_a_list_it_can_read_back_for_a_clip_without_hypotheses(tmp_path, monkeypatch):
+    """A clip the decoder found no path in (silence) was written with "hyps": [], which `score` and `rescore` then
+    refused as an empty hypothesis list: `electra nbest`'s own output could not be read back. Now it gets the
+    empty text; the recognizer's single best text, where it has one, is spaced as the n-best texts are."""
+    answers = {"loud": types.SimpleNamespace(hypstr=" the  cat "), "quiet": None}
+    decoded: list[str] = []
+
+    class Decoder:  # pocketsphinx's, with no n-best path for any clip
+        def __init__(self, **kwargs):
+            pass
+
+        def start_utt(self):
+            pass
+
+        def process_raw(self, data, full_utt=False):
+            decoded.append("loud" if data.strip(b"\0") else "quiet")
+
+        def end_utt(self):
+            pass
+
+        def nbest(self):
+            return iter(())
+
+        def hyp(self):
+            return answers[decoded[-1]]
+
+    monkeypatch.setitem(sys.modules, "pocketsphinx", types.SimpleNamespace(Decoder=Decoder))
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    for stem, frame in (("loud", b"\1\0"), ("quiet", b"\0\0")):
+        with wave.open(str(audio / f"{stem}.wav"), "wb") as clip:
+            clip.setnchannels(1)
+            clip.setsampwidth(2)
+            clip.setframerate(16000)
+            clip.writeframes(frame * 1600)
+    (audio / "transcription").write_text("<s> the cat </s> (loud)\n<s> </s> (quiet)\n")
+    out = tmp_path / "nbest.json"
+    assert main(["nbest", "--audio", str(audio), "--output", str(out)]) == 0
+    utts, _ = read_nbest(out)
+    assert [(u.id, u.ref, [h.text for h in u.hyps]) for u in utts] == [
+        ("loud", "the cat", ["the cat"]),
+        ("quiet", "", [""]),
+    ]
 
 
 def test_nbest_references_that_match_no_audio_file_are_refused_before_decoding(tmp_path, monkeypatch, capsys):

@@ -52,8 +52,21 @@ def test_reads_the_mlm_scoring_sample(shared_data):
     "content, message",
     [
         ("{not json", "not valid JSON"),
-        ('{"u1": {"ref": "a b"}}', "u1: empty hypothesis list"),
-        ('[{"id": "u2", "ref": "a", "hyps": []}]', "u2: empty hypothesis list"),
+        ('{"u1": {"ref": "a b"}}', "u1: empty hypothesis list .*give it at least one hypothesis"),
+        (
+            '[{"id": "u2", "ref": "a", "hyps": []}]',
+            "u2: empty hypothesis list; give it at least one hypothesis",
+        ),
+        # Python's parser keeps the last of two equal keys: the first utterance (or hypothesis) was lost silently
+        (
+            '{"u6": {"hyp_1": {"score": -1, "text": "a"}}, "u6": {"hyp_1": {"score": -2, "text": "b"}}}',
+            "bad.json: key 'u6' appears twice in one JSON object",
+        ),
+        (
+            '{"u7": {"hyp_1": {"score": -1, "text": "a"}, "hyp_1": {"score": -2, "text": "b"}, "ref": "a"}}',
+            "key 'hyp_1' appears twice in one JSON object",
+        ),
+        ('[{"id": "u8", "id": "u9", "hyps": [{"text": "a", "score": 0}]}]', "key 'id' appears twice"),
         (
             '[{"id": "u3", "ref": "a", "hyps": [{"text": "a"}]}]',
             r"u3/hyps\[0\]: missing or non-numeric 'score'",
@@ -197,6 +210,12 @@ def test_saved_scores_read_both_files_score_writes_and_refuse_mixed_models(tmp_p
     bad.write_text("the cat sat\n")
     with pytest.raises(UserError, match=r"bad.jsonl:1: not a JSON line"):
         saved_scores([bad])
+    twice = (
+        tmp_path / "twice.json"
+    )  # a scored list read by `rescore --scores`: its keys are checked there too
+    twice.write_text(scored.read_text().replace('"pll": -4.0', '"pll": -4.0, "pll": -1.0'))
+    with pytest.raises(UserError, match=r"twice.json: key 'pll' appears twice in one JSON object"):
+        saved_scores([twice])
 
 
 def _scores_file(path: Path, pairs, scorer=None) -> Path:

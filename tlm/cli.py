@@ -81,6 +81,7 @@ def register(subparsers) -> None:
         "--corpus",
         required=True,
         nargs="+",
+        action="extend",
         help="general corpus: text files, folders, .jsonl files or saved datasets (several are indexed together)",
     )
     retrieve.add_argument(
