@@ -140,9 +140,15 @@ def test_a_list_flag_given_twice_keeps_both_lists():
         ["rescore", "--dev", "d.json", "--test", "a.json", "--test", "b.json", "c.json", "--model", "m1",
          "--model", "m2", "--scores", "s1", "--scores", "s2"]
     )  # fmt: skip
-    assert (args.test, args.model, args.scores) == (["a.json", "b.json", "c.json"], ["m1", "m2"], ["s1", "s2"])
+    assert (args.test, args.model, args.scores) == (
+        ["a.json", "b.json", "c.json"],
+        ["m1", "m2"],
+        ["s1", "s2"],
+    )
     assert parser.parse_args(["rescore", "--dev", "d.json"]).test == []  # the default list is not shared
-    args = parser.parse_args(["ngram", "--corpus", "c", "--nbest", "a.json", "--nbest", "b.json", "--out", "o"])
+    args = parser.parse_args(
+        ["ngram", "--corpus", "c", "--nbest", "a.json", "--nbest", "b.json", "--out", "o"]
+    )
     assert args.nbest == ["a.json", "b.json"]
     args = parser.parse_args(
         ["tlm", "retrieve", "--corpus", "x", "--corpus", "y", "--task-train", "t.tsv", "--out", "o"]
