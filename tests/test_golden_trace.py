@@ -1,11 +1,13 @@
 """Behaviour is preserved: a fixed-seed `tiny` run still computes what the recorded trace says (tests/golden_trace.py).
 
-On the machine that recorded it the numbers are bitwise equal; on another CPU the matrix kernels may sum in another
-order, so losses are compared to 1e-4 and the discrete metrics (accuracies, fractions) to one token in a thousand.
-Another torch release changes kernels too, and over 20 steps of training the difference compounds: with torch 2.6
-against a trace recorded on 2.13, gradient norms moved by up to 1.2e-3 (relative), losses by 2.3e-4 and the AUC by
-7.8e-4 (inside its tolerance), so under a release other than the trace's the continuous values are compared to
-3e-3. That is still under what a changed objective, mask or schedule moves, and CI runs the trace's own release.
+On the machine that recorded it the numbers are bitwise equal; on another CPU of the same kind the matrix kernels
+may sum in another order, so losses are compared to 1e-4 and the discrete metrics (accuracies, fractions) to one
+token in a thousand. Another torch release changes kernels too, and over 20 steps of training the difference
+compounds: with torch 2.6 against a trace recorded on 2.13, gradient norms moved by up to 1.2e-3 (relative), losses
+by 2.3e-4 and the AUC by 7.8e-4 (inside its tolerance), so under a release other than the trace's the continuous
+values are compared to 3e-3. So are they on a CPU of another kind (the trace records ATen's CPU capability, AVX2 or
+AVX512: MKL and ATen choose their kernels by it): on an AVX-512 Xeon a trace recorded on an AVX2 EPYC moved a
+gradient norm by 5e-4 at step 15. That is still under what a changed objective, mask or schedule moves.
 A trace recorded on a different Python (whose standard library docs are the embedded corpus) is skipped.
 """
 
@@ -32,6 +34,13 @@ def _close(name: str, recorded: float, now: float, relative: float = 1e-4) -> bo
     return abs(now - recorded) <= 1e-3 + 1e-3 * abs(recorded)
 
 
+def _same_kernels(recorded: dict) -> bool:
+    """Whether this run's kernels are the recording's: the same torch release on a CPU of the same kind (a trace
+    from before the kind was recorded came from an AVX2 host)."""
+    same_release = recorded["torch"] == golden_trace.torch_release()
+    return same_release and recorded.get("cpu", "AVX2") == golden_trace.cpu_kind()
+
+
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("golden")
@@ -45,7 +54,7 @@ def trace(tmp_path_factory) -> dict:
 @pytest.mark.slow
 def test_every_objective_trains_as_recorded(trace):
     now, recorded = trace["now"]["steps"], trace["recorded"]["steps"]
-    relative = 1e-4 if trace["recorded"]["torch"] == golden_trace.torch_release() else 3e-3
+    relative = 1e-4 if _same_kernels(trace["recorded"]) else 3e-3
     assert set(now) == set(recorded) == set(golden_trace.OBJECTIVES)
     bitwise = True
     for objective, rows in recorded.items():
@@ -70,4 +79,5 @@ def test_glue_fine_tune_scores_as_recorded(trace):
 def test_every_scoring_method_scores_as_recorded(trace):
     assert set(trace["now"]["pll"]) == set(trace["recorded"]["pll"])
     for key, values in trace["recorded"]["pll"].items():
-        assert trace["now"]["pll"][key] == pytest.approx(values, rel=1e-4), key
+        relative = 1e-4 if _same_kernels(trace["recorded"]) else 3e-3
+        assert trace["now"]["pll"][key] == pytest.approx(values, rel=relative), key
