@@ -11,11 +11,13 @@ between processes on one host; the page faults per step are printed beside the t
     python bench/fused_head.py --size small --vocab-size 30522 --rounds 5
     python bench/fused_head.py --objective electric --vocab-size 30522
     python bench/fused_head.py --objective electra --size small --vocab-size 30522
+    python bench/fused_head.py --objective electra --size small --vocab-size 30522 --dtype bf16   # CPU autocast
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import statistics
@@ -45,8 +47,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=8, help="turns of each head (the first is warm-up)")
     parser.add_argument("--steps", type=int, default=2, help="training steps per turn")
+    parser.add_argument(
+        "--dtype", choices=("fp32", "bf16"), default="fp32", help="bf16: the steps run under CPU autocast"
+    )
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    autocast = (
+        torch.autocast("cpu", dtype=torch.bfloat16) if args.dtype == "bf16" else contextlib.nullcontext()
+    )
     torch.manual_seed(0)
     overrides = {"objective": args.objective, "vocab_size": args.vocab_size, "max_seq_length": args.seq_len}
     model = PretrainingModel(build_config(args.size, overrides=overrides), SPECIAL).train()
@@ -69,7 +77,9 @@ def main(argv: list[str] | None = None) -> dict:
                 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 start = time.perf_counter()
                 for _ in range(args.steps):
-                    model(**batch).loss.backward()
+                    with autocast:
+                        loss = model(**batch).loss
+                    loss.backward()
                     optimizer.step()
                     optimizer.zero_grad(set_to_none=True)
                 seconds[name].append((time.perf_counter() - start) / args.steps)
@@ -82,12 +92,14 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "objective": args.objective,
         "size": args.size,
+        "dtype": args.dtype,
         "vocab_size": args.vocab_size,
         "tokens_per_step": tokens,
         "heads": {},
     }
     print(
-        f"{args.objective} step, size={args.size} vocab={args.vocab_size} batch={args.batch_size}x{args.seq_len}"
+        f"{args.objective} step, size={args.size} vocab={args.vocab_size} batch={args.batch_size}x{args.seq_len} "
+        f"{args.dtype}"
     )
     print(f"{'head':<8} {'tok/s min':>10} {'median':>10} {'max':>10} {'faults/step':>12}")
     for name in heads:

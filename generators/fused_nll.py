@@ -21,8 +21,11 @@ down columns. Only the cumulative sum for the draw is slow that way round; `_inv
 vocabulary instead. ELECTRA-Small's head went from 180 to 144 ms per step (forward and backward, one process,
 taking turns).
 
-Used on the CPU in eager fp32 (`applies`); compiled code, autocast and other devices keep the plain formula, which
-their compilers and kernels already fuse.
+Used on the CPU in eager fp32 and under CPU autocast to bf16 (`applies`); compiled code and other devices keep the
+plain formula, which their compilers and kernels already fuse. Under bf16 autocast the plain head took a fifth of
+an ELECTRA-Small step on a CPU with AMX (its argmax, log-softmax, entropy and their backward over [608, 30,522] in
+fp32, the bf16 logits converted whole): the fused pass runs the three products in bf16, as autocast would, and
+everything between them in fp32 on one chunk at a time (`_Products`).
 """
 
 from __future__ import annotations
@@ -52,20 +55,80 @@ def plain_head() -> Iterator[None]:
 
 
 def applies(contexts: torch.Tensor) -> bool:
-    """True where the fused head is the faster one: eager fp32 on a CPU."""
-    return (
-        not _plain_only
-        and contexts.device.type == "cpu"
-        and contexts.dtype == torch.float32
-        and not torch.is_autocast_enabled("cpu")
-        and not torch.compiler.is_compiling()
-    )
+    """True where the fused head is the faster one: on a CPU, eager fp32 or eager bf16 autocast."""
+    return product_dtype(contexts) is not None
+
+
+def product_dtype(contexts: torch.Tensor) -> torch.dtype | None:
+    """The precision the head's products run in where the fused head applies (None where it does not): fp32 in
+    eager fp32 on a CPU, bf16 under CPU autocast to bf16, which would run the plain head's linear layer in bf16."""
+    if _plain_only or contexts.device.type != "cpu" or torch.compiler.is_compiling():
+        return None
+    if torch.is_autocast_enabled("cpu"):
+        autocast_bf16 = torch.get_autocast_dtype("cpu") == torch.bfloat16
+        return torch.bfloat16 if autocast_bf16 and contexts.dtype in _AUTOCAST_INPUTS else None
+    return torch.float32 if contexts.dtype == torch.float32 else None
+
+
+_AUTOCAST_INPUTS = (torch.float32, torch.bfloat16)  # what a head's input can be under bf16 autocast
+
+
+class _Products:
+    """The head's three products in `dtype`, on fp32 logits and gradients: the plain formula's arithmetic under
+    autocast (bf16 operands, the softmax in fp32) without its [N, V] tensors. In fp32 each product writes
+    straight into its fp32 buffer; in bf16 the operands are cast once per call (the weight is 7.8 MB at Small,
+    as autocast casts it once per forward) and each chunk passes through a reused bf16 buffer."""
+
+    def __init__(self, contexts: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, dtype: torch.dtype):
+        self.low = dtype != torch.float32
+        self.contexts, self.weight, self.bias = (t.to(dtype) for t in (contexts, weight, bias))
+        self.buffer: torch.Tensor | None = None
+
+    def logits(self, begin: int, end: int, out: torch.Tensor) -> torch.Tensor:
+        """[V, rows] logits W·xᵀ + b of rows begin:end, written into the fp32 `out`."""
+        x = self.contexts[begin:end]
+        if not self.low:
+            return torch.addmm(self.bias[:, None], self.weight, x.t(), out=out)
+        low = self._scratch(out.shape)
+        torch.addmm(self.bias[:, None], self.weight, x.t(), out=low)
+        return out.copy_(low)
+
+    def add_gradients(
+        self,
+        gradient: torch.Tensor,
+        begin: int,
+        end: int,
+        grad_contexts: torch.Tensor | None,
+        grad_weight: torch.Tensor | None,
+    ) -> None:
+        """From the fp32 [V, rows] gradient of the logits of rows begin:end: gradientᵀ·W into those rows of
+        `grad_contexts`, and gradient·x added to the fp32 `grad_weight` (either may be None)."""
+        x = self.contexts[begin:end]
+        if self.low:  # one conversion for both products; the logits have left the bf16 buffer by now
+            gradient = self._scratch(gradient.shape).copy_(gradient)
+        if grad_contexts is not None:
+            if grad_contexts.dtype == gradient.dtype:
+                torch.mm(gradient.t(), self.weight, out=grad_contexts[begin:end])
+            else:
+                grad_contexts[begin:end] = torch.mm(gradient.t(), self.weight)
+        if grad_weight is not None:
+            if self.low:
+                grad_weight += torch.mm(gradient, x)
+            else:
+                grad_weight.addmm_(gradient, x)
+
+    def _scratch(self, shape: torch.Size) -> torch.Tensor:
+        size = shape[0] * shape[1]
+        if self.buffer is None or self.buffer.numel() < size:
+            self.buffer = self.contexts.new_empty(size)
+        return self.buffer[:size].view(shape)
 
 
 class _FusedNLL(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, contexts, weight, bias, targets, row_weights, draw, rows: int):  # type: ignore[override]
+    def forward(ctx, contexts, weight, bias, targets, row_weights, draw, rows: int, dtype):  # type: ignore[override]
         count, vocab = contexts.shape[0], weight.shape[0]
+        products = _Products(contexts, weight, bias, dtype)
         need_contexts, need_weight, need_bias = ctx.needs_input_grad[:3]
         need_any = need_contexts or need_weight or need_bias
         sampling = draw is not None
@@ -75,19 +138,19 @@ class _FusedNLL(torch.autograd.Function):
         samples = torch.empty(count if sampling else 0, dtype=torch.long, device=contexts.device)
         entropy = torch.empty(count if sampling else 0, dtype=torch.float32, device=contexts.device)
         grad_contexts = torch.empty_like(contexts) if need_contexts else None
-        grad_weight = torch.zeros_like(weight) if need_weight else None
-        grad_bias = torch.zeros_like(bias) if need_bias else None
+        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if need_weight else None
+        grad_bias = torch.zeros_like(bias, dtype=torch.float32) if need_bias else None
         height = max(1, min(rows, count))
-        buffer = contexts.new_empty(vocab * height)
-        spare = contexts.new_empty(vocab * height) if sampling else None
+        buffer = contexts.new_empty(vocab * height, dtype=torch.float32)
+        spare = contexts.new_empty(vocab * height, dtype=torch.float32) if sampling else None
         for begin in range(0, count, height):
             end = min(count, begin + height)
-            x, t, w = contexts[begin:end], targets[begin:end], row_weights[begin:end]
+            t, w = targets[begin:end], row_weights[begin:end]
             n = end - begin
             columns = torch.arange(n, device=contexts.device)
             # [V, n], one column per row: W·xᵀ runs ~1.6× faster than x·Wᵀ at these shapes (K = hidden size is
             # small and the vocabulary long), and every reduction below is over the vocabulary, dim 0.
-            logits = torch.addmm(bias[:, None], weight, x.t(), out=buffer[: vocab * n].view(vocab, n))
+            logits = products.logits(begin, end, buffer[: vocab * n].view(vocab, n))
             top = logits.amax(dim=0)
             target_logit = logits[t, columns]
             hits[begin:end] = target_logit >= top  # the target's logit is the largest (a tie counts)
@@ -108,20 +171,21 @@ class _FusedNLL(torch.autograd.Function):
                 continue
             gradient = exps.mul_(w / total)  # w · softmax, [V, n]
             gradient.index_put_((t, columns), -w, accumulate=True)  # minus w at the target
-            if need_contexts:
-                torch.mm(gradient.t(), weight, out=grad_contexts[begin:end])
-            if need_weight:
-                grad_weight.addmm_(gradient, x)
+            products.add_gradients(gradient, begin, end, grad_contexts, grad_weight)
             if need_bias:
                 grad_bias += gradient.sum(dim=1)
+        if need_weight:
+            grad_weight = grad_weight.to(weight.dtype)
+        if need_bias:
+            grad_bias = grad_bias.to(bias.dtype)
         ctx.save_for_backward(grad_contexts, grad_weight, grad_bias)
         ctx.mark_non_differentiable(hits, token_log_q, samples, entropy)
         return loss, hits, token_log_q, samples, entropy
 
     @staticmethod
     def backward(ctx, grad_loss, *_grad_of_the_rest):  # type: ignore[override]
-        grads = [None if g is None else g * grad_loss for g in ctx.saved_tensors]
-        return (*grads, None, None, None, None)
+        grads = [None if g is None else g * grad_loss.to(g.dtype) for g in ctx.saved_tensors]
+        return (*grads, None, None, None, None, None)
 
 
 SAMPLING_BLOCK = 256  # vocabulary entries per block of the two-level search in `_inverse_cdf`
@@ -164,7 +228,7 @@ def fused_nll(
     most likely token is its target, log q_i(targets[i]) of every row); the loss is differentiable in contexts,
     weight and bias; computed `rows` rows at a time."""
     loss, hits, token_log_q, _, _ = _FusedNLL.apply(
-        contexts, weight, bias, targets, row_weights.to(torch.float32), None, rows
+        contexts, weight, bias, targets, row_weights.to(torch.float32), None, rows, _dtype_for(contexts)
     )
     return loss, hits, token_log_q
 
@@ -191,6 +255,12 @@ def fused_nll_and_sample(
     gives the same samples except where a draw falls within rounding of a boundary between two tokens."""
     draw = torch.rand(contexts.shape[0], device=contexts.device, generator=generator)
     loss, hits, _, samples, entropy = _FusedNLL.apply(
-        contexts, weight, bias, targets, row_weights.to(torch.float32), draw, rows
+        contexts, weight, bias, targets, row_weights.to(torch.float32), draw, rows, _dtype_for(contexts)
     )
     return SampledHead(loss, hits, samples, entropy)
+
+
+def _dtype_for(contexts: torch.Tensor) -> torch.dtype:
+    """The products' precision: the one `product_dtype` chose, or the contexts' own where the caller runs the fused
+    head outside the settings it is chosen for (a test, a benchmark's A/B)."""
+    return product_dtype(contexts) or contexts.dtype
