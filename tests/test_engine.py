@@ -591,6 +591,19 @@ def test_bf16_is_charged_against_its_own_peak_only_where_it_is_native(native, tm
     assert asked == [torch.bfloat16 if native else torch.float32]
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_an_fp32_run_on_a_cpu_with_native_bf16_says_so_once(native, tmp_path, monkeypatch, capsys):
+    """On a CPU with AMX or AVX-512-BF16 an fp32 run is told, once per process (GLUE runs an engine per task and
+    seed), that bf16 would train faster; elsewhere nothing is said."""
+    monkeypatch.setattr(
+        engine_module, "native_precision", lambda device, dtype: native or dtype == torch.float32
+    )
+    monkeypatch.setattr(engine_module, "_hinted", False)
+    Engine(_args(tmp_path / "a", max_steps=1)).fit(Regression())
+    Engine(_args(tmp_path / "b", max_steps=1)).fit(Regression())
+    assert capsys.readouterr().err.count(engine_module.BF16_HINT) == (1 if native else 0)
+
+
 def test_a_fresh_run_beside_earlier_checkpoints_is_refused(tmp_path):
     """Before: the fresh run's checkpoints were pruned as it wrote them (the earlier run's higher steps sort last),
     and a later --resume continued the earlier run."""
