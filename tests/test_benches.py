@@ -77,13 +77,16 @@ def test_pretrain_throughput_charges_the_higher_of_the_peaks_around_a_variant(mo
     assert row["mfu"] == pytest.approx(step_rate / 250e9)
 
 
-@pytest.mark.parametrize("objective", ["cloze", "electra"])
-def test_fused_head_bench_times_both_heads(objective):
+@pytest.mark.parametrize(
+    ("objective", "dtype"), [("cloze", "fp32"), ("electra", "fp32"), ("electra", "bf16")]
+)
+def test_fused_head_bench_times_both_heads(objective, dtype):
     report = _bench("fused_head").main(
         ["--objective", objective, "--vocab-size", "300", "--batch-size", "2", "--seq-len", "16", "--rounds", "2",
-         "--steps", "1"]
+         "--steps", "1", "--dtype", dtype]
     )  # fmt: skip
     assert set(report["heads"]) == {"fused", "plain"} and report["fused_over_plain"] > 0
+    assert report["dtype"] == dtype
 
 
 @pytest.mark.parametrize("clock", ["wall", "profiler"])
