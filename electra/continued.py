@@ -17,7 +17,6 @@ the same head; BERT's pooler and next-sentence head have no counterpart and are 
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -35,7 +34,7 @@ from electra.config import (
     with_frozen_generator,
 )
 from electra.errors import ElectraWarning, UserError
-from electra.export import MANIFEST, finetune_dir, read_export, require_safetensors
+from electra.export import MANIFEST, finetune_dir, read_export, read_model_config, require_safetensors
 from electra.files import (
     SHARD_INDEX,
     check_safetensors,
@@ -94,17 +93,7 @@ def _hf_config(directory: Path) -> dict[str, Any]:
             f"{path}: not found; --init-from takes a run of this library or a transformers ELECTRA or BERT "
             "directory."
         )
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        config = exc
-    if not isinstance(config, dict):
-        reason = f"not valid JSON ({config})" if isinstance(config, Exception) else "not a JSON object"
-        raise UserError(
-            f"{path}: {reason}; it is damaged: copy the checkpoint again, or save it again with "
-            "model.save_pretrained(dir)."
-        )
-    return config
+    return read_model_config(directory)
 
 
 def kept_dir(directory: str | Path) -> Path:

@@ -157,6 +157,26 @@ def read_export(path: str | Path) -> Export | None:
     return None
 
 
+def read_model_config(directory: str | Path) -> dict[str, Any] | None:
+    """A checkpoint's config.json as a dict (None where it has none), or one line naming the file when it is
+    damaged: not JSON, or not a JSON object. Every command that loads a checkpoint reads it here first, before any
+    other work: `transformers` answers a damaged one with an OSError traceback once the data are read."""
+    path = Path(directory) / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        config = exc
+    if not isinstance(config, dict):
+        reason = f"not valid JSON ({config})" if isinstance(config, Exception) else "not a JSON object"
+        raise UserError(
+            f"{path}: {reason}; it is damaged: copy the checkpoint again, or save it again with "
+            "model.save_pretrained(dir)."
+        )
+    return config
+
+
 def require_safetensors(directory: str | Path) -> Path:
     """`directory`, when it holds safetensors weights; otherwise one line naming what it holds and the fix.
 

@@ -42,7 +42,7 @@ from electra.engine import (
     shuffled_epochs,
 )
 from electra.errors import ElectraWarning, UserError
-from electra.export import MANIFEST, finetune_dir, fit_length
+from electra.export import MANIFEST, finetune_dir, fit_length, read_model_config
 from electra.files import file_sha256, read_json_record, write_json_atomically
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
@@ -137,7 +137,7 @@ def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
         )
     _refuse_run_folder(path, option)
     model_dir = finetune_dir(path)
-    if (model_dir / "config.json").is_file():
+    if read_model_config(model_dir) is not None:
         return model_dir
     raise UserError(
         f"{model_dir}/config.json: not found; {option} must be a Hugging Face checkpoint directory "

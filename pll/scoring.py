@@ -9,7 +9,6 @@ partition function of each position is dropped), which is what ranking hypothese
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -24,7 +23,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, ElectraForPreTrain
 
 from discriminators.energy import electra_tt_token_log_likelihood
 from electra.errors import UserError
-from electra.export import load_pretrained, read_export
+from electra.export import load_pretrained, read_export, read_model_config
 from electra.files import feed_file
 from electra.objectives import get_objective, objective_names
 from electra.run_log import progress_off
@@ -393,15 +392,6 @@ def _masked_lm_head(model: Any) -> Any:
 
 
 # ---------------------------------------------------------------- loading
-def read_hf_config(directory: Path) -> dict[str, Any] | None:
-    path = directory / "config.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise UserError(f"{path}: not valid JSON; is this a model directory?") from None
-    return data if isinstance(data, dict) else None
 
 
 def _is_masked_lm(config: dict[str, Any] | None) -> bool:
@@ -434,7 +424,7 @@ def inspect_model_dir(path: str | Path) -> ModelLayout:
         if export.root != root:  # a part was named: the methods that read it, the manifest's order kept
             methods = {m: dirs for m, dirs in methods.items() if root in dirs}
         return ModelLayout(root, export.objective, methods, list(export.parts.values()))
-    config = read_hf_config(root)
+    config = read_model_config(root)
     objective = None
     methods: dict[str, list[Path]] = {}
     if config and "ElectraForPreTraining" in (config.get("architectures") or []):

@@ -36,7 +36,7 @@ from electra.engine import (
     shuffled_epochs,
 )
 from electra.errors import UserError
-from electra.export import finetune_dir, fit_length
+from electra.export import finetune_dir, fit_length, read_model_config
 from electra.files import file_sha256, read_json_record, write_json_atomically
 from electra.model_card import CARD, CardFacts, render_card
 from electra.optim import describe_lr_groups, warmup_steps_of
@@ -197,7 +197,7 @@ def check_inputs(settings: SquadSettings) -> dict[str, list[SquadExample]]:
     if settings.train is None and settings.eval is None:
         raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
     model_dir = finetune_dir(settings.model) if settings.train is not None else Path(settings.model)
-    if not (model_dir / "config.json").is_file():
+    if read_model_config(model_dir) is None:
         raise UserError(
             f"{model_dir}/config.json: not found; --model must be a checkpoint directory (a pretraining run, its "
             "discriminator/, or a fine-tuned SQuAD model for --eval alone)."

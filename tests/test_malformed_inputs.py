@@ -190,6 +190,16 @@ CASES: list[Case] = [
         "holds no tokenizer",
     ),
     (
+        "GLUE checkpoint whose config.json is damaged (a copy cut short)",
+        lambda r: ["glue", "--model", str(_damaged_config(r)), "--task", "sst2", "--data-dir", str(_sst2(r))],
+        "config.json: not valid JSON",
+    ),
+    (
+        "SQuAD checkpoint whose config.json is damaged",
+        lambda r: ["squad", "--model", str(_damaged_config(r)), "--eval", str(_squad(r))],
+        "config.json: not valid JSON",
+    ),
+    (
         "SQuAD tokenizer given as a hub name",
         lambda r: [
             "squad",
@@ -411,6 +421,15 @@ def _untokenized(root: Path) -> Path:
         json.dumps({"model_type": "electra", "architectures": ["ElectraModel"]})
     )
     save_file({"w": torch.zeros(1)}, str(directory / "model.safetensors"))
+    return directory
+
+
+def _damaged_config(root: Path) -> Path:
+    """A checkpoint whose config.json was cut short in copying (transformers' OSError traceback, once GLUE's data
+    had been read)."""
+    directory = root / "damaged-config"
+    shutil.copytree(_untokenized(root), directory, dirs_exist_ok=True)
+    (directory / "config.json").write_text('{"model_type": "electra", "hidden_')
     return directory
 
 
