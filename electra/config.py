@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from electra.errors import UserError
-from electra.files import decode_user_text, require_file, write_json_atomically
+from electra.files import decode_user_text, refusing_duplicate_keys, require_file, write_json_atomically
 from electra.text_form import TEXT_FORMS
 
 CPU_DROPOUT = ("lanes", "torch")  # electra.dropout
@@ -604,19 +604,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _refusing_duplicates(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
-    """A `json.loads` object_pairs_hook that builds each object as usual but refuses a key given twice in it."""
-
-    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in data:
-                raise UserError(
-                    f"config file {path}: key {key!r} is given more than once; keep the one you mean."
-                )
-            data[key] = value
-        return data
-
-    return build
+    """A `json.loads` object_pairs_hook that refuses a key given twice in one object of the config file `path`."""
+    return refusing_duplicate_keys(
+        lambda key: f"config file {path}: key {key!r} is given more than once; keep the one you mean."
+    )
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

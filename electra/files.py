@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -278,3 +279,20 @@ def decode_user_text(data: bytes, name: str, expected: str) -> str:
     if "\0" in text:
         raise not_text_error(name, data, expected)
     return text
+
+
+def refusing_duplicate_keys(
+    message: Callable[[str], str],
+) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A `json.loads` object_pairs_hook that builds each object as usual but raises UserError(message(key)) for a
+    key given twice in one object: Python's parser keeps the last silently, so the first was lost unseen."""
+
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in data:
+                raise UserError(message(key))
+            data[key] = value
+        return data
+
+    return build

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import UserError
-from electra.files import decode_user_text, require_file, write_text_atomically
+from electra.files import decode_user_text, refusing_duplicate_keys, require_file, write_text_atomically
 
 FORMATS = ("mlm-scoring", "list")
 
@@ -71,17 +71,12 @@ def load_json(path: Path, text: str) -> Any:
     """`text` parsed as JSON, a key that appears twice in one object refused in one line: Python's parser keeps
     the last, so an mlm-scoring list with an utterance id (or a `hyp_3`) twice lost the first silently."""
 
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in seen:
-                raise UserError(
-                    f"{path}: key {key!r} appears twice in one JSON object (the second would silently replace "
-                    "the first); give every utterance id and hypothesis key once."
-                )
-            seen[key] = value
-        return seen
-
+    unique = refusing_duplicate_keys(
+        lambda key: (
+            f"{path}: key {key!r} appears twice in one JSON object (the second would silently replace "
+            "the first); give every utterance id and hypothesis key once."
+        )
+    )
     return json.loads(text.lstrip("\ufeff"), object_pairs_hook=unique)
 
 

@@ -310,19 +310,15 @@ def _same_step_both_ways(monkeypatch, model, ids, mask, bf16: bool = False) -> N
 
     fused_out, fused_grads = run(True)
     plain_out, plain_grads = run(False)
-    if bf16:
-        torch.testing.assert_close(fused_out.loss, plain_out.loss, rtol=1e-3, atol=1e-3)
-        assert fused_out.metrics.keys() == plain_out.metrics.keys()
-        for name, value in plain_out.metrics.items():
-            torch.testing.assert_close(fused_out.metrics[name], value, rtol=1e-2, atol=1e-3, msg=name)
-        assert fused_grads.keys() == plain_grads.keys()
-        for name, grad in plain_grads.items():
-            assert (fused_grads[name] - grad).norm() <= 0.02 * grad.norm() + 1e-6, name
-        return
-    torch.testing.assert_close(fused_out.loss, plain_out.loss, rtol=1e-5, atol=1e-6)
+    loss_tolerance, metric_tolerance = ((1e-3, 1e-3), (1e-2, 1e-3)) if bf16 else ((1e-5, 1e-6), (1e-5, 1e-6))
+    torch.testing.assert_close(fused_out.loss, plain_out.loss, rtol=loss_tolerance[0], atol=loss_tolerance[1])
     assert fused_out.metrics.keys() == plain_out.metrics.keys()
     for name, value in plain_out.metrics.items():
-        torch.testing.assert_close(fused_out.metrics[name], value, rtol=1e-5, atol=1e-6, msg=name)
+        rtol, atol = metric_tolerance
+        torch.testing.assert_close(fused_out.metrics[name], value, rtol=rtol, atol=atol, msg=name)
     assert fused_grads.keys() == plain_grads.keys()
     for name, grad in plain_grads.items():
-        torch.testing.assert_close(fused_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+        if bf16:  # bf16 rounding differs element by element; held as a whole
+            assert (fused_grads[name] - grad).norm() <= 0.02 * grad.norm() + 1e-6, name
+        else:
+            torch.testing.assert_close(fused_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
