@@ -26,7 +26,6 @@ from torch import nn
 from transformers import BertConfig
 
 from electra.config import (
-    RUN_RECORD,
     SIZES,
     PretrainConfig,
     coerce_value,
@@ -34,7 +33,13 @@ from electra.config import (
     with_frozen_generator,
 )
 from electra.errors import ElectraWarning, UserError
-from electra.export import MANIFEST, finetune_dir, read_export, read_model_config, require_safetensors
+from electra.export import (
+    finetune_dir,
+    read_export,
+    read_model_config,
+    refuse_run_folder,
+    require_safetensors,
+)
 from electra.files import (
     SHARD_INDEX,
     check_safetensors,
@@ -81,13 +86,8 @@ def _hf_config(directory: Path) -> dict[str, Any]:
             f"--init-from {directory}: not a directory; give a run of this library or a transformers ELECTRA or "
             "BERT directory."
         )
+    refuse_run_folder(directory, "--init-from", "continue from it", strict=True)
     path = directory / "config.json"
-    if (directory / RUN_RECORD).is_file() and not (directory / MANIFEST).is_file():
-        raise UserError(
-            f"--init-from {directory}: a pretraining run of this library with no export yet ({MANIFEST} is "
-            f"written when a run ends); finish it with `electra pretrain --output {directory} --resume` and its "
-            "settings, then continue from it."
-        )
     if not path.is_file():
         raise UserError(
             f"{path}: not found; --init-from takes a run of this library or a transformers ELECTRA or BERT "

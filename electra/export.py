@@ -27,8 +27,9 @@ from typing import Any
 
 from transformers.utils import logging as hf_logging
 
+from electra.config import RUN_RECORD
 from electra.errors import UserError
-from electra.files import read_safetensors, write_json_atomically
+from electra.files import read_json_record, read_safetensors, write_json_atomically
 from generators.two_tower import CONFIG_NAME as TWO_TOWER_CONFIG
 
 MANIFEST = "export.json"
@@ -354,6 +355,29 @@ def masked_lm_dir(path: str | Path) -> Path:
             "...ForMaskedLM directory."
         )
     return require_safetensors(path)  # before any other work: its weights are what it is for
+
+
+def refuse_run_folder(path: str | Path, option: str, then: str, strict: bool = False) -> None:
+    """A run's folder given where a model is expected, named for what it is before any work: another command's
+    output (its run.json names the command) or a pretraining run stopped before its export (its own config.json,
+    which is not a model's, and no export.json). Why: each consumer otherwise failed on whatever it looked for
+    first ("holds no tokenizer", "config.json: not found", "model_type None"). `strict` takes any other run.json
+    without an export as an unexported run too; `then` ends the advice ("fine-tune it")."""
+    root = Path(path)
+    if not (root / RUN_RECORD).is_file() or (root / MANIFEST).is_file():
+        return
+    record = read_json_record(root / RUN_RECORD) or {}
+    command = record.get("command")
+    if isinstance(command, str):
+        raise UserError(
+            f"{option} {root} is an `electra {command}` output, not a model; give a pretraining run of this library "
+            f"(with its {MANIFEST}) or a Hugging Face checkpoint directory."
+        )
+    if strict or "corpus" in record:  # "corpus": the record a pretraining run writes
+        raise UserError(
+            f"{option} {root}: a pretraining run of this library with no export yet ({MANIFEST} is written when a "
+            f"run ends); finish it with `electra pretrain --output {root} --resume` and its settings, then {then}."
+        )
 
 
 def finetune_dir(path: str | Path) -> Path:

@@ -42,7 +42,7 @@ from electra.engine import (
     shuffled_epochs,
 )
 from electra.errors import ElectraWarning, UserError
-from electra.export import MANIFEST, finetune_dir, fit_length, read_model_config
+from electra.export import MANIFEST, finetune_dir, fit_length, read_model_config, refuse_run_folder
 from electra.files import file_sha256, read_json_record, write_json_atomically
 from electra.optim import describe_lr_groups, warmup_steps_of
 from electra.outputs import StepOutput
@@ -159,9 +159,9 @@ def is_glue_record(path: Path) -> bool | None:
 
 def _refuse_run_folder(path: Path, option: str) -> None:
     """A folder holding a run rather than a model, named for what it is: a GLUE output (`--init-from glue_out`,
-    whose models are in checkpoints/TASK) had been told to be "a Hugging Face checkpoint directory", and a
-    pretraining run stopped before its export (its own config.json, no export.json) to convert its weights to
-    safetensors."""
+    whose models are in checkpoints/TASK) had been told to be "a Hugging Face checkpoint directory", so the models
+    it saved are listed here; an unexported pretraining run and other commands' outputs are named by
+    `electra.export.refuse_run_folder`, as for squad and --init-from of pretrain."""
     record = path / RUN_RECORD
     if not record.is_file() or (path / MANIFEST).is_file():
         return
@@ -173,12 +173,7 @@ def _refuse_run_folder(path: Path, option: str) -> None:
             else f"a model its --save-best writes ({path / 'checkpoints' / 'TASK'}; this run saved none)"
         )
         raise UserError(f"{option} {path} is an `electra glue` output, not a model; give {where}.")
-    if "corpus" in (read_json_record(record) or {}):  # the record a pretraining run writes
-        raise UserError(
-            f"{option} {path}: a pretraining run of this library with no export yet ({MANIFEST} is written when a "
-            f"run ends); finish it with `electra pretrain --output {path} --resume` and its settings, then "
-            "fine-tune it."
-        )
+    refuse_run_folder(path, option, "fine-tune it")
 
 
 # What a checkpoint fine-tuned from --model shares with it: `--init-from`'s encoder is trained with --model's

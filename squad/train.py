@@ -36,7 +36,7 @@ from electra.engine import (
     shuffled_epochs,
 )
 from electra.errors import UserError
-from electra.export import finetune_dir, fit_length, read_model_config
+from electra.export import finetune_dir, fit_length, read_model_config, refuse_run_folder
 from electra.files import file_sha256, read_json_record, write_json_atomically
 from electra.model_card import CARD, CardFacts, render_card
 from electra.optim import describe_lr_groups, warmup_steps_of
@@ -196,6 +196,7 @@ def check_inputs(settings: SquadSettings) -> dict[str, list[SquadExample]]:
     questions read ("train", "eval"), for `finetune` to use instead of parsing the files again."""
     if settings.train is None and settings.eval is None:
         raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
+    refuse_run_folder(settings.model, "--model", "fine-tune it")
     model_dir = finetune_dir(settings.model) if settings.train is not None else Path(settings.model)
     if read_model_config(model_dir) is None:
         raise UserError(

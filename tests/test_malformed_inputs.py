@@ -140,6 +140,24 @@ CASES: list[Case] = [
         "is an `electra glue` output, not a model",
     ),
     (
+        "--init-from naming a GLUE output",
+        lambda r: ["pretrain", "--init-from", str(_glue_output(r)), "--output", str(r / "run")],
+        "is an `electra glue` output, not a model",
+    ),
+    (
+        "SQuAD --model naming a pretraining run that was never exported",
+        lambda r: [
+            "squad",
+            "--model",
+            str(_unexported(r)),
+            "--eval",
+            str(_squad_file(r)),
+            "--output",
+            str(r / "o"),
+        ],
+        "a pretraining run of this library with no export yet",
+    ),
+    (
         "GLUE --max-seq-length 2 on a sentence-pair task",
         lambda r: ["glue", "--model", "m", "--task", "stsb", "--max-seq-length", "2"],
         "leaves no room for text",
@@ -407,6 +425,23 @@ def _glue_output(root: Path) -> Path:
     (directory / "checkpoints").mkdir(parents=True, exist_ok=True)
     (directory / "run.json").write_text(json.dumps({"command": "glue", "model": "m"}))
     shutil.copytree(_pickled(root), directory / "checkpoints" / "sst2", dirs_exist_ok=True)
+    return directory
+
+
+def _squad_file(root: Path) -> Path:
+    qa = {"id": "q1", "question": "Who won?", "answers": [{"text": "Denver", "answer_start": 0}]}
+    paragraph = {"context": "Denver won the game.", "qas": [qa]}
+    return _write(
+        root, "dev.json", json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [paragraph]}]})
+    )
+
+
+def _unexported(root: Path) -> Path:
+    """A pretraining run stopped before its end: its run.json and its own config.json, no export.json."""
+    directory = root / "unexported"
+    directory.mkdir(exist_ok=True)
+    (directory / "run.json").write_text(json.dumps({"corpus": str(root / "corpus.txt"), "world_size": 1}))
+    (directory / "config.json").write_text(json.dumps({"hidden_size": 64, "objective": "electra"}))
     return directory
 
 

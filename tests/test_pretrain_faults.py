@@ -99,6 +99,14 @@ def _never_exported(d: Path) -> None:
     (d / "run.json").write_text(json.dumps({"corpus_sample": "", "tokenizer_sha256": "", "world_size": 1}))
 
 
+def _glue_output(d: Path) -> None:
+    """An `electra glue` output: its record and results, its fine-tuned models under checkpoints/TASK."""
+    for name in list(d.iterdir()):
+        name.unlink()
+    (d / "run.json").write_text(json.dumps({"command": "glue", "model": "RUN/discriminator", "seeds": [1]}))
+    (d / "results.json").write_text("{}")
+
+
 CASES = {
     "config.json that is a JSON list": (_config_list, "config.json: not a JSON object; it is damaged"),
     "embeddings with more rows than the tokenizer has pieces": (
@@ -113,6 +121,8 @@ CASES = {
     ),
     "weights cut short": (_cut_short, r"model.safetensors: not a readable safetensors file .* copy it again"),
     "a run that was never exported": (_never_exported, r"no export yet .* --resume"),
+    # before: "a pretraining run of this library with no export yet ... finish it with `electra pretrain --resume`"
+    "a GLUE output": (_glue_output, r"an `electra glue` output, not a model"),
 }
 
 

@@ -202,6 +202,31 @@ def test_an_unusable_cache_dir_is_refused_before_any_work(tmp_path: Path, capsys
     assert not (tmp_path / "o").exists() and a_file.read_text() == "mine\n"
 
 
+@pytest.mark.parametrize("split", ["--train", "--eval"])
+def test_a_run_folder_given_as_the_model_is_named_for_what_it_is(tmp_path: Path, capsys, split: str) -> None:
+    """Before: a pretraining run stopped before its export (run.json and the run's own config.json, no
+    export.json) was taken for a model and refused as holding no tokenizer, and a GLUE output as lacking a
+    config.json. Now each is named, with what to give instead, before the output folder is made."""
+    made = _self_contained(tmp_path)
+    unexported = tmp_path / "unexported"
+    unexported.mkdir()
+    (unexported / "config.json").write_text(json.dumps({"hidden_size": 64, "objective": "electra"}))
+    (unexported / "run.json").write_text(json.dumps({"corpus": "corpus.txt", "world_size": 1}))
+    glue_output = tmp_path / "glue_out"
+    glue_output.mkdir()
+    (glue_output / "run.json").write_text(json.dumps({"command": "glue", "model": str(made["tiny"])}))
+    expected = {
+        unexported: f"--model {unexported}: a pretraining run of this library with no export yet",
+        glue_output: f"--model {glue_output} is an `electra glue` output, not a model",
+    }
+    for model, message in expected.items():
+        capsys.readouterr()
+        argv = ["squad", "--model", str(model), split, str(made["data"]), "--output", str(tmp_path / "o")]
+        assert main([*argv, *SMALL, "--max-steps", "1"]) == 2
+        assert message in _one_line(capsys.readouterr().err)
+        assert not (tmp_path / "o").exists()
+
+
 def test_a_question_longer_than_the_model_is_cut_without_a_false_alarm(tmp_path: Path, capfd) -> None:
     """Before: a question longer than the tokenizer's model_max_length printed transformers' "Token indices sequence
     length is longer than ... will result in indexing errors" while being cut to --max-query-length, which it is."""
