@@ -210,11 +210,31 @@ def test_a_time_budget_between_log_steps_stops_within_a_step(processes, tmp_path
     assert [int(r["step"]) for r in read_metrics(tmp_path)] == [4, 8, 11]
 
 
+def test_the_time_clock_stops_within_a_step_before_it_has_a_pace(tmp_path, monkeypatch):
+    """Before: the time clock projects its end from the pace it measures at log steps, so a budget that ended
+    before the first one (here 10.5 s at 1 s an update, logging every 100, a warmup of 500) ran on to step 100.
+    One process now also reads its clock after every step, as on the steps clock."""
+    now = [0.0]
+    monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    args = _args(
+        tmp_path,
+        max_steps=6000,
+        warmup_steps=500,
+        log_every=100,
+        save_every=6000,
+        time_budget=10.5,
+        schedule_clock="time",
+    )
+    result = Engine(args).fit(TimedRegression(now))
+    assert (result.stop_reason, result.step) == ("time_budget", 11)
+    assert [int(r["step"]) for r in read_metrics(tmp_path)] == [11]
+
+
 def _as_if_two_processes(past_deadline):
-    def check(self, step, deadline, run_start):
+    def check(self, step, deadline, run_start, *spent):
         real, self.accelerator = self.accelerator, SimpleNamespace(num_processes=2)  # all the check reads
         try:
-            return past_deadline(self, step, deadline, run_start)
+            return past_deadline(self, step, deadline, run_start, *spent)
         finally:
             self.accelerator = real
 
