@@ -23,7 +23,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, ElectraForPreTrain
 
 from discriminators.energy import electra_tt_token_log_likelihood
 from electra.errors import UserError
-from electra.export import load_pretrained, read_export, read_model_config
+from electra.export import load_pretrained, read_export, read_model_config, refuse_run_folder
 from electra.files import feed_file
 from electra.objectives import get_objective, objective_names
 from electra.run_log import progress_off
@@ -424,6 +424,7 @@ def inspect_model_dir(path: str | Path) -> ModelLayout:
         if export.root != root:  # a part was named: the methods that read it, the manifest's order kept
             methods = {m: dirs for m, dirs in methods.items() if root in dirs}
         return ModelLayout(root, export.objective, methods, list(export.parts.values()))
+    refuse_run_folder(root, "--model", "score with it")  # not "nothing here can score PLL"
     config = read_model_config(root)
     objective = None
     methods: dict[str, list[Path]] = {}

@@ -158,6 +158,17 @@ CASES: list[Case] = [
         "a pretraining run of this library with no export yet",
     ),
     (
+        "score --model naming a pretraining run that was never exported",
+        lambda r: [
+            "score",
+            "--model",
+            str(_unexported(r)),
+            "--input",
+            str(_write(r, "s.txt", "a sentence\n")),
+        ],
+        "a pretraining run of this library with no export yet",
+    ),
+    (
         "GLUE --max-seq-length 2 on a sentence-pair task",
         lambda r: ["glue", "--model", "m", "--task", "stsb", "--max-seq-length", "2"],
         "leaves no room for text",
