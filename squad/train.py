@@ -166,6 +166,8 @@ def resume_record(settings: dict[str, Any]) -> dict[str, Any]:
     from another folder still matches. It is taken before the model loads, so `max_seq_length` is the one asked
     for (a results.json from before run.json existed saved it fitted to the model)."""
     record = {name: value for name, value in settings.items() if name not in RESUMABLE_SETTINGS}
+    # what tells this output from a pretraining run's (`electra.export.refuse_run_folder`)
+    record["command"] = "squad"
     if record.get("model"):
         record["model"] = str(finetune_dir(record["model"]).resolve())
     for name in ("tokenizer", "train"):

@@ -227,6 +227,20 @@ def test_a_run_folder_given_as_the_model_is_named_for_what_it_is(tmp_path: Path,
         assert not (tmp_path / "o").exists()
 
 
+def test_a_squad_output_given_to_init_from_is_named_as_one(tmp_path: Path) -> None:
+    """Before: squad's run.json did not say which command wrote it, so `pretrain --init-from squad_out` (whose
+    model is in squad_out/model) was refused as "a pretraining run of this library with no export yet"."""
+    from electra.continued import kept_dir
+
+    made = _self_contained(tmp_path)
+    out = tmp_path / "o"
+    argv = ["squad", "--model", str(made["tiny"]), "--train", str(made["data"]), "--output", str(out)]
+    assert main([*argv, *SMALL, "--max-steps", "1"]) == 0
+    assert json.loads((out / "run.json").read_text())["command"] == "squad"
+    with pytest.raises(UserError, match=f"--init-from {out} is an `electra squad` output, not a model"):
+        kept_dir(out)
+
+
 def test_a_question_longer_than_the_model_is_cut_without_a_false_alarm(tmp_path: Path, capfd) -> None:
     """Before: a question longer than the tokenizer's model_max_length printed transformers' "Token indices sequence
     length is longer than ... will result in indexing errors" while being cut to --max-query-length, which it is."""
