@@ -515,6 +515,9 @@ class Engine:
                         )
                     log.log(step, {f"train/{k}": v for k, v in last.items()})
                     progress.set_postfix(_postfix(last, task.progress_keys))
+                    if args.progress and progress_off():  # --no-progress: "logs only", a line per log step
+                        total = clock.end_step() if clock is not None else None
+                        self._notice(_log_line(args.description, step, total or args.max_steps, last, task))
                     step_seconds = seconds / max(window_steps, 1)
                     window, window_steps, window_tokens, window_start = {}, 0, 0, time.perf_counter()
                     if not done:
@@ -757,6 +760,13 @@ def _progress_bar(args: TrainArgs, step: int, enabled: bool):
     return tqdm(
         total=args.max_steps, initial=step, disable=not enabled or progress_off(), desc=args.description
     )
+
+
+def _log_line(description: str, step: int, total: int, metrics: dict[str, float], task: Task) -> str:
+    """The progress bar's figures as one line, for a run whose bar is off (`--no-progress`, a batch job's log):
+    before, such a run wrote nothing between its start and its end."""
+    shown = ", ".join(f"{name} {value}" for name, value in _postfix(metrics, task.progress_keys).items())
+    return f"{description} step {step}/{total}: {shown}"
 
 
 def _postfix(metrics: dict[str, float], keys: dict[str, str]) -> dict[str, str]:

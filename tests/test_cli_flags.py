@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,8 @@ def test_report_to_and_no_progress(small_corpus, tmp_path, capsys):
     assert read_metrics(tmp_path / "csv")[-1]["step"] == 2
     err = capsys.readouterr().err
     assert "pretraining:" not in err and "Packing examples" not in err  # no bar: ours, nor datasets'
+    # instead a line per log step (before: nothing between the start and the end)
+    assert re.search(r"^pretraining step 2/2: loss \d+\.\d{3}, .*tok/s \d+", err, re.MULTILINE), err
     import datasets
 
     assert datasets.is_progress_bar_enabled()  # the library's state is given back with the environment
