@@ -515,7 +515,7 @@ class Engine:
                         )
                     log.log(step, {f"train/{k}": v for k, v in last.items()})
                     progress.set_postfix(_postfix(last, task.progress_keys))
-                    if args.progress and progress_off():  # --no-progress: "logs only", a line per log step
+                    if progress_off():  # --no-progress: "logs only", a line per log step (main process)
                         total = clock.end_step() if clock is not None else None
                         self._notice(_log_line(args.description, step, total or args.max_steps, last, task))
                     step_seconds = seconds / max(window_steps, 1)

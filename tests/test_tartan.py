@@ -284,6 +284,7 @@ def test_tartan_refuses_bad_input_in_one_line(data, retrieved, start_dir, tmp_pa
     assert not out.exists(), sorted(p.name for p in out.iterdir())
     # A finished run is never overwritten without --overwrite.
     assert main(_tartan(data, start_dir, out, "--steps", "1", "--eval-every", "1")) == 0
+    capsys.readouterr()  # the run's own lines (--no-progress logs each step)
     before = (out / "results.json").read_text()
     refused(_tartan(data, start_dir, out, "--steps", "2"), "--overwrite")
     assert (out / "results.json").read_text() == before
