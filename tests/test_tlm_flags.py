@@ -12,6 +12,7 @@ import pytest
 
 from electra.cli import build_parser, main
 from electra.errors import UserError
+from glue.finetune import resolve_model_dir
 from tlm.retrieval import build_index
 from tlm.tasks import LabelVocab, read_task_file
 
@@ -76,6 +77,11 @@ def test_tlm_train_fills_in_the_defaults_of_flags_not_given(data, tmp_path, caps
     assert (record["rho1"], record["rho2"]) == (3, 20.0)
     assert (record["finetune_layer_decay"], record["finetune_batch_size"]) == (0.8, 32)
     assert json.loads((out / "results.json").read_text())["stage1_steps"] == 2
+    # the record names its command, so a consumer given OUT names it too (before: its own config.json, the run's,
+    # was read as a model's)
+    assert record["command"] == "tlm train"
+    with pytest.raises(UserError, match=f"--model {out} is an `electra tlm train` output, not a model"):
+        resolve_model_dir(out)
     capsys.readouterr()
     with pytest.raises(SystemExit):
         main(["tlm", "train", "--help"])

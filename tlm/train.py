@@ -869,6 +869,8 @@ def resume_record(settings: TLMSettings) -> dict[str, Any]:
     """The settings a resumed run must share with the run it continues (files as absolute paths, so a relative
     spelling from another folder still matches), and what its input files held (`input_digests`)."""
     record = {name: value for name, value in asdict(settings).items() if name not in RESUMABLE_SETTINGS}
+    # what tells this output (its classifier in OUT/model) from a model (`electra.export.refuse_run_folder`)
+    record["command"] = "tlm train" if settings.weighting == "tlm" else "tartan"
     for name in _PATH_SETTINGS:
         if record.get(name):
             record[name] = str(Path(record[name]).resolve())
