@@ -162,10 +162,7 @@ def _refuse_run_folder(path: Path, option: str) -> None:
     whose models are in checkpoints/TASK) had been told to be "a Hugging Face checkpoint directory", so the models
     it saved are listed here; an unexported pretraining run and other commands' outputs are named by
     `electra.export.refuse_run_folder`, as for squad and --init-from of pretrain."""
-    record = path / RUN_RECORD
-    if not record.is_file() or (path / MANIFEST).is_file():
-        return
-    if is_glue_record(record):
+    if is_glue_record(path / RUN_RECORD) and not (path / MANIFEST).is_file():
         saved = sorted(p.parent.name for p in (path / "checkpoints").glob("*/config.json"))
         where = (
             f"one of the models its --save-best wrote: {', '.join(str(path / 'checkpoints' / t) for t in saved)}"
