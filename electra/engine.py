@@ -432,6 +432,8 @@ class Engine:
         last: dict[str, float] = {}
         stop_reason = "max_steps"
         deadline: int | None = None  # the step the processes agreed the time budget runs out at (steps clock)
+        start_step, first_step_end = step, None
+        first_log = (step // args.log_every + 1) * args.log_every
         if resume_from is not None:  # a resumed run whose budget was already spent takes no further step
             stop_reason = self._budget_spent_before(flops_spent, elapsed_before, clock) or stop_reason
         try:
@@ -467,8 +469,16 @@ class Engine:
                 done = step == args.max_steps or budget_spent
                 if clock is not None and not done and clock.finished(step):  # the decay has reached zero
                     stop_reason, done = "time_budget", True
+                if first_step_end is None:
+                    first_step_end = time.perf_counter()
                 # the time clock's budget is the whole run's, the steps clock's this invocation's
                 spent_before = 0.0 if clock is None else elapsed_before
+                if not done and step < first_log and _is_power_of_two(step - start_step):
+                    out_of_time, deadline = self._probe_budget(
+                        step - start_step, step, run_start, first_step_end, spent_before
+                    )
+                    if out_of_time:
+                        stop_reason, done = "time_budget", True
                 if not done and self._past_deadline(step, deadline, run_start, spent_before):
                     stop_reason, done = "time_budget", True
                 if step % args.log_every == 0 or done:
@@ -636,23 +646,46 @@ class Engine:
             return False, None
         here = time.perf_counter() - run_start
         if clock is None:
-            left = max(budget - here, 0.0)
-            ends = step + max(1, math.ceil(left / max(step_seconds, 1e-9)))
-            mine = torch.tensor([here, float(ends)], dtype=torch.float64, device=self.accelerator.device)
-            every = self.accelerator.gather(mine).reshape(-1, 2)
-            return bool(every[:, 0].max() >= budget), int(every[:, 1].min())
+            return self._agreed_end(here, step, step_seconds)
         seconds = torch.tensor([elapsed_before + here], dtype=torch.float64, device=self.accelerator.device)
         agreed = float(self.accelerator.gather(seconds).max())  # the slowest process's time
         clock.observe(step, agreed)
         return agreed >= budget, None
+
+    def _agreed_end(self, spent: float, step: int, step_seconds: float | None) -> tuple[bool, int | None]:
+        """Whether any process has spent the time budget (`spent` seconds of it here), and the earliest step at
+        which one projects it spent from its own pace (`step_seconds` an update; None before it has one)."""
+        budget = self.args.time_budget
+        ends = math.inf
+        if step_seconds is not None:
+            ends = step + max(1, math.ceil(max(budget - spent, 0.0) / max(step_seconds, 1e-9)))
+        mine = torch.tensor([spent, float(ends)], dtype=torch.float64, device=self.accelerator.device)
+        every = self.accelerator.gather(mine).reshape(-1, 2)
+        soonest = float(every[:, 1].min())
+        return bool(every[:, 0].max() >= budget), None if math.isinf(soonest) else int(soonest)
+
+    def _probe_budget(
+        self, updates: int, step: int, run_start: float, first_step_end: float, spent_before: float
+    ) -> tuple[bool, int | None]:
+        """Before this invocation's first log step, several processes agree on the time budget after updates 1,
+        2, 4, 8, ...: whether it is spent, and (from update 2 on) the step it runs out at, projected from the
+        pace since the first update (which carries start-up and compilation). Why: they otherwise first agree at
+        the first log step, and a budget that ended before it ran on to it (one process reads its own clock
+        after every step instead). A handful of waits per run, none after the first log step."""
+        if self.args.time_budget is None or self.accelerator.num_processes == 1:
+            return False, None
+        now = time.perf_counter()
+        pace = (now - first_step_end) / (updates - 1) if updates > 1 else None
+        return self._agreed_end(spent_before + now - run_start, step, pace)
 
     def _past_deadline(
         self, step: int, deadline: int | None, run_start: float, spent_before: float = 0.0
     ) -> bool:
         """Between log steps, whether the time budget is spent: one process reads its own clock after every step
         (no device work), on either schedule clock (`spent_before`: what earlier invocations spent, which the time
-        clock's budget includes); several stop at the step they agreed at the last log step (the steps clock), or
-        where the time clock's projection ends (`TimeBudgetClock.finished`). Why on the time clock too: until its
+        clock's budget includes); several stop at the step they agreed at the last log step (the steps clock) or
+        probe (`_probe_budget`, before the first log step), or where the time clock's projection ends
+        (`TimeBudgetClock.finished`). Why on the time clock too: until its
         first log step it has no pace to project from, and a run whose budget ended inside that window ran on to
         it (a 0.3-minute budget logging every 100 steps of 4 s trained for 6.7 minutes)."""
         if self.args.time_budget is None:
@@ -742,6 +775,10 @@ def _to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, (list, tuple)):
         return type(batch)(_to_device(v, device) for v in batch)
     return batch
+
+
+def _is_power_of_two(count: int) -> bool:
+    return count > 0 and count & (count - 1) == 0
 
 
 def _peak_reread_interval(readings: int, last_log: bool) -> float:

@@ -230,11 +230,39 @@ def test_the_time_clock_stops_within_a_step_before_it_has_a_pace(tmp_path, monke
     assert [int(r["step"]) for r in read_metrics(tmp_path)] == [11]
 
 
-def _as_if_two_processes(past_deadline):
-    def check(self, step, deadline, run_start, *spent):
-        real, self.accelerator = self.accelerator, SimpleNamespace(num_processes=2)  # all the check reads
+@pytest.mark.parametrize("schedule_clock", ["steps", "time"])
+def test_several_processes_stop_within_a_step_when_the_budget_ends_before_the_first_log(
+    schedule_clock, tmp_path, monkeypatch
+):
+    """Before: several processes first agreed on the time budget at the first log step, so a budget that ended
+    before it (here 10.5 s at 1 s an update, logging every 100) ran on to step 100 on either clock. They now agree
+    after updates 1, 2, 4, ... until then, on the step it runs out at from the pace since update 1. (Two processes
+    are simulated: this one answers for both, and its gather returns its own figures.)"""
+    now = [0.0]
+    monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    for name in ("_past_deadline", "_probe_budget"):
+        monkeypatch.setattr(Engine, name, _as_if_two_processes(getattr(Engine, name)))
+    args = _args(
+        tmp_path,
+        max_steps=1000,
+        warmup_steps=5,
+        log_every=100,
+        save_every=1000,
+        time_budget=10.5,
+        schedule_clock=schedule_clock,
+    )
+    result = Engine(args).fit(TimedRegression(now))
+    assert (result.stop_reason, result.step) == ("time_budget", 11)
+    assert [int(r["step"]) for r in read_metrics(tmp_path)] == [11]
+
+
+def _as_if_two_processes(check_budget):
+    def check(self, *args):
+        # what the checks read: the count, and a gather that returns this process's own figures
+        real = self.accelerator
+        self.accelerator = SimpleNamespace(num_processes=2, device=real.device, gather=lambda t: t)
         try:
-            return past_deadline(self, step, deadline, run_start, *spent)
+            return check_budget(self, *args)
         finally:
             self.accelerator = real
 
