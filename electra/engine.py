@@ -431,7 +431,9 @@ class Engine:
         run_start = time.perf_counter()
         last: dict[str, float] = {}
         stop_reason = "max_steps"
-        deadline: int | None = None  # the step the processes agreed the time budget runs out at (steps clock)
+        # the step the processes agreed the time budget runs out at: the steps clock's, and either clock's before
+        # the first log step (`_probe_budget`)
+        deadline: int | None = None
         start_step, first_step_end = step, None
         first_log = (step // args.log_every + 1) * args.log_every
         if resume_from is not None:  # a resumed run whose budget was already spent takes no further step
