@@ -8,6 +8,7 @@ The training loop runs through Accelerate, so `accelerate launch` gives multi-GP
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -616,6 +617,32 @@ def glue_average(rows: dict[str, dict]) -> tuple[float, list[str]]:
     return float(np.mean([rows[name]["median"] for name in used])), used
 
 
+def _carry_earlier_tasks(
+    output_dir: Path, tasks: list[str], rows: dict, all_runs: dict, total_flops: float
+) -> tuple[list[str], list[str], dict, dict, float]:
+    """A resumed run's summary with the tasks the earlier summary in `output_dir` held and this run did not:
+    their rows, seeds and FLOPs as recorded (the resume check has matched the model and settings), in the earlier
+    order. Why: `--resume --task rte` into a folder of six tasks rewrote results.json and results.md with RTE
+    alone, and the table of the other five was gone without a word (their seeds stayed under runs/)."""
+    try:
+        earlier = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
+        earlier_tasks = [t for t in earlier.get("tasks", []) if t not in tasks]
+        carried_rows = {
+            name: row for name, row in earlier["results"].items() if row.get("task") in earlier_tasks
+        }
+        carried_runs = {task: earlier["runs"][task] for task in earlier_tasks}
+        carried_flops = sum(float(run.get("flops") or 0.0) for runs in carried_runs.values() for run in runs)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return [], tasks, rows, all_runs, total_flops  # no earlier summary (or not one this code wrote)
+    if not earlier_tasks:
+        return [], tasks, rows, all_runs, total_flops
+    order = [t for t in earlier["tasks"] if t in earlier_tasks or t in tasks]
+    order += [t for t in tasks if t not in order]
+    merged = {**rows, **carried_rows}
+    merged = {name: row for task in order for name, row in merged.items() if row["task"] == task}
+    return earlier_tasks, order, merged, {**all_runs, **carried_runs}, total_flops + carried_flops
+
+
 def run_glue(
     model_dir: str | Path,
     specs: list[TaskSpec],
@@ -732,11 +759,23 @@ def run_glue(
         rows.update(summarise(spec, runs))
         all_runs[spec.name] = [asdict(run) | {"test_predictions": None} for run in runs]
         test_files.update(best_predictions)
+    tasks = [spec.name for spec in specs]
+    carried: list[str] = []
+    if resume and output_dir is not None:
+        carried, tasks, rows, all_runs, total_flops = _carry_earlier_tasks(
+            output_dir, tasks, rows, all_runs, total_flops
+        )
+        if carried:
+            accelerator.print(
+                f"--resume: results.json keeps {', '.join(carried)} from the earlier run in {output_dir} (not run "
+                "again now)"
+            )
     average, averaged = glue_average(rows)
     results = {
         "model": str(model_dir),
         "init_from": str(init_from) if init_from else None,
-        "tasks": [spec.name for spec in specs],
+        "tasks": tasks,
+        "carried_over": carried,
         "settings": resolved,
         "seeds": seeds,
         "results": rows,

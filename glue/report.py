@@ -24,7 +24,8 @@ def table_rows(results: dict) -> list[list[str]]:
             [name, METRIC_NAMES.get(row["metric"], row["metric"]), _pct(row["median"]), seeds, others]
         )
     if results["average_over"]:
-        rows.append(["average", f"{len(results['average_over'])} tasks", _pct(results["average"]), "", ""])
+        count = len(results["average_over"])
+        rows.append(["average", f"{count} task{'s' if count != 1 else ''}", _pct(results["average"]), "", ""])
     return rows
 
 
@@ -52,6 +53,11 @@ def format_markdown(results: dict) -> str:
         "median over seeds.",
         f"Average: {results['average_convention']}.",
     ]
+    if results.get("carried_over"):
+        lines.append(
+            f"Kept from an earlier run in this folder (same model and settings; seeds as in their rows' "
+            f"results.json entries): {', '.join(results['carried_over'])}."
+        )
     if results.get("finetune_flops"):
         lines.append(
             f"Fine-tuning FLOPs: {results['finetune_flops']:.3g} ({results['finetune_flops_method']})."

@@ -107,7 +107,7 @@ def test_per_device_batch_size_is_trainers_meaning(small_corpus, tmp_path, capsy
         )
         == 0
     )
-    assert "batch 8 = 1 processes x 4 x 2 accumulation" in capsys.readouterr().out
+    assert "batch 8 = 1 process x 4 x 2 accumulation" in capsys.readouterr().out
 
 
 def test_trainer_underscore_spellings_are_aliases():

@@ -408,6 +408,45 @@ def _micro_glue(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "run", data
 
 
+def test_a_resume_of_fewer_tasks_keeps_the_others_in_the_summary(tmp_path, capsys, monkeypatch):
+    """Before: `glue --resume --task rte` into a folder that had run STS-B and RTE rewrote results.json and
+    results.md with RTE alone: the STS-B row was gone without a word (its seeds stayed under runs/). The summary
+    now keeps the earlier tasks' rows, runs and FLOPs, in the earlier order, and says so."""
+    import glue.finetune as finetune_module
+    from tests.golden_trace import WORDS
+
+    run, data = _micro_glue(tmp_path)
+    rte = data / "RTE"
+    rte.mkdir()
+    for name, size in (("train.tsv", 24), ("dev.tsv", 8)):
+        rows = ["index\tsentence1\tsentence2\tlabel"]
+        rows += [
+            f"{i}\tthe {WORDS[i % 10]}\tthe {WORDS[i % 10 + 1]}\t{('entailment', 'not_entailment')[i % 2]}"
+            for i in range(size)
+        ]
+        (rte / name).write_text("\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    common = ["--model", str(run), "--data-dir", str(data), "--seeds", "2", "--max-steps", "2"]
+    common += ["--batch-size", "8", "--output", str(out)]
+    assert main(["glue", *common, "--task", "stsb,rte"]) == 0
+    before = json.loads((out / "results.json").read_text())
+    capsys.readouterr()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished seed was trained again")
+
+    monkeypatch.setattr(finetune_module, "run_seed", no_training)
+    assert main(["glue", *common, "--task", "rte", "--resume"]) == 0
+    assert "results.json keeps stsb from the earlier run" in capsys.readouterr().out
+    after = json.loads((out / "results.json").read_text())
+    assert after["tasks"] == ["stsb", "rte"] and after["carried_over"] == ["stsb"]
+    assert after["results"] == before["results"] and list(after["results"]) == ["stsb", "rte"]
+    assert after["runs"] == before["runs"] and after["average"] == before["average"]
+    assert after["finetune_flops"] == pytest.approx(before["finetune_flops"])
+    markdown = (out / "results.md").read_text()
+    assert "| stsb |" in markdown and "| rte |" in markdown and "earlier run in this folder" in markdown
+
+
 def test_a_resume_adds_what_the_first_run_did_not_write(tmp_path, capsys):
     """Before: a run resumed with --predict-test or --save-best reused its finished seeds as they were, so the
     test predictions were missing (no STS-B.tsv) and no best model was saved. Now such a seed is run again from its
