@@ -19,7 +19,7 @@ import traceback
 import warnings
 from collections.abc import Iterator
 
-from electra import __version__, compare_cli, plot, pretrain_cli
+from electra import __version__, compare_cli, plot, plugin_sources, pretrain_cli
 from electra.errors import ElectraWarning, UserError, first_line
 from electra.run_log import parse_report_to
 from electra.siblings import bind_siblings
@@ -241,6 +241,12 @@ def _termination_as_interrupt() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     try:
         bind_siblings(strict=True)
+        if (
+            plugin_sources.requested()
+        ):  # before the flags: a plugin's objective is one of --objective's choices
+            from electra.objectives.plugins import load_plugins
+
+            load_plugins()
     except UserError as exc:
         print(f"electra: error: {exc}", file=sys.stderr)
         return 2

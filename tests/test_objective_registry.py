@@ -106,3 +106,88 @@ def test_the_lazy_package_names_exactly_the_api():
     import electra.api
 
     assert set(electra.API) == set(electra.api.__all__)
+
+
+PLUGIN = """
+import electra
+from electra.objectives.masked_lm import MaskedLM
+
+
+@electra.register_objective
+class PluginMaskedLM(MaskedLM):
+    name = "plugin-mlm"
+    summary = "the MLM baseline under another name, registered by a plugin file"
+"""
+
+
+@pytest.fixture
+def plugin_objectives():
+    """Objectives the test's plugins register, taken out of the process-wide registry afterwards."""
+    import sys
+
+    from electra.objectives import registry
+
+    names = set(registry._REGISTRY)
+    yield
+    for name in set(registry._REGISTRY) - names:
+        del registry._REGISTRY[name]
+    for module in ("plugin_file", "plugin_package"):
+        sys.modules.pop(module, None)
+
+
+def test_the_commands_offer_an_objective_a_plugin_registers(tmp_path, monkeypatch, capsys, plugin_objectives):
+    """Before: README said `electra pretrain --objective my-objective` offers a registered objective, but each
+    command runs in a fresh process that never imports the user's class: 'invalid choice'. ELECTRA_PLUGINS (modules
+    or .py files) and the `electra.objectives` entry-point group are now imported before the flags are read."""
+    from importlib.metadata import EntryPoint
+
+    import electra.objectives.plugins as plugins
+    from electra.cli import build_parser, main
+
+    (tmp_path / "plugin_file.py").write_text(PLUGIN)
+    monkeypatch.setenv("ELECTRA_PLUGINS", str(tmp_path / "plugin_file.py"))
+    assert main(["flops", "--size", "tiny", "--set", "objective=plugin-mlm"]) == 0
+    assert "plugin-mlm" in capsys.readouterr().out
+    assert build_parser().parse_args(["pretrain", "--objective", "plugin-mlm"]).objective == "plugin-mlm"
+
+    # An installed package's entry point may name the class itself, undecorated: it is registered.
+    (tmp_path / "plugin_package.py").write_text(
+        PLUGIN.replace("@electra.register_objective\n", "").replace("plugin-mlm", "entry-mlm")
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("ELECTRA_PLUGINS")
+    point = EntryPoint("entry-mlm", "plugin_package:PluginMaskedLM", "electra.objectives")
+    monkeypatch.setattr(
+        plugins, "entry_points", lambda group: [point] if group == "electra.objectives" else []
+    )
+    monkeypatch.setattr("electra.plugin_sources.entry_points", plugins.entry_points)
+    assert main(["flops", "--size", "tiny", "--set", "objective=entry-mlm"]) == 0
+    assert "entry-mlm" in electra.objective_names()
+
+
+@pytest.mark.parametrize(
+    ("plugin", "expected"),
+    [
+        (
+            "/nowhere/mine.py",
+            "ELECTRA_PLUGINS: no file /nowhere/mine.py; give importable module names or paths",
+        ),
+        (
+            "no_such_module_here",
+            "ELECTRA_PLUGINS: no module 'no_such_module_here' on the import path; give a .py file's path",
+        ),
+        ("BROKEN", "importing it failed with NameError: name 'undefined_name' is not defined"),
+    ],
+)
+def test_a_plugin_that_cannot_load_is_refused_in_one_line(
+    plugin, expected, tmp_path, monkeypatch, capsys, plugin_objectives
+):
+    from electra.cli import main
+
+    if plugin == "BROKEN":
+        plugin = str(tmp_path / "plugin_file.py")
+        (tmp_path / "plugin_file.py").write_text(PLUGIN + "\nundefined_name\n")
+    monkeypatch.setenv("ELECTRA_PLUGINS", f"{plugin}, ")
+    assert main(["flops", "--size", "tiny"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("electra: error: ") and expected in err, err

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from electra.config import PretrainConfig, assemble_config
 from electra.errors import UserError
 from electra.objectives.base import Objective
+from electra.plugin_sources import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
 from flops.analytic import FlopReport, count_flops
 
 _REGISTRY: dict[str, Objective] = {}
@@ -34,7 +35,10 @@ def get_objective(name: str) -> Objective:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise UserError(f"config: objective={name!r} is not one of {', '.join(_REGISTRY)}.") from None
+        raise UserError(
+            f"config: objective={name!r} is not one of {', '.join(_REGISTRY)} (an objective of your own: name its "
+            f"module in {PLUGINS_VARIABLE}, or declare it as an {ENTRY_POINT_GROUP} entry point)."
+        ) from None
 
 
 def build_config(
