@@ -299,6 +299,20 @@ class Engine:
         output it ended up inside `electra squad ... > results.json`, which then did not parse."""
         self.accelerator.print(text, file=sys.stderr)
 
+    def _warn_if_the_budget_ends_in_warmup(self, end_step: int) -> bool:
+        """On the time clock the warmup stays in steps: where the budget ends inside it, the rate never reaches its
+        peak, let alone decays, and the run had said nothing (a Small preset's 10,000 warmup steps on a CPU).
+        Returns whether it warned."""
+        warmup = self.args.warmup_steps
+        if end_step > warmup:
+            return False
+        self._notice(
+            f"WARNING: the time budget ends around step {end_step:,}, inside the {warmup:,}-step warmup: the "
+            "learning rate will not reach its peak, let alone decay; pass a shorter warmup (--set "
+            f"warmup_steps={max(1, end_step // 10):,}, a tenth of the steps that fit) or a larger budget."
+        )
+        return True
+
     def _hint_bf16(self) -> None:
         global _hinted
         if not _hinted:
@@ -434,7 +448,7 @@ class Engine:
         # the step the processes agreed the time budget runs out at: the steps clock's, and either clock's before
         # the first log step (`_probe_budget`)
         deadline: int | None = None
-        start_step, first_step_end = step, None
+        start_step, first_step_end, warned_warmup = step, None, False
         first_log = (step // args.log_every + 1) * args.log_every
         if resume_from is not None:  # a resumed run whose budget was already spent takes no further step
             stop_reason = self._budget_spent_before(flops_spent, elapsed_before, clock) or stop_reason
@@ -542,6 +556,8 @@ class Engine:
                     if clock is not None and clock.end_step() is not None:
                         progress.total = clock.end_step()
                         progress.refresh()
+                        if not done and not warned_warmup:
+                            warned_warmup = self._warn_if_the_budget_ends_in_warmup(clock.end_step())
                 if budget_spent:
                     stop_reason = "flops_budget"
                 if (args.eval_every and step % args.eval_every == 0) or done:

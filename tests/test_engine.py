@@ -256,6 +256,31 @@ def test_several_processes_stop_within_a_step_when_the_budget_ends_before_the_fi
     assert [int(r["step"]) for r in read_metrics(tmp_path)] == [11]
 
 
+@pytest.mark.parametrize(("warmup", "warned"), [(500, True), (4, False)])
+def test_a_time_budget_that_ends_inside_the_warmup_is_warned_of(
+    warmup, warned, tmp_path, monkeypatch, capsys
+):
+    """Before: on the time clock (whose warmup stays in steps) a budget that ends inside the warmup ran to its end
+    at a fraction of the peak rate, never decaying, and said nothing. The first log step that projects the end
+    now warns, once, with a warmup that fits."""
+    now = [0.0]
+    monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    args = _args(
+        tmp_path,
+        max_steps=6000,
+        warmup_steps=warmup,
+        log_every=5,
+        save_every=6000,
+        time_budget=20.5,
+        schedule_clock="time",
+    )
+    assert Engine(args).fit(TimedRegression(now)).step == 21
+    err = capsys.readouterr().err
+    assert err.count("inside the 500-step warmup") == (1 if warned else 0)
+    if warned:
+        assert "the time budget ends around step 21" in err and "--set warmup_steps=2," in err
+
+
 def _as_if_two_processes(check_budget):
     def check(self, *args):
         # what the checks read: the count, and a gather that returns this process's own figures
