@@ -190,7 +190,20 @@ def run(args: argparse.Namespace) -> int:
     results = finetune(settings, parsed)
     if "eval" in results:
         print(json.dumps(results["eval"], indent=2))
+    _say_where(Path(settings.output), SQUAD_EVAL_OUTPUTS + ("model", "train"))
     return 0
+
+
+def _say_where(output: Path, names: tuple[str, ...]) -> None:
+    """Where the run wrote, on stderr (stdout is the scores' JSON): without --output it is ./squad_output, which
+    nothing had said."""
+    import sys
+
+    from accelerate import PartialState
+
+    written = [name + ("/" if (output / name).is_dir() else "") for name in names if (output / name).exists()]
+    if written and PartialState().is_main_process:
+        print(f"wrote {', '.join(written)} in {output}", file=sys.stderr)
 
 
 def run_eval(args: argparse.Namespace) -> int:

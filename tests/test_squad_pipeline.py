@@ -102,6 +102,11 @@ def test_an_interrupted_fine_tune_resumes_to_the_same_predictions(
     resumed = _squad(files, tmp_path / "killed", *flags, "--resume")
     captured = capsys.readouterr()
     assert json.loads(captured.out) == resumed["eval"] and "resumed from" in captured.err
+    # where it wrote, on stderr (without --output nothing had said it was ./squad_output)
+    assert (
+        f"wrote results.json, predictions.json, nbest_predictions.json, model/, train/ in {tmp_path / 'killed'}"
+        in (captured.err)
+    )
     assert resumed["eval"] == straight["eval"] and resumed["train"]["steps"] == 6
     assert resumed["train"]["first_loss"] == straight["train"]["first_loss"]
     predictions = [
