@@ -861,7 +861,7 @@ def train_joint(settings: TLMSettings) -> TrainedJoint:
         save_tokenizer(tokenizer, out / "model", classifier.config)
         write_json_atomically(out / "results.json", results)
     accelerator.end_training()
-    logger.info("test: %s", test)
+    logger.info("test (%s): %s", settings.task_test, test)  # ISS's reference run tests on the dev file
     return TrainedJoint(results, model, tokenizer, config)
 
 
