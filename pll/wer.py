@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import jiwer
+
+# the same WER as a local `evaluate` module, for `evaluate.load(str(METRIC_SCRIPT))` in an installed copy
+METRIC_SCRIPT = Path(__file__).with_name("wer_metric.py")
 
 
 def normalize_words(text: str) -> list[str]:

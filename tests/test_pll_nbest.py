@@ -265,7 +265,10 @@ def test_wer_is_jiwers_and_the_evaluate_module_reports_it():
     hyps = ["the cat sat on mat", "A dog ran away", "hello"]
     expected = jiwer.wer([r.lower() for r in refs], [h.lower() for h in hyps])
     assert corpus_wer(refs, hyps) == pytest.approx(expected) == pytest.approx(3 / 11)
-    module = evaluate.load(str(Path(__file__).parent.parent / "pll" / "wer_metric.py"))
+    from pll.wer import METRIC_SCRIPT
+
+    assert METRIC_SCRIPT == Path(__file__).parent.parent / "pll" / "wer_metric.py"
+    module = evaluate.load(str(METRIC_SCRIPT))
     assert module.compute(predictions=hyps, references=refs)["wer"] == pytest.approx(expected)
     # The λ search's table of per-hypothesis edits gives the same corpus WER for any choice.
     utts = _utts()
