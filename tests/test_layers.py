@@ -33,6 +33,7 @@ FLOORS = {
     "electra.cpu_memory": 0,
     "electra.files": 0,
     "electra.output_lock": 0,
+    "electra.plugin_sources": 0,
     "electra.corpus": 1,
     "electra.tokenization": 1,
     "electra.data": 1,
