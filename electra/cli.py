@@ -241,9 +241,8 @@ def _termination_as_interrupt() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     try:
         bind_siblings(strict=True)
-        if (
-            plugin_sources.requested()
-        ):  # before the flags: a plugin's objective is one of --objective's choices
+        # before the flags are read: a plugin's objective is one of --objective's choices
+        if plugin_sources.requested():
             from electra.objectives.plugins import load_plugins
 
             load_plugins()
