@@ -35,11 +35,7 @@ def output_lock(directory: str | Path | None) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise UserError(
-                f"{directory}: a run is writing here now (pid {holder}); wait for it to finish, or choose another "
-                "output."
-            ) from None
+            raise UserError(_busy(directory, handle.read())) from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))
@@ -50,3 +46,29 @@ def output_lock(directory: str | Path | None) -> Iterator[None]:
             path.unlink(missing_ok=True)
     finally:
         handle.close()
+
+
+def refuse_live_run(directory: str | Path) -> None:
+    """One line when a live process holds OUTPUT's lock. Checked before a command deletes or resumes anything there:
+    the lock is taken when training starts, and a second command's `--overwrite` had deleted a live run's logs
+    before reaching it (the live run then died on its next log write), and a `--resume` beside a live run said its
+    checkpoints were incomplete."""
+    if fcntl is None:
+        return
+    try:
+        handle = open(Path(directory) / LOCK_FILE)
+    except OSError:
+        return  # no lock file: no run has been writing here
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(_busy(directory, handle.read())) from None
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _busy(directory: str | Path, holder: str) -> str:
+    return (
+        f"{directory}: a run is writing here now (pid {holder.strip() or 'another process'}); wait for it to "
+        "finish, or choose another output."
+    )

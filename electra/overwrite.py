@@ -11,6 +11,7 @@ from pathlib import Path
 
 from electra.config import RUN_RECORD
 from electra.errors import UserError
+from electra.output_lock import refuse_live_run
 
 
 def refuse_to_replace(paths: Iterable[str | Path], overwrite: bool, resume_hint: bool = False) -> None:
@@ -75,6 +76,7 @@ def start_over(
     """
     output = Path(output)
     refuse_file_as_directory(output)
+    refuse_live_run(output)
     paths = [output / name for name in produced]
     refuse_unowned(output, produced)
     refuse_to_replace(paths, overwrite, resume_hint=True)

@@ -49,6 +49,7 @@ from electra.files import read_json_record, write_json_atomically
 from electra.model import PretrainingModel, build_pretraining_model
 from electra.model_card import CardFacts, write_export_cards
 from electra.objectives import check_config, flop_report, get_objective
+from electra.output_lock import refuse_live_run
 from electra.outputs import StepOutput
 from electra.overwrite import refuse_file_as_directory, refuse_foreign_directory
 from electra.tokenization import (
@@ -634,6 +635,7 @@ def _check_output_dir(
     sized: bool = False,
 ) -> Path | None:
     refuse_file_as_directory(output_dir)
+    refuse_live_run(output_dir)  # before anything there is deleted, or taken for a checkpoint to resume
     existing = latest_checkpoint(checkpoints_dir)
     if not resume:
         if not _holds_own_run(output_dir):  # new, empty, or the user's: written beside, never over
