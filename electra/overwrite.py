@@ -36,7 +36,7 @@ def refuse_to_replace_an_input(
     """Stop with one line when `output` is an existing file this command reads, `--overwrite` or not: `probe
     --output DATA/glue/SST-2/dev.tsv --overwrite` replaced the data with its results, `--output MODEL/config.json`
     the checkpoint's config. `reads` pairs how the message names an input (`--model m`) with a file, or with a
-    folder whose files the command reads (a checkpoint); links and `..` are seen through."""
+    folder whose files the command reads (a checkpoint, a run), at any depth; links and `..` are seen through."""
     output = Path(output)
     if not output.is_file():
         return
@@ -45,7 +45,9 @@ def refuse_to_replace_an_input(
             continue
         read = Path(read)
         folder = read.is_dir()
-        if _same_path(output.parent if folder else output, read):
+        # a folder's files at any depth: `probe --output RUN/export.json` replaced a run's manifest where only its
+        # discriminator/ folder had been named as read
+        if any(_same_path(p, read) for p in output.parents) if folder else _same_path(output, read):
             named = "" if what.endswith(str(read)) else f" ({read})"
             where = f"is in {what}{named}, whose files" if folder else f"is {what}, which"
             raise UserError(

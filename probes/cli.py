@@ -142,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     args.model = list(directories)
     check_probe_inputs(specs, data, args.max_length)  # every probe's files, before the first probe runs
     reads = [(f"--model {model}", directory) for model, directory in directories.items()]
+    # a run given as --model is read too (its export.json names the part), not only the part's folder
+    reads += [(f"--model {model}", Path(model)) for model in directories if Path(model).is_dir()]
     reads += [(f"the {spec.name} probe's data", Path(data) / need) for spec in specs for need in spec.needs]
     settings = {
         "probes": [s.name for s in specs],

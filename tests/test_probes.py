@@ -397,6 +397,29 @@ def test_an_output_the_probe_reads_is_never_replaced(micro_encoder, tmp_path, ca
     assert main([*argv, "--output", f"{tmp_path / 'out'}/"]) == 2
     assert "is a folder; give the JSON file to write" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+    # A pretraining run given as --model: its own files (the manifest that names the part, its config) are read
+    # too. Before, `--output RUN/export.json --overwrite` replaced the manifest and the run no longer loaded.
+    import shutil
+
+    from electra.export import FORMAT, MANIFEST
+
+    run = tmp_path / "run"
+    shutil.copytree(micro_encoder, run / "discriminator")
+    manifest = {"format": FORMAT, "objective": "electra", "finetune": "discriminator", "scoring": {}}
+    manifest["parts"] = {"discriminator": {"dir": "discriminator", "kind": "discriminator"}}
+    (run / MANIFEST).write_text(json.dumps(manifest))
+    (run / "config.json").write_text("{}")
+    (run / "logs").mkdir()
+    (run / "logs" / "metrics.csv").write_text("step\n")
+    run_argv = [*argv[:2], str(run), *argv[3:]]
+    kept = {
+        path: path.read_bytes()
+        for path in (run / MANIFEST, run / "config.json", run / "logs" / "metrics.csv")
+    }
+    for output in kept:
+        assert main([*run_argv, "--output", str(output), "--overwrite"]) == 2
+        assert f"--output {output} is in --model {run}, whose files" in capsys.readouterr().err
+    assert {path: path.read_bytes() for path in kept} == kept
     # the command's own results file may sit in the model's folder, and is resumed and replaced as anywhere
     mine = micro_encoder / "probe.json"
     for extra in ([], ["--resume"], ["--overwrite"]):
