@@ -281,7 +281,8 @@ def glue_settings(settings: CompareSettings, config):
         max_seq_length=min(128, config.max_position_embeddings),
         max_train_examples=settings.glue_max_train_examples,
         learning_rate=settings.glue_learning_rate
-        or (CPU_SIZE_GLUE_LEARNING_RATE if settings.size in ("tiny", "mini") else None),
+        if settings.glue_learning_rate is not None
+        else (CPU_SIZE_GLUE_LEARNING_RATE if settings.size in ("tiny", "mini") else None),
     )
 
 

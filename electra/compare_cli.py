@@ -131,9 +131,23 @@ def run(args: argparse.Namespace) -> int:
     require_counts(args, ("glue_batch_size",), optional=("glue_max_steps", "probe_max_train"))
     if not math.isfinite(args.flops_budget) or args.flops_budget <= 0:  # nan, inf: a traceback
         raise UserError("--flops-budget must be a positive, finite number (e.g. 2e13).")
+    if args.glue_learning_rate is not None and not (
+        math.isfinite(args.glue_learning_rate) and args.glue_learning_rate > 0
+    ):  # 0 had meant "the default", as GLUE's own flag once did
+        raise UserError(
+            f"--glue-learning-rate must be a positive, finite number, got {args.glue_learning_rate:g}; leave it "
+            "out for the default."
+        )
     objectives = _list(args.objectives)
     if not objectives:
         raise UserError("--objectives is empty; name at least one (e.g. electra,mlm).")
+    named = [part.strip() for part in args.objectives.split(",") if part.strip()]
+    twice = sorted({name for name in named if named.count(name) > 1})
+    if twice:  # had been merged into one arm in silence
+        raise UserError(
+            f"--objectives names {', '.join(twice)} more than once; name each arm once (two arms of one "
+            "objective differ by their settings, e.g. electra,gdes:electra+embedding_sharing=gdes)."
+        )
     overrides = parse_overrides(args.set)
     tasks = [] if args.glue_tasks.strip().lower() in ("", "none") else parse_task_list(args.glue_tasks)
     probes = [spec.name for spec in parse_probe_list(args.probes)] if args.probes.strip() else []

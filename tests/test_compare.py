@@ -979,6 +979,11 @@ def test_a_cache_dir_that_is_a_file_is_refused_before_any_work(
         ("--probe-max-train", "0", "--probe-max-train must be at least 1"),
         ("--flops-budget", "nan", "--flops-budget must be a positive, finite number"),
         ("--flops-budget", "inf", "--flops-budget must be a positive, finite number"),
+        # 0 had been taken as "the default" in silence
+        ("--glue-learning-rate", "0", "--glue-learning-rate must be a positive, finite number, got 0"),
+        ("--glue-learning-rate", "nan", "--glue-learning-rate must be a positive, finite number"),
+        # had been merged into one arm in silence
+        ("--objectives", "electra,mlm,electra", "--objectives names electra more than once"),
     ],
 )
 def test_counts_and_budgets_are_refused_while_the_flags_are_read(
