@@ -31,6 +31,18 @@ class RegisteredObjectives:
 OBJECTIVE_CHOICES = RegisteredObjectives()
 
 
+def registered_objective(name: str) -> str:
+    """`--objective`'s check: argparse's own "invalid choice" could not say how a name of one's own gets in."""
+    if name not in OBJECTIVE_CHOICES:
+        from electra.plugin_sources import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
+
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {name!r} (choose from {', '.join(OBJECTIVE_CHOICES)}; an objective of your own: "
+            f"name its module in {PLUGINS_VARIABLE}, or declare it as an {ENTRY_POINT_GROUP} entry point)"
+        )
+    return name
+
+
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--size",
@@ -55,8 +67,8 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_option(parser, "output", "run directory (default: runs/<size>-<objective>)", default=None)
     parser.add_argument(
         "--objective",
-        choices=OBJECTIVE_CHOICES,
-        metavar="NAME",  # argparse lists `choices` when it builds the parser unless a metavar stands in
+        type=registered_objective,
+        metavar="NAME",
         help="pretraining objective: a registered name (electra, mlm, electric, electra-tt, ...; an unknown name "
         "is answered with the full list)",
     )

@@ -191,3 +191,15 @@ def test_a_plugin_that_cannot_load_is_refused_in_one_line(
     assert main(["flops", "--size", "tiny"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("electra: error: ") and expected in err, err
+
+
+def test_an_unknown_objective_flag_says_how_ones_own_gets_in(capsys):
+    """Before: argparse's 'invalid choice' listed the names and stopped there; --set objective=... said more."""
+    from electra.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["pretrain", "--objective", "xlnet"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "argument --objective: invalid choice: 'xlnet' (choose from electra, electra-tt, mlm" in err
+    assert "name its module in ELECTRA_PLUGINS, or declare it as an electra.objectives entry point" in err
