@@ -161,6 +161,14 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# the flags whose names are not their config field's
+_FLAG_OF = {
+    "train_batch_size": "--batch-size",
+    "time_budget_minutes": "--time-budget",
+    "compile": "--compile/--no-compile",
+}
+
+
 def run(args: argparse.Namespace) -> int:
     from electra.config import parse_overrides
 
@@ -186,8 +194,13 @@ def run(args: argparse.Namespace) -> int:
         "generator_from",
     ):
         value = getattr(args, name)
-        if value is not None:
-            overrides[name] = value
+        if value is None:
+            continue
+        if name in overrides:
+            # the flag won, and the --set value was never read (nor checked: max_steps=5e-1 passed)
+            flag = _FLAG_OF.get(name, f"--{name.replace('_', '-')}")
+            raise UserError(f"{flag} and --set {name}={overrides[name]} both set {name}; give one of them.")
+        overrides[name] = value
     from electra.continued import run_settings
     from electra.engine import main_process_print
 

@@ -96,6 +96,11 @@ CASES: list[Case] = [
         "is not a whole number",
     ),
     ("--set max_steps=5e-1", lambda r: _pretrain(r, "--set", "max_steps=5e-1"), "is not a whole number"),
+    (
+        "a flag and --set naming one field (the flag won, the --set value went unchecked)",
+        lambda r: _pretrain(r, "--max-steps", "2", "--set", "max_steps=5e-1"),
+        "--max-steps and --set max_steps=5e-1 both set max_steps; give one of them.",
+    ),
     ("--save-every 0", lambda r: _pretrain(r, "--save-every", "0"), "save_every must be at least 1"),
     (
         "--set max_grad_norm=-1 (clipping would flip every gradient)",
