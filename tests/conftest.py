@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(directory: Path) -> Iterator[int]:
+    """`directory`'s run lock held by another live process, as a second command meets a running one; yields that
+    process's pid. The process is killed on the way out (the kernel then releases its lock)."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from electra.output_lock import output_lock\n"
+            f"with output_lock({str(directory)!r}):\n    print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def _shared_data_dir() -> Path | None:

@@ -692,29 +692,13 @@ def test_a_fresh_run_beside_earlier_checkpoints_is_refused(tmp_path):
 def test_a_second_run_in_a_live_runs_output_is_refused(tmp_path):
     """Before: a second command resuming in a folder a live run was writing continued from the first one's newest
     checkpoint and wrote its metrics.csv rows beside the first one's (duplicated steps)."""
-    import subprocess
-    import sys
-
     from electra.output_lock import LOCK_FILE, output_lock
+    from tests.conftest import lock_held_elsewhere
 
-    holder = subprocess.Popen(  # another process, as a second command would be
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from electra.output_lock import output_lock\n"
-            f"with output_lock({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(UserError, match=f"a run is writing here now \\(pid {holder.pid}\\)"):
+    with lock_held_elsewhere(tmp_path) as pid:
+        with pytest.raises(UserError, match=f"a run is writing here now \\(pid {pid}\\)"):
             Engine(_args(tmp_path, max_steps=2, save_every=2)).fit(Regression())
         assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "metrics.csv").exists()
-    finally:
-        holder.kill()
-        holder.wait()
     result = Engine(_args(tmp_path, max_steps=2, save_every=2)).fit(
         Regression()
     )  # a dead holder holds nothing

@@ -50,41 +50,24 @@ def test_an_overwrite_or_resume_beside_a_live_run_is_refused_and_deletes_nothing
     checkpoints before the lock refused it (the live run then died on its next log write), and a `--resume` there
     said its checkpoints were incomplete. Both are now refused as 'a run is writing here now', with nothing
     deleted; so is the --overwrite of a consumer (glue, squad, tlm), which deletes through the same function."""
-    import subprocess
-    import sys
+    from electra.overwrite import start_over
+    from tests.conftest import lock_held_elsewhere
 
     out = tmp_path / "out"
     base = ["pretrain", "--corpus", str(small_corpus), "--output", str(out), "--no-plot"]
     base += ["--cache-dir", str(tmp_path / "cache"), *MICRO_FLAGS]
     assert main(base) == 0
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
-    holder = subprocess.Popen(  # the live run, as another process holds it
-        [
-            sys.executable,
-            "-c",
-            "import time; from electra.output_lock import output_lock\n"
-            f"with output_lock({str(out)!r}):\n    print('held', flush=True); time.sleep(60)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere(out) as pid:  # the live run
         for flag in ("--overwrite", "--resume"):
             assert main([*base, flag]) == 2
             err = capsys.readouterr().err.strip()
             assert err.endswith(
-                f"{out}: a run is writing here now (pid {holder.pid}); wait for it to finish, or "
-                "choose another output."
+                f"{out}: a run is writing here now (pid {pid}); wait for it to finish, or choose another output."
             ), err
-        from electra.overwrite import start_over
-
         with pytest.raises(UserError, match="a run is writing here now"):
             start_over(out, ["logs"], overwrite=True)
         assert sorted(p.relative_to(out) for p in out.rglob("*") if p.name != ".electra.lock") == before
-    finally:
-        holder.kill()
-        holder.wait()
     assert main([*base, "--overwrite"]) == 0  # a dead holder holds nothing
 
 
