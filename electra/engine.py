@@ -703,9 +703,9 @@ class Engine:
         (no device work), on either schedule clock (`spent_before`: what earlier invocations spent, which the time
         clock's budget includes); several stop at the step they agreed at the last log step (the steps clock) or
         probe (`_probe_budget`, before the first log step), or where the time clock's projection ends
-        (`TimeBudgetClock.finished`). Why on the time clock too: until its
-        first log step it has no pace to project from, and a run whose budget ended inside that window ran on to
-        it (a 0.3-minute budget logging every 100 steps of 4 s trained for 6.7 minutes)."""
+        (`TimeBudgetClock.finished`). Why on the time clock too: until its first log step it has no pace to project
+        from, and a run whose budget ended inside that window ran on to it (a 0.3-minute budget logging every 100
+        steps of 4 s trained for 6.7 minutes)."""
         if self.args.time_budget is None:
             return False
         if self.accelerator.num_processes == 1:

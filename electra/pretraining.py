@@ -389,8 +389,8 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     task = PretrainingTask(model, dataset, collate, order, config, held_out, micro_batch)
     accelerator.print(
         f"{len(dataset):,} examples | {sum(p.numel() for p in model.parameters()):,} parameters | batch "
-        f"{config.train_batch_size} = {world} process{'es' if world != 1 else ''} x {micro_batch} x {config.gradient_accumulation_steps} "
-        f"accumulation | {task.flops_per_step:.3g} train FLOPs/step"
+        f"{config.train_batch_size} = {world} process{'es' if world != 1 else ''} x {micro_batch} x "
+        f"{config.gradient_accumulation_steps} accumulation | {task.flops_per_step:.3g} train FLOPs/step"
         + (f" | {len(held_out):,} held out" if held_out is not None else "")
         + (
             f" | torch.compile ({args.compile_mode}): the first step compiles for a minute or two"
