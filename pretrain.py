@@ -2,7 +2,7 @@
 
 import sys
 
-from electra.cli import main
+from electra.app.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["pretrain", *sys.argv[1:]]))

@@ -24,13 +24,13 @@ import statistics
 import time
 
 import torch
+from electra.generators import fused_nll
 
-from electra.cpu_memory import keep_freed_memory
-from electra.model import PretrainingModel
+from electra.core.cpu_memory import keep_freed_memory
+from electra.core.outputs import SpecialIds
 from electra.objectives import build_config
-from electra.optim import build_adamw, parameter_groups
-from electra.outputs import SpecialIds
-from generators import fused_nll
+from electra.training.model import PretrainingModel
+from electra.training.optim import build_adamw, parameter_groups
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4)
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--keep-freed-memory",
         action="store_true",
-        help="glibc keeps freed blocks, as the training engine sets it on a CPU (electra/cpu_memory.py): the "
+        help="glibc keeps freed blocks, as the training engine sets it on a CPU (electra/core/cpu_memory.py): the "
         "plain head's fresh tensors then fault fewer pages in",
     )
     parser.add_argument("--json", help="also write the figures to this JSON file")

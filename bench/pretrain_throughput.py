@@ -3,7 +3,7 @@
 
 Baseline (same shapes and optimizer): `ElectraForMaskedLM` generator computing full-vocabulary logits at every
 position, `ElectraForPreTraining` discriminator, shared embeddings, eager attention, fp32, Gumbel sampling over the
-masked rows. Ours: `electra.model.PretrainingModel` (the configured objective), in each requested precision, eager
+masked rows. Ours: `electra.training.model.PretrainingModel` (the configured objective), in each requested precision, eager
 and (with --compile) under `torch.compile`, the optimizer the engine uses (AdamW, fused on CUDA).
 
 For every variant it prints tokens/s (min/median/max over the timed steps), the FLOPs per token actually executed
@@ -30,18 +30,18 @@ import statistics
 import time
 
 import torch
+from electra.flops.measured import flop_counter
+from electra.flops.peak import matmul_peak, native_precision, peak_dtype
+from electra.generators.fused_nll import plain_head
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config import parse_overrides
-from electra.cpu_memory import keep_freed_memory
-from electra.hf_configs import discriminator_hf_config, generator_hf_config
-from electra.model import PretrainingModel
+from electra.core.config import parse_overrides
+from electra.core.cpu_memory import keep_freed_memory
+from electra.core.outputs import SpecialIds
+from electra.nn.hf_configs import discriminator_hf_config, generator_hf_config
 from electra.objectives import build_config
-from electra.optim import build_adamw, parameter_groups
-from electra.outputs import SpecialIds
-from flops.measured import flop_counter
-from flops.peak import matmul_peak, native_precision, peak_dtype
-from generators.fused_nll import plain_head
+from electra.training.model import PretrainingModel
+from electra.training.optim import build_adamw, parameter_groups
 
 SPECIAL = SpecialIds(pad=0, cls=101, sep=102, mask=103)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

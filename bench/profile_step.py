@@ -33,12 +33,12 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from electra.config import parse_overrides
-from electra.cpu_memory import keep_freed_memory
-from electra.model import PretrainingModel
+from electra.core.config import parse_overrides
+from electra.core.cpu_memory import keep_freed_memory
+from electra.core.outputs import SpecialIds
 from electra.objectives import build_config
-from electra.optim import build_adamw, parameter_groups
-from electra.outputs import SpecialIds
+from electra.training.model import PretrainingModel
+from electra.training.optim import build_adamw, parameter_groups
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4)
 

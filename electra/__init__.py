@@ -1,19 +1,16 @@
 """electra: compute-efficient language-model pretraining (ELECTRA, Electric) and the tools that consume it.
 
 `import electra` is cheap; the entry points (`electra.build_config`, `electra.pretrain`, `electra.finetune_glue`,
-`electra.load_scorer`, `electra.register_objective`, ...) load on first use from `electra.api`.
+`electra.load_scorer`, `electra.register_objective`, ...) load on first use from `electra.app.api`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from electra.siblings import bind_siblings
-from electra.version import __version__ as __version__
+from electra.core.version import __version__ as __version__
 
-bind_siblings()  # glue, squad, ... from beside this package, whatever else is on sys.path (see electra.siblings)
-
-# The names electra.api exports (tests/test_objective_registry.py checks the two lists agree).
+# The names electra.app.api exports (tests/test_objective_registry.py checks the two lists agree).
 API = (
     "Export",
     "Objective",
@@ -36,11 +33,11 @@ API = (
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so that `electra.errors` or the CLI's argument parsing never pays for torch and transformers. Only the
+    # Lazy, so that `electra.core.errors` or the CLI's argument parsing never pays for torch and transformers. Only the
     # API's names load it: `from electra import cli` must not (Python asks __getattr__ before importing a submodule).
     if name not in API:
         raise AttributeError(f"module 'electra' has no attribute {name!r}")
-    import electra.api as api
+    import electra.app.api as api
 
     return getattr(api, name)
 

@@ -2,12 +2,12 @@
 
 Why these conventions: the paper compares methods at equal *training FLOPs*, computed by a small script
 (google-research/electra `flops_computation.py`). To put our runs on the same axis we count the same way, term by
-term, and keep its quirks so that its published figures come out (see `flops.paper` and `electra flops --paper`):
+term, and keep its quirks so that its published figures come out (see `electra.app.flops_paper` and `electra flops --paper`):
 
 * A multiply-add is 2 FLOPs: a (m x k) @ (k x n) matmul costs 2mkn.
 * The backward pass costs as much as the forward pass, so training = 2 x forward. (Autograd really does ~2 x the
   forward's matmuls in the backward; the paper's choice under-counts that, and we keep it for comparability.
-  `flops.measured` reports both conventions.)
+  `electra.flops.measured` reports both conventions.)
 * Embedding lookups are dense one-hot matmuls: 2*e*vocab per token for words, and 2*e*(seq_len + type_vocab) per
   token for positions and segments (the script charges a one-hot over the *sequence length*, not the table size).
 * Per-element costs: dropout 4, LayerNorm 5, GELU 8, softmax 5 per element, a bias or a residual add 1, the
@@ -16,7 +16,7 @@ term, and keep its quirks so that its published figures come out (see `flops.pap
   (`paper_quirks=False` charges 5*hidden, which changes Base by ~0.001%). Output biases of the discriminator logit
   and of the MLM softmax are not charged, as in the script; they are a few FLOPs per token.
 * The generator's (or MLM model's) output head, including its hidden->embedding dense layer, is charged only for
-  the predicted positions (`flops.shapes.predicted_positions`): ceil(mask_prob * seq_len) by default, 20 of 128 for
+  the predicted positions (`electra.flops.shapes.predicted_positions`): ceil(mask_prob * seq_len) by default, 20 of 128 for
   Small. The script itself charges a fixed 20/128 of every sequence, even for Large, which masks 25%; the reference
   *pretraining* code predicts int((mask_prob + 0.005) * seq_len) = 19 of 128. Choose with `output_positions`.
 * Inference FLOPs are one sequence of length 128 through the kept encoder plus a per-token binary classifier (the
@@ -29,7 +29,7 @@ sequence; training doubles it):
   head at the predicted positions (the MLM baseline, Replace MLM); or at every position plus a one-unit copy
   probability, 2*hidden per token (All-Tokens MLM).
 * the generator beside it: a masked LM of the configured width (runs the shared embeddings again, projects them to
-  its width, layers, MLM head at predicted positions); a two-tower cloze generator (`generators.two_tower`: one
+  its width, layers, MLM head at predicted positions); a two-tower cloze generator (`electra.generators.two_tower`: one
   pass of the shared embeddings and projection, two generator-width towers, and one output head on the
   concatenated 2 x width states) whose vocabulary projection runs at every position (Electric needs the noise
   probability of every token; the cloze objective's loss is at every token) or at the predicted ones only (any
@@ -38,7 +38,7 @@ sequence; training doubles it):
   the rows before its dense layer, GELU and LayerNorm.
   embedding_sharing only changes parameter counts.
 
-The measured counterpart (`flops.measured`) runs the real modules under `FlopCounterMode`; matmul terms of this
+The measured counterpart (`electra.flops.measured`) runs the real modules under `FlopCounterMode`; matmul terms of this
 module are the ones it can see (`kind == "matmul"`), lookups and element-wise terms are convention only.
 """
 
@@ -49,14 +49,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from electra.errors import UserError
-from flops.shapes import (
+from electra.flops.shapes import (
     EncoderShape,
     discriminator_shape,
     generator_shape,
     predicted_positions,
     shape_from_any,
 )
+
+from electra.core.errors import UserError
 
 DROPOUT_FLOPS = 4  # random number, compare, mask multiply, 1/(1-p) rescale
 LAYER_NORM_FLOPS = 5  # mean, variance, normalise, scale, shift
@@ -364,7 +365,7 @@ def count_flops(
 
     Heads that run "at every position" are charged for the full sequence by default: the paper's accounting, and
     what a step on packed, full-length text runs. Two arguments count what a particular padded batch executes
-    instead (the start-up check, `flops.measured.executed_report`, uses them):
+    instead (the start-up check, `electra.flops.measured.executed_report`, uses them):
     `cloze_positions`: where a two-tower generator's vocabulary head runs per sequence when the plan says
     `candidates` (the model runs it at every position, padding included, so this stays the sequence length);
     `main_head_positions`: where All-Tokens MLM's head runs per sequence (its step runs it at the real tokens only,

@@ -24,12 +24,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from electra.flops.analytic import FlopPlan, FlopReport, count_flops
+from electra.flops.shapes import EncoderShape, discriminator_shape, generator_shape, predicted_positions
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from electra.masking import slots_per_row
-from flops.analytic import FlopPlan, FlopReport, count_flops
-from flops.shapes import EncoderShape, discriminator_shape, generator_shape, predicted_positions
+from electra.nn.masking import slots_per_row
 
 
 def _cpu_flash_forward(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
@@ -188,7 +188,7 @@ class ReferencePretrainingModel(nn.Module):
         if self.kind in ("unigram", None):
             return
         if self.kind == "two-tower":
-            # generators.two_tower: one embedding pass (+ projection) feeding two encoders; head on both states
+            # electra.generators.two_tower: one embedding pass (+ projection) feeding two encoders; head on both states
             embeddings = shared_embeddings
             if embeddings is None or config.embedding_sharing in ("none", "gdes"):  # gdes: its own table
                 embeddings = ElectraEmbeddings(gen_config)
@@ -350,7 +350,7 @@ def executed_report(config: Any, plan: FlopPlan, batch: dict[str, Any]) -> FlopR
     """The analytic count, per sequence, of what one training step on `batch` executes.
 
     The batch's padded length is the sequence length, and a step computes what its shape says, whatever the
-    padding: heads at the predicted positions run on K slots per row (`electra.masking.slots_per_row`, fillers
+    padding: heads at the predicted positions run on K slots per row (`electra.nn.masking.slots_per_row`, fillers
     included), a two-tower head that serves Electric's noise or the cloze loss at every position. The one
     data-dependent head is All-Tokens MLM's, which runs at the real tokens only: it is counted at the batch's mean
     real tokens per row. (The logged and budgeted count, `flop_report`, charges every position, the paper's
@@ -384,7 +384,7 @@ def startup_check(
 
     Meant to run once when training starts: it guards the analytic counter (which the loop then uses for every
     step) against a model that computes something else; what it compares with is `executed_report`. Run it
-    under `generators.fused_nll.plain_head()`, as pretraining does: on a CPU Electric's fused head projects the
+    under `electra.generators.fused_nll.plain_head()`, as pretraining does: on a CPU Electric's fused head projects the
     rows it samples from a second time, which is not the model's arithmetic. `backward` also backpropagates the
     step's loss (its gradients are left populated) and reports the measured backward/forward ratio.
     """

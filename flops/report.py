@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flops.analytic import FlopReport
+from electra.flops.analytic import FlopReport
 
 
 def sci(value: float | None, digits: int = 3) -> str:
@@ -83,6 +83,6 @@ def format_paper(rows: list[dict[str, Any]]) -> str:
         if row["note"]:
             lines.append(f"{'':<4}note: {row['note']}")
     lines.append(
-        "ours: flops.analytic.count_flops (the objective's FlopPlan) on the named size preset and overrides (`electra flops --size S --set k=v`)."
+        "ours: electra.flops.analytic.count_flops (the objective's FlopPlan) on the named size preset and overrides (`electra flops --size S --set k=v`)."
     )
     return "\n".join(lines)

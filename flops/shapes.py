@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from electra.errors import UserError
+from electra.core.errors import UserError
 
 
 @dataclass(frozen=True)

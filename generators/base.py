@@ -7,7 +7,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from electra.masking import Picked
+from electra.nn.masking import Picked
 
 
 class LinearHead(NamedTuple):

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from electra.generators.base import Generator
+from electra.generators.gdes import share_gdes
+from electra.generators.masked_lm import MaskedLMGenerator
+from electra.generators.two_tower import TwoTowerGenerator
+from electra.generators.unigram import UnigramGenerator
 from torch import nn
 
-from electra.config import PretrainConfig
-from electra.hf_configs import generator_hf_config
-from electra.outputs import SpecialIds
-from generators.base import Generator
-from generators.gdes import share_gdes
-from generators.masked_lm import MaskedLMGenerator
-from generators.two_tower import TwoTowerGenerator
-from generators.unigram import UnigramGenerator
+from electra.core.config import PretrainConfig
+from electra.core.outputs import SpecialIds
+from electra.nn.hf_configs import generator_hf_config
 
 
 def build_generator(
@@ -22,7 +22,7 @@ def build_generator(
     """`config.generator` (mlm | unigram | two-tower) sharing `config.embedding_sharing` with the encoder.
 
     `gdes` builds the generator with its own embeddings, then gives the discriminator a detached view of the
-    generator's word embeddings plus a zero-initialised residual (`generators.gdes`).
+    generator's word embeddings plus a zero-initialised residual (`electra.generators.gdes`).
     """
     sharing = config.embedding_sharing
     shared = discriminator_encoder.embeddings if sharing in ("embeddings", "all") else None

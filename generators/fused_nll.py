@@ -250,7 +250,7 @@ def fused_nll_and_sample(
     generator: torch.Generator | None = None,
 ) -> SampledHead:
     """`fused_nll`, and from the same chunks a sample of every row and its entropy: what ELECTRA's corruption takes
-    from its generator's head. The draw is `electra.masking.sample_from_probs`': one uniform number per row,
+    from its generator's head. The draw is `electra.nn.masking.sample_from_probs`': one uniform number per row,
     inverted through the row's cumulative distribution, taken from the RNG at the same point, so the same seed
     gives the same samples except where a draw falls within rounding of a boundary between two tokens."""
     draw = torch.rand(contexts.shape[0], device=contexts.device, generator=generator)

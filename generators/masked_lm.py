@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from electra.generators.base import Generator, LinearHead
 from torch import nn
 from transformers import ElectraForMaskedLM
 from transformers.models.electra.modeling_electra import ElectraEmbeddings, ElectraModel
-
-from generators.base import Generator, LinearHead
 
 
 class MaskedLMGenerator(Generator):

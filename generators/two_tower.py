@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from electra.generators import fused_nll
+from electra.generators.base import Generator, LinearHead
 from safetensors.torch import save_file
 from torch import nn
 from transformers import ElectraConfig
@@ -33,12 +35,10 @@ from transformers.models.electra.modeling_electra import (
     ElectraGeneratorPredictions,
 )
 
-from electra.errors import UserError
-from electra.files import read_safetensors
-from electra.lane_attention import attention_name
-from electra.masking import Picked, sample_from_log_probs
-from generators import fused_nll
-from generators.base import Generator, LinearHead
+from electra.core.errors import UserError
+from electra.core.files import read_safetensors
+from electra.nn.lane_attention import attention_name
+from electra.nn.masking import Picked, sample_from_log_probs
 
 CONFIG_NAME = "two_tower_config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -90,7 +90,7 @@ def tower_masks(
 
 def as_attention_mask(allowed: torch.Tensor, implementation: str, dtype: torch.dtype) -> torch.Tensor:
     """A bool [B,1,L,L] "may attend" mask in the form the encoder's attention takes: SDPA (and its lane-dropout
-    variant, `electra.lane_attention`) reads it as it is, the eager path adds a large negative number where
+    variant, `electra.nn.lane_attention`) reads it as it is, the eager path adds a large negative number where
     attention is not allowed."""
     if implementation != "eager":
         return allowed
@@ -121,7 +121,7 @@ class TwoTowerGenerator(Generator):
         self.cloze_span = getattr(config, "cloze_span", "piece")
         if self.cloze_span == "word":
             # [vocabulary] bool, saved with the weights so an export scores the same spans without its tokenizer
-            # (`electra.tokenization.word_start_flags`); all True until a training run or a checkpoint sets it.
+            # (`electra.data.tokenization.word_start_flags`); all True until a training run or a checkpoint sets it.
             starts = torch.ones(config.vocab_size, dtype=torch.bool) if word_starts is None else word_starts
             if starts.shape != (config.vocab_size,):
                 raise UserError(
@@ -459,7 +459,7 @@ class _ShapeConfig:
     def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))
 
-    # Same derivations as electra.config.PretrainConfig (kept in step by tests/test_two_tower.py).
+    # Same derivations as electra.core.config.PretrainConfig (kept in step by tests/test_two_tower.py).
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads

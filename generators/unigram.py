@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from generators.base import Generator
+from electra.generators.base import Generator
 
 
 class UnigramGenerator(Generator):

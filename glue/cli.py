@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from electra.errors import UserError
-from electra.flags import DefaultsHelpFormatter, add_cpu_dropout_option, add_output_option, require_counts
-from electra.overwrite import refuse_to_replace, refuse_unowned, start_over
+from electra.core.errors import UserError
+from electra.core.flags import (
+    DefaultsHelpFormatter,
+    add_cpu_dropout_option,
+    add_output_option,
+    require_counts,
+)
+from electra.core.overwrite import refuse_to_replace, refuse_unowned, start_over
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
 10% warmup then linear decay, batch 32, learning rate and layer-wise decay by model size, 10 epochs for RTE and
@@ -112,7 +117,7 @@ def refuse_foreign_run(output: Path) -> None:
     fine-tunes) is refused, with or without --overwrite or --resume: GLUE wrote its own run.json over the
     pretraining run's record, `--overwrite` deleted that run's `checkpoints/` (a name both write), and `--resume`
     wrote GLUE's checkpoints into it."""
-    from glue.finetune import is_glue_record
+    from electra.glue.finetune import is_glue_record
 
     if is_glue_record(output / "run.json") is False:
         raise UserError(
@@ -135,10 +140,11 @@ def prepare_output(
     run in `output` (always refused), an earlier run's results there (refused unless `overwrite` or `resume`), the
     model, the data files; then, the inputs being sound, `overwrite` deletes the earlier run's files (never a
     user's). Returns the GLUE data folder."""
-    from electra.export import finetune_dir, require_safetensors
-    from electra.tokenization import require_tokenizer
-    from glue.finetune import check_files, check_init_from, resolve_model_dir
-    from glue.tasks import resolve_data_dir
+    from electra.glue.finetune import check_files, check_init_from, resolve_model_dir
+    from electra.glue.tasks import resolve_data_dir
+
+    from electra.data.tokenization import require_tokenizer
+    from electra.export.layout import finetune_dir, require_safetensors
 
     if output:
         refuse_foreign_run(Path(output))
@@ -162,8 +168,8 @@ def prepare_output(
 
 
 def run(args: argparse.Namespace) -> int:
-    from glue.finetune import FinetuneSettings, check_run_inputs, run_glue
-    from glue.tasks import parse_task_list
+    from electra.glue.finetune import FinetuneSettings, check_run_inputs, run_glue
+    from electra.glue.tasks import parse_task_list
 
     require_counts(
         args, ("seeds", "batch_size", "max_seq_length"), optional=("max_steps", "max_train_examples")

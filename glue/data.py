@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from electra.glue.tasks import Example, TaskSpec
 
-from electra.data import pad_batch
-from glue.tasks import Example, TaskSpec
+from electra.data.packing import pad_batch
 
 
 def encode_examples(

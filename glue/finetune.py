@@ -23,10 +23,16 @@ from pathlib import Path
 import numpy as np
 import torch
 from accelerate.utils import set_seed
+from electra.flops.analytic import finetune_flops as analytic_finetune_flops
+from electra.glue.data import Collator, encode_examples
+from electra.glue.metrics import task_scores
+from electra.glue.model import GlueModel, load_encoder, saved_seed
+from electra.glue.report import format_table, write_outputs
+from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, read_examples, swap_pairs, task_file
 from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoTokenizer
 
-from electra.config import (
+from electra.core.config import (
     FINETUNE_RANGES,
     RUN_RECORD,
     check_ranges,
@@ -34,7 +40,12 @@ from electra.config import (
     keep_run_record,
     read_run_record,
 )
-from electra.engine import (
+from electra.core.errors import ElectraWarning, UserError
+from electra.core.files import file_sha256, read_json_record, write_json_atomically
+from electra.core.outputs import StepOutput
+from electra.data.tokenization import require_tokenizer_fits
+from electra.export.layout import MANIFEST, finetune_dir, fit_length, read_model_config, refuse_run_folder
+from electra.training.engine import (
     Engine,
     Task,
     TrainArgs,
@@ -42,18 +53,7 @@ from electra.engine import (
     per_process_batch,
     shuffled_epochs,
 )
-from electra.errors import ElectraWarning, UserError
-from electra.export import MANIFEST, finetune_dir, fit_length, read_model_config, refuse_run_folder
-from electra.files import file_sha256, read_json_record, write_json_atomically
-from electra.optim import describe_lr_groups, warmup_steps_of
-from electra.outputs import StepOutput
-from electra.tokenization import require_tokenizer_fits
-from flops.analytic import finetune_flops as analytic_finetune_flops
-from glue.data import Collator, encode_examples
-from glue.metrics import task_scores
-from glue.model import GlueModel, load_encoder, saved_seed
-from glue.report import format_table, write_outputs
-from glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, read_examples, swap_pairs, task_file
+from electra.training.optim import describe_lr_groups, warmup_steps_of
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +88,11 @@ class FinetuneSettings:
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0  # the reference clips the global gradient norm at 1
     double_unordered: bool = True  # MRPC / STS-B also train on (B, A)
-    original_off_by_one: bool = False  # the reference code's layer-wise rates (see electra/optim.py)
+    original_off_by_one: bool = False  # the reference code's layer-wise rates (see electra/training/optim.py)
     max_train_examples: int | None = None  # a fixed random subset of train (quick runs, tests)
     skip_malformed: bool = False  # drop rows with too few fields instead of stopping at the first
     mixed_precision: str = "no"
-    cpu_dropout: str = "lanes"  # dropout masks on a CPU: lanes (electra/dropout.py) or torch
+    cpu_dropout: str = "lanes"  # dropout masks on a CPU: lanes (electra/nn/dropout.py) or torch
     save_every: int = 0  # checkpoint every N updates (needs an output directory), so a killed run can resume
     log_every: int = 10
     progress: bool = True
@@ -162,7 +162,7 @@ def _refuse_run_folder(path: Path, option: str) -> None:
     """A folder holding a run rather than a model, named for what it is: a GLUE output (`--init-from glue_out`,
     whose models are in checkpoints/TASK) had been told to be "a Hugging Face checkpoint directory", so the models
     it saved are listed here; an unexported pretraining run and other commands' outputs are named by
-    `electra.export.refuse_run_folder`, as for squad and --init-from of pretrain."""
+    `electra.export.layout.refuse_run_folder`, as for squad and --init-from of pretrain."""
     if is_glue_record(path / RUN_RECORD) and not (path / MANIFEST).is_file():
         saved = sorted(p.parent.name for p in (path / "checkpoints").glob("*/config.json"))
         where = (
@@ -555,7 +555,7 @@ def resume_record(model_dir: str | Path, init_from: str | Path | None, settings:
     so a relative spelling from another folder still matches) and every setting that changes what is learnt
     (`settings` as resolved for the model's size)."""
     return {
-        "command": "glue",  # what tells this output from another command's (`glue.cli.refuse_foreign_run`)
+        "command": "glue",  # what tells this output from another command's (`electra.glue.cli.refuse_foreign_run`)
         "model": str(Path(model_dir).resolve()),
         "init_from": str(Path(init_from).resolve()) if init_from else None,
         **{name: value for name, value in settings.items() if name not in RESUMABLE_SETTINGS},
@@ -573,7 +573,7 @@ def finetune_flops(
     model: GlueModel, train_shapes: dict[int, int], eval_shapes: dict[int, int]
 ) -> tuple[float, str]:
     """FLOPs of one fine-tuning run (training plus evaluation), from the padded batch shapes it really ran, in the
-    paper's convention (`flops.analytic.finetune_flops`: training charged as 2 x forward)."""
+    paper's convention (`electra.flops.analytic.finetune_flops`: training charged as 2 x forward)."""
     config, labels = model.encoder.config, model.num_labels
     train = sum(
         analytic_finetune_flops(config, length, n, labels).train_flops for length, n in train_shapes.items()
@@ -582,7 +582,9 @@ def finetune_flops(
         analytic_finetune_flops(config, length, n, labels).forward_flops_per_sequence * n
         for length, n in eval_shapes.items()
     )
-    return float(train + evaluation), "flops.analytic.finetune_flops (train 2x forward, plus eval forward)"
+    return float(
+        train + evaluation
+    ), "electra.flops.analytic.finetune_flops (train 2x forward, plus eval forward)"
 
 
 def summarise(spec: TaskSpec, runs: list[SeedRun]) -> dict[str, dict]:

@@ -1,18 +1,17 @@
-"""GLUE as an `evaluate` metric: `evaluate.load("<this file>", "mrpc")`, offline (see electra.local_metrics).
+"""GLUE as an `evaluate` metric: `evaluate.load("<this file>", "mrpc")`, offline (see electra.core.local_metrics).
 
 Inputs are label indices (the task's label order, as the hub's `glue` metric takes them), floats for STS-B. The
-result is `glue.metrics.compute_metrics`: CoLA `mcc` and `accuracy`, MRPC/QQP `accuracy` and `f1` of class "1",
+result is `electra.glue.metrics.compute_metrics`: CoLA `mcc` and `accuracy`, MRPC/QQP `accuracy` and `f1` of class "1",
 STS-B `pearson` and `spearman`, `accuracy` elsewhere, as fractions; the values equal the hub metric's
 (`matthews_correlation`, `spearmanr`: the same numbers under the names the fine-tuner's tables use).
 """
 
 import datasets
 import evaluate
+from electra.glue.metrics import compute_metrics
+from electra.glue.tasks import TASKS, get_task
 
-from glue.metrics import compute_metrics
-from glue.tasks import TASKS, get_task
-
-_DESCRIPTION = "GLUE dev metrics as the ELECTRA paper reports them (electra's glue.metrics)."
+_DESCRIPTION = "GLUE dev metrics as the ELECTRA paper reports them (electra's electra.glue.metrics)."
 _CITATION = "Wang et al., 2019. GLUE: A Multi-Task Benchmark and Analysis Platform for Natural Language Understanding."
 _KWARGS = "predictions: label indices (floats for stsb); references: the same; config name: a GLUE task."
 

@@ -2,7 +2,7 @@
 
 The ELECTRA paper classifies from the final [CLS] vector with one linear layer (regression for STS-B: one output,
 squared error). For BERT checkpoints, whose encoder has a pretrained pooler, the pooled vector is used instead,
-as BERT does. A fine-tuned checkpoint (written by `electra.export.save_with_head`) is config.json, with the task's
+as BERT does. A fine-tuned checkpoint (written by `electra.export.layout.save_with_head`) is config.json, with the task's
 labels and `glue_head` settings, and one model.safetensors: the encoder under its prefix (`AutoModel` and
 `--init-from` read it), and the layer as
 - `classifier.*` on an encoder with a pooler: exactly `BertForSequenceClassification`, which
@@ -21,8 +21,8 @@ import torch
 from torch import nn
 from transformers import AutoModel
 
-from electra.export import load_pretrained, read_head, save_with_head
-from electra.files import read_safetensors
+from electra.core.files import read_safetensors
+from electra.export.layout import load_pretrained, read_head, save_with_head
 
 HEAD_KEY = "glue_head"  # config.json entry with the head's task settings
 OLD_HEAD_WEIGHTS = "glue_head.safetensors"  # the first layout's side files

@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from electra.errors import UserError
-from electra.files import decode_user_text
+from electra.core.errors import UserError
+from electra.core.files import decode_user_text
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,3 @@
 `electra score` prints sentence (and token or word) PLLs; `electra rescore` re-ranks ASR n-best lists by
 acoustic score + λ·PLL with λ tuned on dev; `electra nbest` makes n-best lists from wav files with pocketsphinx.
 """
-
-__electra_package__ = (
-    True  # electra.siblings tells this copy from another distribution's package of the same name
-)

@@ -13,8 +13,9 @@ import re
 import wave
 from pathlib import Path
 
-from electra.errors import UserError
-from pll.nbest import Hypothesis, Utterance, read_utf8
+from electra.pll.nbest import Hypothesis, Utterance, read_utf8
+
+from electra.core.errors import UserError
 
 INSTALL_HINT = "pocketsphinx is not installed; install the ASR extra with: pip install 'electra[asr]'"
 

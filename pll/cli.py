@@ -10,11 +10,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from electra.errors import UserError
-from electra.files import require_file, write_json_atomically, write_text_atomically
-from electra.flags import add_output_option, require_counts
-from electra.overwrite import check_output_file, refuse_to_replace
-from pll.methods import METHODS, WITHIN_WORD
+from electra.pll.methods import METHODS, WITHIN_WORD
+
+from electra.core.errors import UserError
+from electra.core.files import require_file, write_json_atomically, write_text_atomically
+from electra.core.flags import add_output_option, require_counts
+from electra.core.overwrite import check_output_file, refuse_to_replace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -197,7 +198,7 @@ def _scoring_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _scorer(args: argparse.Namespace, model: str | None = None, identity: str | None = None):
-    from pll.scoring import load_scorer
+    from electra.pll.scoring import load_scorer
 
     model = model or args.model
     scorer = load_scorer(model, args.method, args.device, args.batch_size, args.within_word, identity)
@@ -206,7 +207,7 @@ def _scorer(args: argparse.Namespace, model: str | None = None, identity: str | 
 
 
 def run_score(args: argparse.Namespace) -> int:
-    from pll.nbest import looks_like_nbest
+    from electra.pll.nbest import looks_like_nbest
 
     require_counts(args, ("batch_size",))
     _check_device(args.device)
@@ -441,14 +442,14 @@ def _score_texts_saving(
 
 
 def _check_device(name: str) -> None:
-    from pll.scoring import check_device  # where `load_scorer` checks it too
+    from electra.pll.scoring import check_device  # where `load_scorer` checks it too
 
     check_device(name)
 
 
 def _read_input(raw: str) -> tuple[str, str]:
     """(name for messages, text) of a file or, for '-', standard input."""
-    from electra.files import decode_user_text
+    from electra.core.files import decode_user_text
 
     if raw == "-":
         data = sys.stdin.buffer.read()
@@ -461,8 +462,8 @@ def _read_input(raw: str) -> tuple[str, str]:
 
 def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
     """Every hypothesis of an n-best list scored once per distinct text, written back in the list's format."""
-    from pll.nbest import read_nbest, write_nbest
-    from pll.rescore import attach_plls
+    from electra.pll.nbest import read_nbest, write_nbest
+    from electra.pll.rescore import attach_plls
 
     utts, fmt = read_nbest(name, text)
     if args.output:
@@ -515,7 +516,7 @@ def _print_corpus_summary(rows: list[tuple[float, int, int]]) -> None:
 def _parse_lambdas(raw: str | None) -> tuple[float, ...]:
     """--lambdas as numbers, read before any scoring: a typo there used to surface only after every hypothesis
     was scored, and `nan` or `inf` was taken, writing NaN (not JSON) into report.json and every list."""
-    from pll.rescore import DEFAULT_LAMBDAS
+    from electra.pll.rescore import DEFAULT_LAMBDAS
 
     if raw is None:
         return DEFAULT_LAMBDAS
@@ -568,9 +569,15 @@ def _is_finite_number(value: object) -> bool:
 
 
 def run_rescore(args: argparse.Namespace) -> int:
-    from pll.fusion import LengthNorm, fuse, fused_score, split_table
-    from pll.nbest import read_nbest, write_nbest
-    from pll.rescore import DEFAULT_LAMBDAS, check_test_refs, choose_lambda, has_reference_words, require_refs
+    from electra.pll.fusion import LengthNorm, fuse, fused_score, split_table
+    from electra.pll.nbest import read_nbest, write_nbest
+    from electra.pll.rescore import (
+        DEFAULT_LAMBDAS,
+        check_test_refs,
+        choose_lambda,
+        has_reference_words,
+        require_refs,
+    )
 
     require_counts(args, ("batch_size",))
     if not math.isfinite(args.ln) or args.ln < 0:
@@ -744,14 +751,14 @@ def _attach_first_pll(args, dev, tests, lists, saved: Path | None) -> tuple[str,
     in `saved` as they come, and then every PLL of the feature is kept there.
 
     Returns the method's name and the scorer's identity (None when the saved scores do not record one)."""
-    from pll.rescore import attach_plls, saved_scores
+    from electra.pll.rescore import attach_plls, saved_scores
 
     known = saved_scores(args.scores)
     texts = _texts(lists)
     unscored = texts - known.keys()
     identity = None
     if args.model:
-        from pll.scoring import scorer_identity
+        from electra.pll.scoring import scorer_identity
 
         identity = scorer_identity(args.model[0], args.method, args.within_word)
         if args.scores:
@@ -850,9 +857,10 @@ def _warn_long(scorer, named_lists: list) -> None:
 def run_ngram(args: argparse.Namespace) -> int:
     import time
 
-    from electra.corpus import read_documents
-    from pll.nbest import OWN_HYP_FIELDS, read_nbest, write_nbest
-    from pll.ngram import KneserNeyLM, corpus_sentences, normalize_words
+    from electra.pll.nbest import OWN_HYP_FIELDS, read_nbest, write_nbest
+    from electra.pll.ngram import KneserNeyLM, corpus_sentences, normalize_words
+
+    from electra.data.corpus import read_documents
 
     if args.order < 1:
         raise UserError(f"--order {args.order}: give 1 or more.")
@@ -911,10 +919,10 @@ def run_ngram(args: argparse.Namespace) -> int:
 
 
 def run_nbest(args: argparse.Namespace) -> int:
-    from pll.asr import decode_nbest, read_transcription
-    from pll.nbest import write_nbest
-    from pll.rescore import first_best, oracle_best
-    from pll.wer import corpus_wer
+    from electra.pll.asr import decode_nbest, read_transcription
+    from electra.pll.nbest import write_nbest
+    from electra.pll.rescore import first_best, oracle_best
+    from electra.pll.wer import corpus_wer
 
     if args.nbest < 1:
         raise UserError("--nbest must be at least 1.")

@@ -8,7 +8,7 @@ first-pass score, by default) keeps weight 1, and each other weight is searched 
 in those units, both signs, by coordinate ascent (each weight in turn, the others fixed, until a round changes
 nothing), then refined by smaller multiplicative steps around the winner. Ties go to the setting closest to the
 first pass (the smaller total weight). The corpus WER of a choice is a sum over a table of per-hypothesis word edits
-(`pll.rescore.EditTable`), so thousands of settings cost well under a second.
+(`electra.pll.rescore.EditTable`), so thousands of settings cost well under a second.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from electra.pll.nbest import Hypothesis, Utterance, length_penalty
+from electra.pll.rescore import EditTable
 
-from electra.errors import UserError
-from pll.nbest import Hypothesis, Utterance, length_penalty
-from pll.rescore import EditTable
+from electra.core.errors import UserError
 
 # Log-spaced magnitudes, in spread units, from 1/100 to 30 of the anchor's spread (13 per side, and zero).
 MAGNITUDES = tuple(float(10**e) for e in np.linspace(-2.0, math.log10(30.0), 15))
@@ -31,7 +31,7 @@ MAX_ROUNDS = 6
 
 @dataclass(frozen=True)
 class LengthNorm:
-    """--ln: the `pll` feature is divided by a length penalty of its pieces (see pll.nbest.length_penalty)."""
+    """--ln: the `pll` feature is divided by a length penalty of its pieces (see electra.pll.nbest.length_penalty)."""
 
     alpha: float = 0.0
     kind: str = "gnmt"

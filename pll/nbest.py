@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from electra.errors import UserError
-from electra.files import decode_user_text, refusing_duplicate_keys, require_file, write_text_atomically
+from electra.core.errors import UserError
+from electra.core.files import decode_user_text, refusing_duplicate_keys, require_file, write_text_atomically
 
 FORMATS = ("mlm-scoring", "list")
 
@@ -38,7 +38,7 @@ class Hypothesis:
     key: str | None = None  # "hyp_3" in the mlm-scoring format
     pieces: int | None = None  # word pieces the PLL sums over (for length normalisation)
     extra: dict[str, Any] = field(default_factory=dict)  # the user's other fields, kept on write
-    # The model and method that gave `pll` (pll.scoring.scorer_identity); None when unknown (a hand-made scorer, or
+    # The model and method that gave `pll` (electra.pll.scoring.scorer_identity); None when unknown (a hand-made scorer, or
     # a list scored before the record existed). Saved with the PLL so a later `rescore --scores` can refuse mixing.
     scorer: str | None = None
 

@@ -4,7 +4,7 @@ It is what a user would reach for instead of a bidirectional scorer, so rescorin
 fuse it in as one more feature. KenLM's `lmplz` (modified Kneser-Ney, three discounts per order) is the standard
 tool but needs a C++ build with Boost; this is the textbook interpolated Kneser-Ney of Chen & Goodman (1998) with
 one discount per order, D = n1 / (n1 + 2 n2) from the count-of-counts, which trails modified KN by a few percent
-of perplexity. Text is normalised as the ASR references are (`electra.text_form`, "words": lowercase letters and
+of perplexity. Text is normalised as the ASR references are (`electra.core.text_form`, "words": lowercase letters and
 in-word apostrophes; hyphens and underscores split words; accents stripped), one sentence per training sequence,
 padded with order-1 `<s>` and one `</s>`.
 """
@@ -16,7 +16,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
-from electra.text_form import words as words_form
+from electra.core.text_form import words as words_form
 
 BOS, EOS = "<s>", "</s>"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

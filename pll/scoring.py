@@ -18,19 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from electra.discriminators.energy import electra_tt_token_log_likelihood
+from electra.generators.shared_towers import cloze_log_q
+from electra.generators.two_tower import TwoTowerGenerator, is_two_tower_dir
+from electra.pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
 from tqdm.auto import tqdm
 from transformers import AutoModelForMaskedLM, AutoTokenizer, ElectraForPreTraining
 
-from discriminators.energy import electra_tt_token_log_likelihood
-from electra.errors import UserError
-from electra.export import load_pretrained, read_export, read_model_config, refuse_run_folder
-from electra.files import feed_file
+from electra.core.errors import UserError
+from electra.core.files import feed_file
+from electra.data.tokenization import holds_tokenizer, require_tokenizer_fits
+from electra.export.layout import load_pretrained, read_export, read_model_config, refuse_run_folder
 from electra.objectives import get_objective, objective_names
-from electra.run_log import progress_off
-from electra.tokenization import holds_tokenizer, require_tokenizer_fits
-from generators.shared_towers import cloze_log_q
-from generators.two_tower import TwoTowerGenerator, is_two_tower_dir
-from pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
+from electra.training.run_log import progress_off
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,7 @@ class ClozeScorer(Scorer):
         self.generator = generator.to(device).eval()
 
     def token_scores(self, encoded: Sequence[Encoded]) -> list[list[float]]:
-        """Each tower runs once per distinct prefix or suffix (`generators.shared_towers`): n-best hypotheses share
+        """Each tower runs once per distinct prefix or suffix (`electra.generators.shared_towers`): n-best hypotheses share
         most of theirs."""
         log_q = cloze_log_q(
             self.generator,

@@ -1,15 +1,14 @@
 """Word error rate as an `evaluate` metric: `evaluate.load("<this file>")`, offline.
 
-The number `electra rescore` reports (`pll.wer.corpus_wer`): jiwer's corpus WER (total edits over total reference
+The number `electra rescore` reports (`electra.pll.wer.corpus_wer`): jiwer's corpus WER (total edits over total reference
 words) after lowercasing and splitting on whitespace. The hub's `wer` metric is jiwer without the lowercasing.
 """
 
 import datasets
 import evaluate
+from electra.pll.wer import corpus_wer
 
-from pll.wer import corpus_wer
-
-_DESCRIPTION = "Corpus word error rate, case-insensitive (electra's pll.wer, computed by jiwer)."
+_DESCRIPTION = "Corpus word error rate, case-insensitive (electra's electra.pll.wer, computed by jiwer)."
 _KWARGS = "predictions: hypothesis strings; references: reference strings, in the same order."
 
 

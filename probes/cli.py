@@ -8,9 +8,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from electra.files import write_json_atomically
-from electra.flags import DefaultsHelpFormatter, add_output_option, require_counts
-from electra.overwrite import refuse_to_replace, refuse_to_replace_an_input, refuse_unwritable_directory
+from electra.core.files import write_json_atomically
+from electra.core.flags import DefaultsHelpFormatter, add_output_option, require_counts
+from electra.core.overwrite import refuse_to_replace, refuse_to_replace_an_input, refuse_unwritable_directory
 
 DESCRIPTION = """Fit a linear probe (logistic regression by L-BFGS) on the frozen last layer of each --model and
 report its dev accuracy over seeds: sst2 (sentiment from the mean of the tokens) and pos (Brown part-of-speech tags
@@ -91,9 +91,10 @@ def _distinct_models(models: list[str]) -> dict[str, Path]:
     """Each model checked (weights safetensors, a tokenizer beside them) and kept once, by its first spelling, with
     its checkpoint directory: one given twice, or by two spellings (a run and its discriminator/), was probed
     twice and listed as two rows of the same encoder."""
-    from electra.export import require_safetensors
-    from electra.tokenization import require_tokenizer
-    from glue.finetune import resolve_model_dir
+    from electra.glue.finetune import resolve_model_dir
+
+    from electra.data.tokenization import require_tokenizer
+    from electra.export.layout import require_safetensors
 
     first: dict[Path, str] = {}
     directories: dict[str, Path] = {}
@@ -110,12 +111,8 @@ def _distinct_models(models: list[str]) -> dict[str, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformers.utils import logging as transformers_logging
-
-    from electra.config import INPUT_DIGESTS
-    from electra.errors import UserError
-    from probes.linear import load_frozen
-    from probes.run import (
+    from electra.probes.linear import load_frozen
+    from electra.probes.run import (
         check_probe_inputs,
         data_sha256,
         model_sha256,
@@ -124,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         run_probe,
         training_samples,
     )
+    from transformers.utils import logging as transformers_logging
+
+    from electra.core.config import INPUT_DIGESTS
+    from electra.core.errors import UserError
 
     require_counts(args, ("seeds", "max_length", "batch_size"), optional=("max_train",))
     if args.resume and not args.output:
@@ -240,9 +241,9 @@ def _earlier_rows(
     """The rows a `--resume` keeps, by (probe, model label); without --resume, the --output checks. Probes of
     several models take an hour on a CPU, and a run stopped at its last model had lost them all: the results file
     is now written after each row (`complete: false` until the end)."""
-    from electra.config import refuse_changed_settings
-    from electra.errors import UserError
-    from electra.files import read_json_record
+    from electra.core.config import refuse_changed_settings
+    from electra.core.errors import UserError
+    from electra.core.files import read_json_record
 
     if not args.output:
         return {}

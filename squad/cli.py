@@ -7,8 +7,8 @@ import json
 import math
 from pathlib import Path
 
-from electra.flags import add_cpu_dropout_option, add_output_option
-from electra.overwrite import check_output_file, refuse_to_replace, refuse_unowned, start_over
+from electra.core.flags import add_cpu_dropout_option, add_output_option
+from electra.core.overwrite import check_output_file, refuse_to_replace, refuse_unowned, start_over
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -115,11 +115,12 @@ def prepare_output(settings, overwrite: bool) -> dict:
     """What `electra squad` and `electra.finetune_squad` check before any work, in this order: an earlier run's
     results in the output (refused unless `overwrite` or `settings.resume`), the model and data files; then, the
     inputs being sound, `overwrite` deletes the earlier run's files (never a user's). Returns the questions read
-    (`squad.train.check_inputs`)."""
-    from electra.errors import UserError
-    from electra.export import finetune_dir, require_safetensors
-    from electra.tokenization import require_tokenizer
-    from squad.train import check_inputs, check_model_fits
+    (`electra.squad.train.check_inputs`)."""
+    from electra.squad.train import check_inputs, check_model_fits
+
+    from electra.core.errors import UserError
+    from electra.data.tokenization import require_tokenizer
+    from electra.export.layout import finetune_dir, require_safetensors
 
     produced = SQUAD_EVAL_OUTPUTS + (("model", "train") if settings.train else ())
     if settings.resume and settings.train is None:
@@ -136,7 +137,7 @@ def prepare_output(settings, overwrite: bool) -> dict:
     parsed = check_inputs(settings)
     if settings.train is not None:  # pickled weights: refused before run.json is written
         require_safetensors(finetune_dir(settings.model))
-    # where there is none, AutoTokenizer makes an empty one (a hub name is answered by squad.model.load_tokenizer)
+    # where there is none, AutoTokenizer makes an empty one (a hub name is answered by electra.squad.model.load_tokenizer)
     tokenizer = Path(settings.tokenizer or finetune_dir(settings.model))
     if tokenizer.is_dir():
         require_tokenizer(tokenizer)
@@ -150,7 +151,7 @@ def prepare_output(settings, overwrite: bool) -> dict:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from squad.train import SquadSettings, finetune
+    from electra.squad.train import SquadSettings, finetune
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     settings = SquadSettings(
@@ -211,10 +212,11 @@ def run_eval(args: argparse.Namespace) -> int:
     would refuse to train on (an answer_start that misses its text, a 1.1 file under --version 2.0) is a warning."""
     import sys
 
-    from electra.errors import UserError
-    from electra.files import write_text_atomically
-    from squad.data import load_squad_json, read_squad
-    from squad.metrics import evaluate_v1, evaluate_v2, gold_answers
+    from electra.squad.data import load_squad_json, read_squad
+    from electra.squad.metrics import evaluate_v1, evaluate_v2, gold_answers
+
+    from electra.core.errors import UserError
+    from electra.core.files import write_text_atomically
 
     if args.out:
         # before any work, and never one of the files read: `--output dev-v1.1.json` had replaced the dataset with
@@ -267,7 +269,7 @@ def _require_na_probs_match(
 ) -> None:
     """--na-probs must be the scores of these questions: a file for another data set (ids unknown) had scored every
     question as 0.0 in silence, and so did a question answered without a score (the official script's KeyError)."""
-    from electra.errors import UserError
+    from electra.core.errors import UserError
 
     unknown = [qid for qid in na_probs if qid not in golds]
     if unknown:
@@ -284,9 +286,10 @@ def _require_na_probs_match(
 
 
 def _load_mapping(path: str, kind: type | tuple[type, ...]) -> dict:
-    from electra.errors import UserError
-    from electra.files import require_file
-    from squad.data import read_json_file
+    from electra.squad.data import read_json_file
+
+    from electra.core.errors import UserError
+    from electra.core.files import require_file
 
     file = require_file(path, "JSON file")
     mapping = read_json_file(file, "expected a JSON object {question id: value}.")

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from electra.errors import UserError
-from electra.files import decode_user_text, require_file
+from electra.core.errors import UserError
+from electra.core.files import decode_user_text, require_file
 
 VERSIONS = ("1.1", "2.0")
 

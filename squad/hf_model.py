@@ -3,22 +3,21 @@
 `transformers` has no class with this head (the end logits depend on the start, and SQuAD 2.0 adds an answerability
 classifier), so a model saved with it loads through this one:
 
-    from squad.hf_model import ElectraForSquad
+    from electra.squad.hf_model import ElectraForSquad
     model = ElectraForSquad.from_pretrained("out/model")
 
 It is a `PreTrainedModel` (from_pretrained, save_pretrained, device moves, dtype casts); its forward returns the
 head's `QAOutput` (a loss with labels; else top-k starts, the k x k ends given each, and a null score), which
-`squad.postprocess` turns into answer strings. Models fine-tuned with `--head plain` need none of this:
+`electra.squad.postprocess` turns into answer strings. Models fine-tuned with `--head plain` need none of this:
 `AutoModelForQuestionAnswering` loads them.
 """
 
 from __future__ import annotations
 
 import torch
+from electra.squad.heads import HeadConfig, QAOutput, SpanHead
+from electra.squad.model import HEAD_KEY, span_forward
 from transformers import ElectraConfig, ElectraModel, ElectraPreTrainedModel
-
-from squad.heads import HeadConfig, QAOutput, SpanHead
-from squad.model import HEAD_KEY, span_forward
 
 
 class ElectraForSquad(ElectraPreTrainedModel):

@@ -22,7 +22,7 @@ import string
 from collections.abc import Mapping
 from pathlib import Path
 
-from electra.local_metrics import load_local_metric
+from electra.core.local_metrics import load_local_metric
 
 logger = logging.getLogger(__name__)
 

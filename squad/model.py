@@ -1,12 +1,12 @@
 """A Hugging Face ELECTRA/BERT encoder plus a span head, saved as one Hugging Face model directory.
 
-Layout of a saved model directory (written by `electra.export.save_with_head`):
+Layout of a saved model directory (written by `electra.export.layout.save_with_head`):
     config.json        the encoder's config, plus `squad_head` (the head's settings) and `architectures`
     model.safetensors  the encoder under `electra.` (or `bert.`), and the head:
                        - the plain head without an answerability classifier as `qa_outputs` (start; end), exactly
                          `ElectraForQuestionAnswering`'s layout: `AutoModelForQuestionAnswering` and
                          `pipeline("question-answering")` load it with no code from this library;
-                       - ELECTRA's XLNet-style head (the default) as `qa_head.*`: `squad.hf_model.ElectraForSquad`
+                       - ELECTRA's XLNet-style head (the default) as `qa_head.*`: `electra.squad.hf_model.ElectraForSquad`
                          (a `transformers` model class) loads it, since no `transformers` class has that head.
     tokenizer files    when a tokenizer was passed to `save`
 `AutoModel.from_pretrained(dir)` loads the fine-tuned encoder from either. Directories written before this layout
@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from electra.squad.heads import HeadConfig, QAOutput, SpanHead
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
-from electra.errors import UserError
-from electra.export import load_pretrained, read_head, save_with_head
-from electra.files import read_safetensors
-from squad.heads import HeadConfig, QAOutput, SpanHead
+from electra.core.errors import UserError
+from electra.core.files import read_safetensors
+from electra.export.layout import load_pretrained, read_head, save_with_head
 
 HEAD_KEY = "squad_head"  # config.json entry holding the head's settings
 OLD_HEAD_CONFIG = "qa_head.json"  # the first layout's side files

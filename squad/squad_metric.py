@@ -2,17 +2,16 @@
 
 Inputs follow the hub's `squad` / `squad_v2` metrics: predictions `{"id", "prediction_text"}` (plus
 `"no_answer_probability"` for 2.0), references `{"id", "answers": {"text": [...], "answer_start": [...]}}`. The
-result is the official evaluation scripts' (`squad.metrics`, tested against them): `exact_match`/`f1` for 1.1;
+result is the official evaluation scripts' (`electra.squad.metrics`, tested against them): `exact_match`/`f1` for 1.1;
 `exact`, `f1`, HasAns/NoAns and the best thresholds for 2.0, in percent. `compute(..., na_prob_thresh=t)` sets
 2.0's no-answer threshold (the official script's default, 1.0).
 """
 
 import datasets
 import evaluate
+from electra.squad.metrics import evaluate_v1, evaluate_v2
 
-from squad.metrics import evaluate_v1, evaluate_v2
-
-_DESCRIPTION = "The official SQuAD v1.1 / v2.0 evaluation (electra's squad.metrics)."
+_DESCRIPTION = "The official SQuAD v1.1 / v2.0 evaluation (electra's electra.squad.metrics)."
 _CITATION = "Rajpurkar et al., 2016 and 2018. SQuAD: 100,000+ Questions; Know What You Don't Know."
 _KWARGS = "predictions: {id, prediction_text[, no_answer_probability]}; references: {id, answers}; config: 1.1 or 2.0."
 VERSIONS = ("1.1", "2.0")

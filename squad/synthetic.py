@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from squad.data import load_squad_json
+from electra.squad.data import load_squad_json
 
 
 def split_articles(path: str | Path, first: int) -> tuple[dict[str, Any], dict[str, Any]]:

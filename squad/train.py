@@ -2,7 +2,7 @@
 
 Defaults are the ELECTRA paper's fine-tuning settings for Base (learning rate 1e-4, layer-wise decay 0.8, batch 32,
 2 epochs, 10% warmup, weight decay 0.01, gradient clipping 1.0). Training runs on the library's engine
-(`electra.engine`), so GLUE and SQuAD decay layers the same way, log the same way (OUTPUT/train/metrics.csv and
+(`electra.training.engine`), so GLUE and SQuAD decay layers the same way, log the same way (OUTPUT/train/metrics.csv and
 TensorBoard) and can checkpoint and resume (`--save-every`, `--resume`).
 """
 
@@ -22,12 +22,31 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate.utils import set_seed
+from electra.squad.data import SquadExample, read_squad
+from electra.squad.features import FeatureSettings, build_features
+from electra.squad.heads import HeadConfig
+from electra.squad.metrics import official_scores
+from electra.squad.model import SquadModel, load_tokenizer, native_qa_class
+from electra.squad.postprocess import Predictions, WindowResult, postprocess
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from electra.config import FINETUNE_RANGES, INPUT_DIGESTS, check_ranges, check_run_record, keep_run_record
-from electra.data import pad_batch
-from electra.engine import (
+from electra.core.config import (
+    FINETUNE_RANGES,
+    INPUT_DIGESTS,
+    check_ranges,
+    check_run_record,
+    keep_run_record,
+)
+from electra.core.errors import UserError
+from electra.core.files import file_sha256, read_json_record, write_json_atomically
+from electra.core.outputs import StepOutput
+from electra.core.overwrite import refuse_unusable_output
+from electra.data.packing import pad_batch
+from electra.data.tokenization import require_tokenizer_fits
+from electra.export.layout import finetune_dir, fit_length, read_model_config, refuse_run_folder
+from electra.export.model_card import CARD, CardFacts, render_card
+from electra.training.engine import (
     Engine,
     Task,
     TrainArgs,
@@ -35,21 +54,8 @@ from electra.engine import (
     per_process_batch,
     shuffled_epochs,
 )
-from electra.errors import UserError
-from electra.export import finetune_dir, fit_length, read_model_config, refuse_run_folder
-from electra.files import file_sha256, read_json_record, write_json_atomically
-from electra.model_card import CARD, CardFacts, render_card
-from electra.optim import describe_lr_groups, warmup_steps_of
-from electra.outputs import StepOutput
-from electra.overwrite import refuse_unusable_output
-from electra.run_log import progress_off
-from electra.tokenization import require_tokenizer_fits
-from squad.data import SquadExample, read_squad
-from squad.features import FeatureSettings, build_features
-from squad.heads import HeadConfig
-from squad.metrics import official_scores
-from squad.model import SquadModel, load_tokenizer, native_qa_class
-from squad.postprocess import Predictions, WindowResult, postprocess
+from electra.training.optim import describe_lr_groups, warmup_steps_of
+from electra.training.run_log import progress_off
 
 logger = logging.getLogger(__name__)
 
@@ -84,11 +90,13 @@ class SquadSettings:
     na_threshold: float | None = None  # None: the F1-best threshold on the evaluated set
     seed: int = 42
     mixed_precision: str = "no"
-    cpu_dropout: str = "lanes"  # dropout masks on a CPU: lanes (electra/dropout.py) or torch
+    cpu_dropout: str = "lanes"  # dropout masks on a CPU: lanes (electra/nn/dropout.py) or torch
     cache_dir: str | None = None
     max_train_examples: int | None = None
     progress: bool = True
-    original_layer_decay: bool = False  # the reference code's layer-wise rates (see electra/optim.py)
+    original_layer_decay: bool = (
+        False  # the reference code's layer-wise rates (see electra/training/optim.py)
+    )
     save_every: int = 0  # checkpoint every N updates under OUTPUT/train/checkpoints (0: never)
     resume: bool = False  # continue from the latest checkpoint there
     log_every: int = 20
@@ -166,7 +174,7 @@ def resume_record(settings: dict[str, Any]) -> dict[str, Any]:
     from another folder still matches. It is taken before the model loads, so `max_seq_length` is the one asked
     for (a results.json from before run.json existed saved it fitted to the model)."""
     record = {name: value for name, value in settings.items() if name not in RESUMABLE_SETTINGS}
-    # what tells this output from a pretraining run's (`electra.export.refuse_run_folder`)
+    # what tells this output from a pretraining run's (`electra.export.layout.refuse_run_folder`)
     record["command"] = "squad"
     if record.get("model"):
         record["model"] = str(finetune_dir(record["model"]).resolve())
@@ -332,7 +340,7 @@ def write_squad_card(
         loads = [
             (
                 "How to load (ELECTRA's span head: a class from this library)",
-                f"from squad.hf_model import ElectraForSquad  # installed with electra\n\n"
+                f"from electra.squad.hf_model import ElectraForSquad  # installed with electra\n\n"
                 f'model = ElectraForSquad.from_pretrained("{model_dir}")  # encoder + start/end/answerability head',
             )
         ]

@@ -22,7 +22,7 @@ def lock_held_elsewhere(directory: Path) -> Iterator[int]:
         [
             sys.executable,
             "-c",
-            "import time; from electra.output_lock import output_lock\n"
+            "import time; from electra.core.output_lock import output_lock\n"
             f"with output_lock({str(directory)!r}):\n    print('held', flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,
@@ -105,7 +105,7 @@ def small_corpus(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def sample_tokenizer():
     """A 400-piece WordPiece vocabulary of SAMPLE_TEXT: enough for micro models."""
-    from electra.tokenization import train_wordpiece_tokenizer
+    from electra.data.tokenization import train_wordpiece_tokenizer
 
     return train_wordpiece_tokenizer([SAMPLE_TEXT] * 5, vocab_size=400)
 
@@ -153,7 +153,7 @@ def run_command_as(name: str, work) -> int:
     (its one-line errors, signals, exit statuses) checked on work the test controls."""
     import argparse
 
-    from electra import cli
+    from electra.app import cli
 
     built = cli.build_parser
 

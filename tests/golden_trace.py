@@ -58,8 +58,8 @@ def export_word_model(directory: Path, layers: int = 1) -> Path:
     import torch
     from transformers import ElectraTokenizerFast
 
-    from electra.model import build_pretraining_model
     from electra.objectives import build_config
+    from electra.training.model import build_pretraining_model
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
     tokenizer = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
@@ -105,7 +105,7 @@ def corpus_and_vocab(workdir: Path) -> tuple[Path, Path, str]:
 
     from tokenizers import normalizers, pre_tokenizers
 
-    from electra.embedded_corpus import ensure_embedded_corpus
+    from electra.data.embedded_corpus import ensure_embedded_corpus
 
     corpus = ensure_embedded_corpus(workdir / "cache" / "corpus")
     digest = hashlib.sha256(corpus.read_bytes()).hexdigest()
@@ -126,7 +126,7 @@ def corpus_and_vocab(workdir: Path) -> tuple[Path, Path, str]:
 
 
 def pretrain(objective: str, workdir: Path, cache: Path, corpus: Path, vocab: Path) -> Path:
-    from electra.cli import main
+    from electra.app.cli import main
 
     output = workdir / f"run-{objective}"
     code = main(
@@ -164,14 +164,14 @@ def pretrain(objective: str, workdir: Path, cache: Path, corpus: Path, vocab: Pa
 
 def step_metrics(run_dir: Path) -> list[dict[str, float]]:
     """Every training metric of every logged step except the wall-clock ones."""
-    from electra.run_log import read_metrics
+    from electra.training.run_log import read_metrics
 
     timing = {"tokens_per_second", "elapsed_seconds", "mfu"}
     return [{k: v for k, v in row.items() if k not in timing} for row in read_metrics(run_dir, "train")]
 
 
 def glue_metrics(model_dir: Path, workdir: Path) -> dict[str, float]:
-    from electra.cli import main
+    from electra.app.cli import main
 
     data = write_stsb(workdir / "glue")
     out = workdir / "glue-out"
@@ -204,7 +204,7 @@ def glue_metrics(model_dir: Path, workdir: Path) -> dict[str, float]:
 
 
 def plls(runs: dict[str, Path]) -> dict[str, list[float]]:
-    from pll.scoring import load_scorer
+    from electra.pll.scoring import load_scorer
 
     out = {}
     for method, objective, inside, options in SCORING:
@@ -218,7 +218,7 @@ def plls(runs: dict[str, Path]) -> dict[str, list[float]]:
 def torch_release() -> str:
     """major.minor of the running torch: within one release the kernels sum in the same order on every host of a
     kind; across releases they need not."""
-    from electra.pretraining import torch_release as release
+    from electra.training.pretraining import torch_release as release
 
     return ".".join(str(part) for part in release())
 

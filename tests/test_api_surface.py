@@ -15,14 +15,14 @@ import random
 import re
 from pathlib import Path
 
+import electra.tlm.train as tlm_train
 import numpy as np
 import pytest
 import torch
 
 import electra
-import tlm.train as tlm_train
-from electra.errors import UserError
-from electra.pretraining import RunInputs
+from electra.core.errors import UserError
+from electra.training.pretraining import RunInputs
 from tests.golden_trace import export_word_model, write_stsb
 
 FAST = dict(max_steps=1, batch_size=8)
@@ -361,7 +361,7 @@ def test_calls_leave_the_random_generators_as_they_were(run, glue_data):
 
 def test_help_of_pretrain_names_every_keyword():
     """Before: help(electra.pretrain) named five of the keywords and "..."; size_to_budget, keep_warmup,
-    doc_boundary and strict_utf8 were found only in electra.pretraining.RunInputs."""
+    doc_boundary and strict_utf8 were found only in electra.training.pretraining.RunInputs."""
     text = pydoc.render_doc(electra.pretrain, renderer=pydoc.plaintext)
     for field in dataclasses.fields(RunInputs):
         if field.name not in ("corpus", "output_dir"):
@@ -380,7 +380,7 @@ def test_numpy_numbers_are_numbers():
 
 @pytest.mark.parametrize("make", [False, True])
 def test_train_tlm_refuses_a_resume_with_nothing_to_resume(tmp_path, monkeypatch, make):
-    """Before: `tlm.train.train_tlm` with resume=True on a mistyped output folder started a fresh run in silence
+    """Before: `electra.tlm.train.train_tlm` with resume=True on a mistyped output folder started a fresh run in silence
     (the command line refused it, in a check of its own)."""
 
     def no_training(settings):

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra.checkpoint import LATEST, latest_checkpoint, latest_intact_checkpoint, save_checkpoint
-from electra.errors import ElectraWarning
+from electra.core.errors import ElectraWarning
+from electra.export.checkpoint import LATEST, latest_checkpoint, latest_intact_checkpoint, save_checkpoint
 
 
 @pytest.fixture

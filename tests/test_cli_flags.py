@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from electra import __version__
-from electra.cli import build_parser, main
-from electra.run_log import CSV_NAME, parse_report_to, read_metrics
+from electra.app.cli import build_parser, main
+from electra.training.run_log import CSV_NAME, parse_report_to, read_metrics
 from tests.conftest import MICRO
 
 
@@ -254,7 +254,7 @@ def test_an_error_names_the_whole_command(tmp_path, capsys):
     [["flops", "--size", "tiny"], ["tlm", "retrieve", "--corpus", "c", "--task-train", "t", "--out", "o"]],
 )
 def test_a_one_process_command_under_a_launcher_is_refused(monkeypatch, capsys, argv):
-    """Before: `torchrun --nproc_per_node 2 -m electra.cli tlm retrieve ...` ran the whole retrieval in each
+    """Before: `torchrun --nproc_per_node 2 -m electra tlm retrieve ...` ran the whole retrieval in each
     process, both writing the same selection files (torn writes, the summary twice). Commands that do not share
     their work now refuse a multi-process launch in one line; the ones that do still run (pretrain's settings)."""
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -275,7 +275,7 @@ def test_output_into_a_closed_pipe_ends_quietly():
     os.close(read_end)  # the reader has gone before the first write: every write breaks the pipe
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "electra.cli", "flops", "--paper", "--json"],
+            [sys.executable, "-m", "electra", "flops", "--paper", "--json"],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,

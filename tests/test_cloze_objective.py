@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import electra
-from electra.errors import UserError
-from electra.masking import candidate_mask
-from electra.model import build_pretraining_model
+from electra.core.errors import UserError
+from electra.nn.masking import candidate_mask
+from electra.training.model import build_pretraining_model
 
 
 def _micro(micro_overrides) -> dict:
@@ -109,9 +109,8 @@ def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path,
     with pytest.raises(UserError, match="names no part to fine-tune"):
         electra.finetune_dir(tmp_path / "run")
 
+    from electra.pll.scoring import load_scorer
     from transformers import AutoTokenizer
-
-    from pll.scoring import load_scorer
 
     shipped = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "generator"))
     assert shipped.tokenize("Budget, annual!") == shipped.tokenize("budget annual")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from electra.generators.shared_towers import cloze_log_q
+from electra.generators.two_tower import TwoTowerGenerator
 
-from electra.errors import UserError
+from electra.core.errors import UserError
+from electra.data.tokenization import word_start_flags
 from electra.objectives import build_config
-from electra.tokenization import word_start_flags
-from generators.shared_towers import cloze_log_q
-from generators.two_tower import TwoTowerGenerator
 from tests.test_two_tower import _config
 
 CLS, SEP = 2, 3

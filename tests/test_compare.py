@@ -10,9 +10,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from electra.glue.finetune import task_data_fingerprints
+from electra.glue.tasks import get_task
 
-from electra.cli import main
-from electra.compare import (
+from electra.app.cli import main
+from electra.app.compare import (
     CompareSettings,
     format_markdown,
     glue_settings,
@@ -20,10 +22,8 @@ from electra.compare import (
     pretrain_objective,
     write_report,
 )
-from electra.errors import UserError
+from electra.core.errors import UserError
 from electra.objectives import build_config, flop_report
-from glue.finetune import task_data_fingerprints
-from glue.tasks import get_task
 
 PRETRAIN_KEYS = ("max_steps", "save_every", "log_every", "warmup_steps")
 
@@ -70,7 +70,7 @@ def _settings(tmp_path: Path, corpus: Path, micro_overrides: dict, budget: float
 
 def _prepared(tmp_path, corpus, micro_overrides):
     """Settings, the shared tokenizer directory, and each objective's FLOPs per step for that vocabulary."""
-    from electra.tokenization import load_saved_tokenizer
+    from electra.data.tokenization import load_saved_tokenizer
 
     settings = _settings(tmp_path, corpus, micro_overrides, budget=1.0)
     settings.out.mkdir(parents=True)
@@ -105,7 +105,7 @@ def test_equal_budgets_stop_within_one_step_and_rerun_skips(small_corpus, tmp_pa
     # every fraction is a loadable export; the pretraining run kept only what resuming needs
     from transformers import AutoModel
 
-    from electra.export import finetune_dir
+    from electra.export.layout import finetune_dir
 
     for objective in cells:
         for name in ("1of2", "2of2"):
@@ -347,7 +347,7 @@ def test_plan_prints_the_steps_each_budget_buys(tmp_path, small_corpus, shared_d
 
 def test_results_are_collected_from_the_cells_on_disk(tmp_path):
     """An undefined metric (NaN, stored as null) shows as missing and stays out of the average."""
-    from electra.compare import collect_results
+    from electra.app.compare import collect_results
 
     settings = CompareSettings(
         corpus="c",
@@ -396,8 +396,8 @@ def test_results_are_collected_from_the_cells_on_disk(tmp_path):
 def test_stepping_stones_train_to_the_budget_and_export(objective, small_corpus, tmp_path, micro_overrides):
     from transformers import AutoModel
 
-    from electra.export import finetune_dir
-    from electra.tokenization import load_saved_tokenizer
+    from electra.data.tokenization import load_saved_tokenizer
+    from electra.export.layout import finetune_dir
 
     settings, tokenizer_dir, vocab, _ = _prepared(tmp_path, small_corpus, micro_overrides)
     config = build_config("tiny", overrides=dict(settings.overrides, objective=objective))
@@ -416,7 +416,7 @@ def test_stepping_stones_train_to_the_budget_and_export(objective, small_corpus,
 
 
 def test_arms_carry_their_settings_labels_and_safe_folders():
-    from electra.compare_settings import parse_arm
+    from electra.app.compare_settings import parse_arm
 
     plain = parse_arm("electra")
     assert (plain.label, plain.objective, plain.overrides, plain.slug) == (
@@ -439,7 +439,7 @@ def test_arms_carry_their_settings_labels_and_safe_folders():
 
 def test_an_arm_may_not_reshape_the_shared_vocabulary(tmp_path):
     """Arms share OUT/tokenizer: an arm's own text form or vocabulary size would silently be ignored."""
-    from electra.compare import check_arms
+    from electra.app.compare import check_arms
 
     for override in ("text_form=words", "lowercase=false", "tokenizer_vocab_size=4096"):
         settings = CompareSettings(
@@ -454,8 +454,8 @@ def test_an_arm_may_not_reshape_the_shared_vocabulary(tmp_path):
 
 
 def test_arm_overrides_reach_the_config_and_a_frozen_generator_stops_sharing(tmp_path):
-    from electra.compare import objective_config
-    from electra.compare_settings import parse_arm
+    from electra.app.compare import objective_config
+    from electra.app.compare_settings import parse_arm
 
     settings = CompareSettings(
         corpus="c", out=tmp_path, objectives=["electra"], tasks=[], glue_data=None, budget=1e13, checkpoints=2
@@ -466,7 +466,7 @@ def test_arm_overrides_reach_the_config_and_a_frozen_generator_stops_sharing(tmp
 
 
 def test_probe_columns_and_random_encoder_row_in_the_report(tmp_path):
-    from electra.compare import write_report
+    from electra.app.compare import write_report
 
     def cell(fraction, median):
         probe = {
@@ -557,12 +557,12 @@ def test_arms_with_probes_only_end_to_end(small_corpus, tmp_path, micro_override
 def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tmp_path, capsys, monkeypatch):
     """Before: a rerun into the same --out with other GLUE or probe settings silently replaced results.md and
     results.json, while glue, tlm, score and rescore refuse to replace results without --overwrite."""
-    import electra.compare
+    import electra.app.compare
 
     def started(*args, **kwargs):
         raise RuntimeError("work started")
 
-    monkeypatch.setattr(electra.compare, "prepare_tokenizer", started)
+    monkeypatch.setattr(electra.app.compare, "prepare_tokenizer", started)
     out = tmp_path / "out"
     out.mkdir()
     tuned = {"learning_rate": 0.5, "an_old_setting": 1}  # a setting only one side has is not compared
@@ -597,7 +597,7 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     with pytest.raises(RuntimeError, match="work started"):
         main([*argv, "--overwrite"])
     # The same evaluation: arms may be added (the report grows), but one the report holds may not be left out.
-    monkeypatch.setattr(electra.compare, "_evaluation", lambda settings, finetune: report)
+    monkeypatch.setattr(electra.app.compare, "_evaluation", lambda settings, finetune: report)
     (out / "results.json").write_text(json.dumps({**report, "objectives": {"electra": {}, "mlm": {}}}))
     with pytest.raises(RuntimeError, match="work started"):
         main([*argv, "--objectives", "electra,mlm,electric"])
@@ -617,12 +617,12 @@ def _probe_only(tmp_path: Path, corpus: Path, out: Path, micro_overrides: dict, 
 
 
 def _stop_before_pretraining(monkeypatch):
-    import electra.compare
+    import electra.app.compare
 
     def started(*args, **kwargs):
         raise RuntimeError("pretraining started")
 
-    monkeypatch.setattr(electra.compare, "pretrain_objective", started)
+    monkeypatch.setattr(electra.app.compare, "pretrain_objective", started)
 
 
 def test_a_budget_refused_leaves_nothing_that_blocks_the_corrected_rerun(
@@ -653,7 +653,7 @@ def test_a_manifest_no_arm_was_pretrained_under_gives_way_to_overwrite(
     """A compare.json left by a run that never pretrained (killed early, or refused by an older version after
     recording it) binds nothing: --overwrite starts over, with a fresh vocabulary. Once an arm has a checkpoint,
     other pretraining settings stay refused, --overwrite or not."""
-    from electra.tokenization import load_saved_tokenizer
+    from electra.data.tokenization import load_saved_tokenizer
 
     out = tmp_path / "out"
     argv = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1e12")
@@ -729,7 +729,7 @@ def test_plan_refuses_what_a_run_refuses(small_corpus, tmp_path, micro_overrides
 def test_an_arm_or_set_may_not_give_what_compare_controls(
     key, small_corpus, tmp_path, micro_overrides, capsys
 ):
-    from electra.compare import check_arms
+    from electra.app.compare import check_arms
 
     settings = CompareSettings(
         corpus="c", out=tmp_path, objectives=["mlm", f"electra+{key}=3"], tasks=[], glue_data=None
@@ -743,8 +743,8 @@ def test_an_arm_or_set_may_not_give_what_compare_controls(
 
 def test_an_arms_warmup_is_kept_like_a_set_one(tmp_path):
     """Before: an arm's warmup_steps was cut to a tenth of the budget's steps, while --set warmup_steps was kept."""
-    from electra.compare import objective_config
-    from electra.compare_settings import parse_arm
+    from electra.app.compare import objective_config
+    from electra.app.compare_settings import parse_arm
 
     settings = CompareSettings(
         corpus="c", out=tmp_path, objectives=["electra"], tasks=[], glue_data=None, budget=1e12, checkpoints=1
@@ -781,7 +781,7 @@ def test_a_lost_export_whose_checkpoint_was_pruned_is_refused_not_replaced_by_a_
 def test_unreadable_records_in_out_are_one_line_or_redone(tmp_path, capsys):
     """Before: a results.json, compare.json or cell file cut short (a full disk, a crash of the machine: the atomic
     writes rename but do not sync) stopped every rerun with a JSONDecodeError traceback."""
-    from electra.compare import _check_manifest, _check_report, collect_results
+    from electra.app.compare import _check_manifest, _check_report, collect_results
 
     settings = CompareSettings(
         corpus=str(tmp_path),
@@ -816,7 +816,7 @@ def test_a_budget_under_one_step_per_checkpoint_is_refused(small_corpus, tmp_pat
     """Before: with --checkpoints 1 any budget, 1 FLOP included, was accepted (the step that overshoots counted as
     bought): every arm trained one step, billions of times its budget and at unequal FLOPs, and --plan put the
     checkpoint at step 0. Each fraction must buy a whole step, as the refusal's own advice says."""
-    from electra.compare import objective_config
+    from electra.app.compare import objective_config
 
     settings = CompareSettings(
         corpus="c", out=tmp_path, objectives=["electra"], tasks=[], glue_data=None, budget=1.0, checkpoints=1
@@ -842,13 +842,13 @@ def test_a_second_run_into_a_live_out_is_refused(
     """Before: a rerun started while the first still ran (another terminal, a restarted job) went to work beside
     it: pretraining was refused by the arm's own lock, but fine-tuning redid the same cells and the two raced to
     write OUT/tokenizer."""
-    import electra.compare
-    from electra.output_lock import output_lock
+    import electra.app.compare
+    from electra.core.output_lock import output_lock
 
     def started(*args, **kwargs):
         raise RuntimeError("work started")
 
-    monkeypatch.setattr(electra.compare, "prepare_tokenizer", started)
+    monkeypatch.setattr(electra.app.compare, "prepare_tokenizer", started)
     out = tmp_path / "out"
     argv = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1e12")
     with output_lock(out):
@@ -880,7 +880,7 @@ def test_a_folder_that_is_no_comparison_keeps_what_a_run_would_replace(small_cor
 def test_the_order_of_tasks_or_probes_is_no_other_evaluation():
     """Before: `--glue-tasks mrpc,rte` after `rte,mrpc` was refused as "other tasks", though it fine-tunes the same
     cells; the seeds' order is kept, since seed i of every task makes the per-seed averages."""
-    from electra.compare import _changed_settings
+    from electra.app.compare import _changed_settings
 
     saved = {"tasks": ["rte", "mrpc"], "probes": ["sst2", "pos"], "seeds": [1, 2]}
     assert (
@@ -892,7 +892,7 @@ def test_the_order_of_tasks_or_probes_is_no_other_evaluation():
 def test_an_arm_label_must_name_a_folder_of_its_own(small_corpus, tmp_path, micro_overrides, capsys):
     """Before: `..:electra` pretrained into OUT itself (OUT/pretrain/..: its config.json and run.json beside
     compare.json) and stopped on OUT's own lock; `.:mlm` pretrained into OUT/pretrain."""
-    from electra.compare_settings import parse_arm
+    from electra.app.compare_settings import parse_arm
 
     for label in ("..", ".", "..."):
         with pytest.raises(UserError, match=f"the label '{re.escape(label)}' .* names no folder"):
@@ -1031,8 +1031,9 @@ def test_glue_rows_and_probe_data_are_read_before_any_work(tmp_path, small_corpu
 def test_a_probe_cell_made_on_other_data_is_stale(tmp_path):
     """Before: a probe cell kept only its seeds and sample size, so after the probe's data changed (a corrected
     SST-2 file) the old accuracies stayed in the report, unlike a GLUE cell's."""
-    from electra.compare import collect_results
-    from probes.run import data_sha256, get_probe
+    from electra.probes.run import data_sha256, get_probe
+
+    from electra.app.compare import collect_results
 
     data = _write_sst2(tmp_path / "data")
     settings = CompareSettings(
@@ -1064,7 +1065,7 @@ def test_a_probe_cell_made_on_other_data_is_stale(tmp_path):
 def test_the_plan_counts_the_seeds_an_unfinished_cell_has_run(tmp_path, shared_data):
     """Before: a cell killed after some of its seeds, or a rerun with more --seeds, was counted as every seed
     left, though the run fine-tunes only the others."""
-    from electra.compare import _cells_done, _seed_folder
+    from electra.app.compare import _cells_done, _seed_folder
 
     glue = tmp_path / "glue"
     shutil.copytree(shared_data / "glue" / "RTE", glue / "RTE")

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from electra.cli import main
-from electra.config import SIZES, load_config_file, parse_overrides
-from electra.errors import ElectraWarning, UserError
+from electra.app.cli import main
+from electra.core.config import SIZES, load_config_file, parse_overrides
+from electra.core.errors import ElectraWarning, UserError
 from electra.objectives import build_config
 
 # The ELECTRA paper's Table 6 / dissertation Table 5.1: layers, hidden, FFN, heads, embedding, generator
@@ -158,7 +158,7 @@ def test_yaml_config_files(tmp_path):
     ],
 )
 def test_compile_plan_follows_the_measurements_unless_told(overrides, on_gpu, processes, expected):
-    from electra.pretraining import compile_plan
+    from electra.training.pretraining import compile_plan
 
     assert compile_plan(build_config("small", overrides=overrides), on_gpu, processes) == expected
 
@@ -166,7 +166,7 @@ def test_compile_plan_follows_the_measurements_unless_told(overrides, on_gpu, pr
 def test_compile_plan_stays_eager_on_a_torch_that_cannot_compile_the_step(monkeypatch):
     """Under torch 2.7 the compiler fails inside transformers' encoder: one GPU's default (compile) falls back to
     eager with a warning, and an explicit --compile gets a one-line error instead of a compiler traceback."""
-    from electra import pretraining
+    from electra.training import pretraining
 
     monkeypatch.setattr(pretraining.torch, "__version__", "2.6.0+cu124")
     with pytest.warns(UserWarning, match="training eagerly"):

@@ -4,13 +4,13 @@ import pytest
 import torch
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.continued import checkpoint_shape, init_vocabulary, load_initial_weights
-from electra.errors import UserError
-from electra.masking import Picked
-from electra.model import build_pretraining_model
+from electra.core.errors import UserError
+from electra.data.tokenization import load_saved_tokenizer
+from electra.nn.masking import Picked
 from electra.objectives import build_config
-from electra.pretraining import RunInputs, pretrain
-from electra.tokenization import load_saved_tokenizer
+from electra.training.continued import checkpoint_shape, init_vocabulary, load_initial_weights
+from electra.training.model import build_pretraining_model
+from electra.training.pretraining import RunInputs, pretrain
 
 from .conftest import pair_batch
 
@@ -101,7 +101,7 @@ def test_bad_starts_are_refused_in_one_line(export_dir, tmp_path, small_corpus):
         checkpoint_shape(tmp_path / "roberta", {})
     with pytest.raises(UserError, match="config.json"):
         checkpoint_shape(tmp_path, {})
-    from electra.tokenization import train_wordpiece_tokenizer
+    from electra.data.tokenization import train_wordpiece_tokenizer
 
     other = tmp_path / "vocab"
     train_wordpiece_tokenizer(
@@ -116,7 +116,7 @@ def test_bad_starts_are_refused_in_one_line(export_dir, tmp_path, small_corpus):
 
 
 def test_cli_init_from(export_dir, small_corpus, tmp_path, capsys):
-    from electra.cli import main
+    from electra.app.cli import main
 
     argv = ["pretrain", "--init-from", str(export_dir), "--corpus", str(small_corpus), "--no-plot"]
     argv += ["--output", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "c"), "--max-steps", "1"]
@@ -135,9 +135,9 @@ def test_a_checkpoint_of_a_preset_size_is_trained_with_that_sizes_recipe(
     batch, generator width), and config.json recorded tiny's vocabulary size, not the checkpoint's."""
     import json
 
-    from electra.cli import main
-    from electra.config import SIZES
-    from electra.continued import preset_of
+    from electra.app.cli import main
+    from electra.core.config import SIZES
+    from electra.training.continued import preset_of
 
     torch.manual_seed(0)
     mini = build_pretraining_model(build_config("mini"), sample_tokenizer)

@@ -24,13 +24,13 @@ from transformers import (
 )
 
 import electra
-from electra.cli import main
-from electra.continued import checkpoint_shape, init_vocabulary, load_initial_weights
-from electra.errors import UserError
-from electra.masking import Picked
-from electra.model import build_pretraining_model
+from electra.app.cli import main
+from electra.core.errors import UserError
+from electra.data.tokenization import load_saved_tokenizer
+from electra.nn.masking import Picked
 from electra.objectives import build_config
-from electra.tokenization import load_saved_tokenizer
+from electra.training.continued import checkpoint_shape, init_vocabulary, load_initial_weights
+from electra.training.model import build_pretraining_model
 
 from .conftest import MICRO, pair_batch
 
@@ -260,7 +260,7 @@ def test_bert_base_and_large_train_with_electras_recipe_of_their_size(berts, tmp
     """BERT-Base's shape is ELECTRA-Base's (embeddings as wide as the hidden states: 768), BERT-Large's is
     ELECTRA-Large's, so without --size the run takes that preset's learning rate, batch, warmup and generator
     width. Only config.json is read for this (a copy of a micro BERT with the config of the larger model)."""
-    from electra.continued import preset_of
+    from electra.training.continued import preset_of
 
     for size, shape in {
         "base": dict(hidden_size=768, num_hidden_layers=12, intermediate_size=3072, num_attention_heads=12),

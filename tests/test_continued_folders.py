@@ -14,13 +14,13 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertForPreTraining, BertModel, BertTokenizerFast
 
-from electra.cli import main
-from electra.continued import checkpoint_shape, init_vocabulary, load_initial_weights
-from electra.errors import ElectraWarning, UserError
-from electra.files import SHARD_INDEX
-from electra.model import build_pretraining_model
+from electra.app.cli import main
+from electra.core.errors import ElectraWarning, UserError
+from electra.core.files import SHARD_INDEX
+from electra.data.tokenization import load_saved_tokenizer, load_vocab_tokenizer, lowercases
 from electra.objectives import build_config
-from electra.tokenization import load_saved_tokenizer, load_vocab_tokenizer, lowercases
+from electra.training.continued import checkpoint_shape, init_vocabulary, load_initial_weights
+from electra.training.model import build_pretraining_model
 
 from .conftest import pair_batch
 from .test_continued_bert import SHAPE, bert_tokenizer

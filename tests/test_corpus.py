@@ -7,8 +7,14 @@ import zipfile
 
 import pytest
 
-from electra.corpus import corpus_files, looks_pos_tagged, read_documents, split_sentences, strip_pos_tags
-from electra.errors import UserError
+from electra.core.errors import UserError
+from electra.data.corpus import (
+    corpus_files,
+    looks_pos_tagged,
+    read_documents,
+    split_sentences,
+    strip_pos_tags,
+)
 
 
 def test_single_text_file_splits_documents_on_blank_lines(tmp_path):
@@ -104,7 +110,7 @@ def test_sentence_splitter():
 
 
 def test_the_cli_prints_the_latin1_warning_as_one_line(tmp_path):
-    """Before: Python's two-line UserWarning, naming electra/corpus.py and a line of its source. The CLI prints it
+    """Before: Python's two-line UserWarning, naming electra/data/corpus.py and a line of its source. The CLI prints it
     as its other warnings (`warning: ...`); in Python it stays a catchable UserWarning (above)."""
     import subprocess
     import sys
@@ -125,7 +131,7 @@ def test_the_cli_prints_the_latin1_warning_as_one_line(tmp_path):
     ]
     argv += ["--cache-dir", str(tmp_path / "cache"), *flags]
     done = subprocess.run(
-        [sys.executable, "-m", "electra.cli", *argv],
+        [sys.executable, "-m", "electra", *argv],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -1,4 +1,4 @@
-"""`electra.cpu_memory`: with glibc told to keep freed blocks, later rounds of large allocations reuse them instead of
+"""`electra.core.cpu_memory`: with glibc told to keep freed blocks, later rounds of large allocations reuse them instead of
 faulting fresh pages in (the best of three rounds is taken: the kernel may still move a block now and then)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 ROUNDS = r"""
 import resource, sys, torch
 import ctypes
-from electra.cpu_memory import M_MMAP_THRESHOLD, keep_freed_memory
+from electra.core.cpu_memory import M_MMAP_THRESHOLD, keep_freed_memory
 if sys.argv[1] == "keep":
     applied = keep_freed_memory()
 else:  # glibc's initial threshold, held fixed (its own would move with what is freed): every block a fresh mapping

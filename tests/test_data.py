@@ -7,15 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from electra.data import (
+from electra.core.errors import UserError
+from electra.data.packing import (
     ExampleBuilder,
     ExampleSettings,
     PretrainingCollator,
     ResumableBatchOrder,
     build_pretraining_dataset,
 )
-from electra.errors import UserError
-from electra.tokenization import SPECIAL_TOKENS, load_or_train_tokenizer, load_vocab_tokenizer
+from electra.data.tokenization import SPECIAL_TOKENS, load_or_train_tokenizer, load_vocab_tokenizer
 
 CLS, SEP = 101, 102
 
@@ -170,9 +170,9 @@ def test_shared_corpus_builds(shared_data, tmp_path):
 def test_a_first_run_builds_its_example_cache_once(small_corpus, tmp_path):
     """Before: the cache key hashed the tokenizer's serialisation, which differs between a freshly trained tokenizer
     and the same one reloaded from the tokenizer cache, so the second run built the examples again."""
-    from electra.data import build_pretraining_dataset
+    from electra.data.packing import build_pretraining_dataset
+    from electra.data.tokenization import load_or_train_tokenizer
     from electra.objectives import build_config
-    from electra.tokenization import load_or_train_tokenizer
 
     config = build_config("tiny", overrides={"tokenizer_vocab_size": 300, "max_seq_length": 48})
     fresh = load_or_train_tokenizer(None, small_corpus, 300, True, tmp_path / "tok")
@@ -188,7 +188,7 @@ def test_a_first_run_builds_its_example_cache_once(small_corpus, tmp_path):
 
 _TRAIN_IN_A_FRESH_PROCESS = """
 import json, sys
-from electra.tokenization import load_or_train_tokenizer
+from electra.data.tokenization import load_or_train_tokenizer
 tokenizer = load_or_train_tokenizer(None, sys.argv[1], 600, cache_dir=sys.argv[2])
 print(json.dumps(tokenizer.get_vocab(), sort_keys=True))
 """

@@ -1,4 +1,4 @@
-"""Lane dropout (`electra.dropout`, `electra.lane_attention`): the rate it claims, the expectation kept, torch's
+"""Lane dropout (`electra.nn.dropout`, `electra.nn.lane_attention`): the rate it claims, the expectation kept, torch's
 numbers on a given mask, and torch's own path wherever the lanes do not apply."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from transformers import ElectraConfig
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.models.electra.modeling_electra import ElectraSelfAttention
 
-from electra import dropout as lanes
-from electra import lane_attention
-from electra.model import PretrainingModel
+from electra.core.outputs import SpecialIds
+from electra.nn import dropout as lanes
+from electra.nn import lane_attention
 from electra.objectives import build_config
-from electra.outputs import SpecialIds
+from electra.training.model import PretrainingModel
 
 SPECIAL = SpecialIds(pad=0, cls=1, sep=2, mask=3)
 
@@ -381,7 +381,7 @@ def test_the_export_names_plain_sdpa_nowhere(tmp_path):
 
 
 def test_the_config_refuses_an_unknown_choice():
-    from electra.errors import UserError
+    from electra.core.errors import UserError
 
     with pytest.raises(UserError, match="cpu_dropout"):
         build_config("tiny", overrides={"cpu_dropout": "fast"})

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra.cli import main
-from electra.run_log import read_metrics
+from electra.app.cli import main
+from electra.training.run_log import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 MICRO_FLAGS = [
@@ -185,7 +185,7 @@ def test_bad_input_gives_one_line_errors(tmp_path, small_corpus, capsys):
 def test_a_wrong_path_is_answered_before_the_models_are_imported(tmp_path):
     """Before: a missing corpus took 4-8 s to report, torch and transformers being imported first."""
     code = (
-        "import sys; from electra.cli import main; "
+        "import sys; from electra.app.cli import main; "
         f"assert main(['pretrain', '--corpus', {str(tmp_path / 'missing')!r}]) == 2; "
         "print('torch' in sys.modules, 'transformers' in sys.modules)"
     )

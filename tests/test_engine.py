@@ -11,11 +11,11 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-import electra.engine as engine_module
-from electra.engine import EarlyStopping, Engine, Task, TrainArgs
-from electra.errors import UserError
-from electra.outputs import StepOutput
-from electra.run_log import read_csv, read_metrics
+import electra.training.engine as engine_module
+from electra.core.errors import UserError
+from electra.core.outputs import StepOutput
+from electra.training.engine import EarlyStopping, Engine, Task, TrainArgs
+from electra.training.run_log import read_csv, read_metrics
 
 
 class Regression(Task):
@@ -374,7 +374,7 @@ def test_a_compiled_run_trains_like_the_eager_one_and_saves_plain_weights(tmp_pa
 def test_the_csv_log_resumes_even_when_accelerate_never_starts_it(tmp_path):
     """Accelerate before 1.8 does not call a tracker's `start`: the first `log` of a resumed run must still drop the
     rows after the resumed step and keep the file's columns (it had raised on the first evaluation column)."""
-    from electra.trackers import CSVTracker
+    from electra.training.trackers import CSVTracker
 
     first = CSVTracker(tmp_path)
     for step in (1, 2, 3):
@@ -395,7 +395,7 @@ def test_a_csv_rewrite_that_fails_half_way_keeps_the_rows_logged_before(tmp_path
     so a kill or a full disk half-way left the run's earlier rows cut off. It is now published by one rename."""
     import csv
 
-    from electra.trackers import CSVTracker
+    from electra.training.trackers import CSVTracker
 
     first = CSVTracker(tmp_path)
     for step in range(1, 6):
@@ -465,7 +465,7 @@ def test_logs_go_through_accelerate_trackers(tmp_path):
 
 
 def test_a_non_finite_loss_is_a_one_line_error(tmp_path):
-    from electra.errors import UserError
+    from electra.core.errors import UserError
 
     with pytest.raises(UserError, match="loss is not finite"):
         Engine(_args(tmp_path, learning_rate=1e30, warmup_steps=0, max_steps=50)).fit(Regression())
@@ -473,7 +473,7 @@ def test_a_non_finite_loss_is_a_one_line_error(tmp_path):
 
 def test_glue_resumes_an_interrupted_seed(tmp_path, monkeypatch):
     """GLUE through the engine: a seed killed after a checkpoint and resumed scores as the uninterrupted one."""
-    from electra.cli import main
+    from electra.app.cli import main
     from tests.golden_trace import export_word_model, write_stsb
 
     export_word_model(tmp_path / "run", layers=2)
@@ -517,8 +517,8 @@ def test_glue_resumes_an_interrupted_seed(tmp_path, monkeypatch):
 def _draw_after_split(rank: int, world: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
-    from electra.engine import split_rng_per_process
-    from electra.masking import choose_positions
+    from electra.nn.masking import choose_positions
+    from electra.training.engine import split_rng_per_process
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(42)  # every process seeded alike, as `set_seed(config.seed)` does
@@ -557,7 +557,7 @@ def test_every_process_masks_its_own_positions(tmp_path):
 @pytest.mark.parametrize("choice", ["lanes", "torch"])
 def test_the_engine_trains_with_the_chosen_cpu_dropout(tmp_path, choice):
     """Every task (GLUE, SQuAD, TLM) gets lane dropout from the engine unless it asks for torch's own."""
-    from electra.dropout import LaneDropout
+    from electra.nn.dropout import LaneDropout
 
     task = Regression()
     Engine(_args(None, max_steps=2, output_dir=None, cpu_dropout=choice)).fit(task)
@@ -640,10 +640,9 @@ def test_bf16_is_charged_against_its_own_peak_only_where_it_is_native(native, tm
     """Where bf16 is native its MFU divides by the bf16 peak; where a CPU emulates it the run warns at the start
     and divides by the fp32 peak (the emulated product has no units of its own, and ATen's scalar bf16 `mm` is
     slower than the converting linear the model runs, which gave MFUs above 100%)."""
+    import electra.flops.peak as peak_module
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
-
-    import flops.peak as peak_module
 
     def probe(device, dtype):
         return native or dtype == torch.float32
@@ -692,7 +691,7 @@ def test_a_fresh_run_beside_earlier_checkpoints_is_refused(tmp_path):
 def test_a_second_run_in_a_live_runs_output_is_refused(tmp_path):
     """Before: a second command resuming in a folder a live run was writing continued from the first one's newest
     checkpoint and wrote its metrics.csv rows beside the first one's (duplicated steps)."""
-    from electra.output_lock import LOCK_FILE, output_lock
+    from electra.core.output_lock import LOCK_FILE, output_lock
     from tests.conftest import lock_held_elsewhere
 
     with lock_held_elsewhere(tmp_path) as pid:

@@ -9,12 +9,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import electra.checkpoint as checkpoint_module
-from electra.checkpoint import latest_checkpoint, verify_checkpoint
-from electra.cli import main
-from electra.errors import UserError
+import electra.export.checkpoint as checkpoint_module
+from electra.app.cli import main
+from electra.core.errors import UserError
+from electra.export.checkpoint import latest_checkpoint, verify_checkpoint
 from electra.objectives import build_config
-from electra.pretraining import RunInputs, pretrain
+from electra.training.pretraining import RunInputs, pretrain
 
 
 def _run(corpus, out, cache, overrides, resume=False):
@@ -208,7 +208,7 @@ def test_a_real_small_disk_gives_one_line(corpus_module, micro_overrides_module,
 
 
 def test_non_finite_weights_are_never_exported(micro_overrides, tmp_path):
-    from electra.model import build_pretraining_model
+    from electra.training.model import build_pretraining_model
     from tests.test_pll_scoring import tokenizer
 
     config = build_config("tiny", overrides=micro_overrides)
@@ -238,7 +238,7 @@ def test_a_kill_in_any_checkpoint_phase_resumes_to_the_same_weights(
     """Killed inside the step-4 checkpoint write, in each of its phases (RNG, weights, optimizer, checksums, the
     rename, the `latest` pointer, pruning), then resumed: the final weights equal the uninterrupted run's. (The
     cached vocabulary is shared: WordPiece training is not reproducible from one process to the next.)"""
-    import electra.engine as engine_module
+    import electra.training.engine as engine_module
 
     target = checkpoint_module.os if phase == "replace" else checkpoint_module
     real, real_save = getattr(target, phase), checkpoint_module.save_checkpoint
@@ -274,7 +274,7 @@ def test_an_interrupted_atomic_write_leaves_the_old_file_and_no_half_one(tmp_pat
     hidden `.NAME.partial` beside it, in every folder a killed command had been writing to."""
     import pathlib
 
-    from electra.files import write_text_atomically
+    from electra.core.files import write_text_atomically
 
     path = tmp_path / "results.json"
     write_text_atomically(path, "old")

@@ -1,4 +1,4 @@
-"""Fixed-shape steps: the positions a step predicts are held as K slots per row (`electra.masking.Picked`), so no
+"""Fixed-shape steps: the positions a step predicts are held as K slots per row (`electra.nn.masking.Picked`), so no
 shape depends on the data and a GPU step never waits for the host. These tests hold the rewrite to the boolean-mask
 formulation it replaced: same picked set, and on inputs where every row picks K positions the same loss and
 gradients (fp32, to rounding: a weighted mean replaces a plain one)."""
@@ -10,11 +10,12 @@ import pkgutil
 import pytest
 import torch
 import torch.nn.functional as F
+from electra.discriminators.energy import electric_nce_loss
+from electra.discriminators.replaced_token import replaced_token_loss
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from discriminators.energy import electric_nce_loss
-from discriminators.replaced_token import replaced_token_loss
-from electra.masking import (
+from electra.core.outputs import SpecialIds
+from electra.nn.masking import (
     Picked,
     apply_mask_tokens,
     candidate_mask,
@@ -23,10 +24,9 @@ from electra.masking import (
     sample_from_probs,
     slots_per_row,
 )
-from electra.metrics import auc
-from electra.model import PretrainingModel
+from electra.nn.metrics import auc
 from electra.objectives import build_config
-from electra.outputs import SpecialIds
+from electra.training.model import PretrainingModel
 
 SPECIAL = SpecialIds(pad=0, cls=1, sep=2, mask=3)
 VOCAB = 90

@@ -7,11 +7,8 @@ import re
 
 import pytest
 import torch
-
-from electra.errors import UserError
-from electra.objectives import build_config, flop_report, get_objective
-from flops.analytic import finetune_flops
-from flops.measured import (
+from electra.flops.analytic import finetune_flops
+from electra.flops.measured import (
     build_reference_model,
     flop_counter,
     fvcore_forward_flops,
@@ -19,8 +16,11 @@ from flops.measured import (
     measure_training_step,
     random_batch,
 )
-from flops.paper import PAPER_MODELS, TOLERANCE, reproduce, reproduce_all
-from flops.shapes import predicted_positions
+from electra.flops.shapes import predicted_positions
+
+from electra.app.flops_paper import PAPER_MODELS, TOLERANCE, reproduce, reproduce_all
+from electra.core.errors import UserError
+from electra.objectives import build_config, flop_report, get_objective
 
 
 # ------------------------------------------------------------------------------------------ hand-worked toy
@@ -295,7 +295,7 @@ def test_finetune_counts_match_transformers_heads():
 
 # ----------------------------------------------------------------------------------------------------- CLI
 def test_cli_json_matches_counter(capsys):
-    from electra.cli import main
+    from electra.app.cli import main
 
     assert main(["flops", "--size", "small", "--set", "generator_hidden_multiplier=0.5", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
@@ -306,7 +306,7 @@ def test_cli_json_matches_counter(capsys):
 
 
 def test_cli_table_config_file_and_seq_len(tmp_path, capsys):
-    from electra.cli import main
+    from electra.app.cli import main
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024}))
@@ -319,7 +319,7 @@ def test_cli_table_config_file_and_seq_len(tmp_path, capsys):
 
 
 def test_cli_paper_table_prints_both_small_figures(capsys):
-    from electra.cli import main
+    from electra.app.cli import main
 
     assert main(["flops", "--paper"]) == 0
     out = capsys.readouterr().out
@@ -328,7 +328,7 @@ def test_cli_paper_table_prints_both_small_figures(capsys):
 
 
 def test_cli_bad_input_is_a_user_error(capsys):
-    from electra.cli import main
+    from electra.app.cli import main
 
     assert main(["flops", "--set", "hiden_size=3"]) == 2
     assert main(["flops", "--output-positions", "most"]) == 2
@@ -361,12 +361,12 @@ def _full_batch(tokenizer, seq_len: int, batch_size: int = 2) -> dict[str, torch
 
 @pytest.mark.parametrize("objective", ["electra", "mlm", "cloze"])
 def test_library_pretraining_model_matches_analytic(objective):
-    """`electra.model.build_pretraining_model` under FlopCounterMode vs the analytic matmul count.
+    """`electra.training.model.build_pretraining_model` under FlopCounterMode vs the analytic matmul count.
 
     Its masking picks round(mask_prob * n) of the n = seq_len - 3 non-special tokens per row; the analytic count
     is asked for that many predicted positions.
     """
-    from electra.model import build_pretraining_model
+    from electra.training.model import build_pretraining_model
 
     tokenizer = _tokenizer()
     config = build_config("tiny", overrides={"objective": objective, "max_seq_length": 64})
@@ -382,7 +382,7 @@ def test_library_pretraining_model_matches_analytic(objective):
 
 
 def test_library_two_tower_generator_matches_analytic():
-    from generators.two_tower import TwoTowerGenerator
+    from electra.generators.two_tower import TwoTowerGenerator
 
     config = build_config("tiny", overrides={"objective": "electric", "max_seq_length": 64})
     generator = TwoTowerGenerator(config).eval()
@@ -399,9 +399,10 @@ def test_library_two_tower_generator_matches_analytic():
 def test_startup_check_on_a_padded_batch(objective):
     """Padding changes no matmul of a step: ELECTRA's generator head runs on K slots per row (fillers included)
     and Electric's two-tower head at every position, so the check counts by the batch's shape alone."""
-    from electra.model import build_pretraining_model
-    from flops.measured import startup_check
-    from generators.fused_nll import plain_head
+    from electra.flops.measured import startup_check
+    from electra.generators.fused_nll import plain_head
+
+    from electra.training.model import build_pretraining_model
 
     tokenizer = _tokenizer(4000)  # a vocabulary large enough for the two-tower head to matter
     config = build_config("tiny", overrides={"max_seq_length": 48, "objective": objective})
@@ -420,9 +421,9 @@ def test_startup_check_on_a_padded_batch(objective):
 def test_a_preset_counts_the_vocabulary_pretraining_trains(capsys):
     """Before: `electra flops --size tiny` counted a 30,522 vocabulary (4.98M parameters) where pretraining trains
     8,192 (2.10M)."""
-    from electra.cli import main
-    from electra.model import PretrainingModel
-    from electra.outputs import SpecialIds
+    from electra.app.cli import main
+    from electra.core.outputs import SpecialIds
+    from electra.training.model import PretrainingModel
 
     assert main(["flops", "--size", "tiny", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -474,9 +475,10 @@ def test_startup_check_agrees_for_every_objective_and_generator(objective, gener
     Before: ELECTRA (and Replace/All-Tokens MLM, ELECTRA-15) with a two-tower generator were charged the
     two-tower head at every position where `corrupt` runs it at the K masked slots (ratio 0.67 at length 128);
     All-Tokens MLM was charged its vocabulary head at padding it never runs on (0.80 on short examples)."""
-    from electra.model import build_pretraining_model
-    from flops.measured import startup_check
-    from generators.fused_nll import plain_head
+    from electra.flops.measured import startup_check
+    from electra.generators.fused_nll import plain_head
+
+    from electra.training.model import build_pretraining_model
 
     if not get_objective(objective).startup_flop_check:
         pytest.skip(f"{objective}'s steps differ by design; pretraining does not check it")
@@ -527,7 +529,7 @@ def test_reference_modules_match_the_analytic_count_for_every_plan(objective, ge
 def test_cli_measure_runs_the_objectives_step(objective, capsys):
     """`electra flops --measure` measures what the objective's training step runs (before: 1.3203 for cloze,
     0.9013 for replace-mlm, 0.5664 for all-tokens-mlm)."""
-    from electra.cli import main
+    from electra.app.cli import main
 
     args = ["flops", "--set", f"objective={objective}", "--seq-len", "32", "--measure", "--json"]
     assert main(args) == 0
@@ -539,7 +541,7 @@ def test_cli_measure_runs_the_objectives_step(objective, capsys):
 
 
 def test_cli_measure_notes_an_objective_whose_steps_differ(capsys):
-    from electra.cli import main
+    from electra.app.cli import main
 
     assert main(["flops", "--set", "objective=electra-two-stage", "--seq-len", "16", "--measure"]) == 0
     assert "steps differ by design" in capsys.readouterr().out
@@ -548,7 +550,7 @@ def test_cli_measure_notes_an_objective_whose_steps_differ(capsys):
 def test_all_tokens_head_counted_at_the_real_tokens_of_a_padded_batch():
     """The logged count charges every position (the paper's full-length accounting); what a padded batch
     executes is the vocabulary head at its real tokens only, which the start-up check counts."""
-    from flops.measured import executed_report
+    from electra.flops.measured import executed_report
 
     config = build_config("tiny", overrides={"objective": "all-tokens-mlm", "max_seq_length": 8})
     ids = torch.full((2, 8), 7)
@@ -564,7 +566,7 @@ def test_all_tokens_head_counted_at_the_real_tokens_of_a_padded_batch():
 @pytest.mark.parametrize("seq_len", [0, -1])
 def test_a_sequence_length_below_one_is_refused(seq_len, capsys):
     """Before: `--seq-len 0` silently counted max_seq_length (128)."""
-    from electra.cli import main
+    from electra.app.cli import main
 
     with pytest.raises(UserError, match="at least 1"):
         flop_report(build_config("tiny"), seq_len=seq_len)
@@ -587,8 +589,8 @@ def test_a_sequence_length_below_one_is_refused(seq_len, capsys):
     ],
 )
 def test_export_scoring_of_an_electra_discriminator(objective, generator, expected):
-    from electra.model import PretrainingModel
-    from electra.outputs import SpecialIds
+    from electra.core.outputs import SpecialIds
+    from electra.training.model import PretrainingModel
 
     config = build_config("tiny", overrides={"objective": objective, "generator": generator})
     counts = torch.ones(config.vocab_size) if generator == "unigram" else None
@@ -602,7 +604,7 @@ def test_readme_states_every_paper_row_that_differs():
     difference `electra flops --paper` prints (before: it said all agreed within 3%)."""
     from pathlib import Path
 
-    from flops.report import sci  # the table's format
+    from electra.flops.report import sci  # the table's format
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("## Counting compute", 1)[1].split("\n## ", 1)[0]
@@ -629,7 +631,7 @@ def test_readme_states_every_paper_row_that_differs():
 def test_paper_refuses_the_options_it_would_ignore(extra, tmp_path, capsys):
     """Before: `--paper` printed its fixed table and dropped these without a word, so `--paper --measure` measured
     nothing and `--paper --set ...` looked like the table of the user's configuration."""
-    from electra.cli import main
+    from electra.app.cli import main
 
     assert main(["flops", "--paper", *extra]) == 2
     captured = capsys.readouterr()
@@ -646,7 +648,7 @@ def test_cli_counts_a_continued_runs_checkpoint_shape(tmp_path, capsys):
     not DIR's that `electra pretrain` would train, and a DIR that did not exist was not noticed."""
     from transformers import ElectraConfig, ElectraForPreTraining
 
-    from electra.cli import main
+    from electra.app.cli import main
 
     checkpoint = tmp_path / "checkpoint"
     tokenizer = _tokenizer()

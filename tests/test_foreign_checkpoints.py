@@ -19,12 +19,12 @@ from safetensors.torch import load_file, save_file
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, ElectraTokenizerFast
 
 import electra
-from electra.cli import main
-from electra.continued import checkpoint_shape, init_vocabulary, load_initial_weights
-from electra.errors import UserError
-from electra.export import masked_lm_dir
-from electra.model import build_pretraining_model
-from electra.tokenization import load_saved_tokenizer
+from electra.app.cli import main
+from electra.core.errors import UserError
+from electra.data.tokenization import load_saved_tokenizer
+from electra.export.layout import masked_lm_dir
+from electra.training.continued import checkpoint_shape, init_vocabulary, load_initial_weights
+from electra.training.model import build_pretraining_model
 from tests.golden_trace import WORDS, write_stsb
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
@@ -180,7 +180,7 @@ def test_glue_and_squad_refuse_what_they_cannot_use_before_writing_anything(
 
 def test_glue_fine_tunes_the_transformers_encoder_as_saved(hub, tmp_path):
     """`electra.finetune_glue` on the transformers folder: its encoder is the checkpoint's (same hidden states)."""
-    from glue.model import load_encoder
+    from electra.glue.model import load_encoder
 
     disc = hub / "discriminator"
     tokenizer = load_saved_tokenizer(disc)
@@ -227,7 +227,7 @@ def test_weights_the_model_would_start_at_random_are_refused(hub, tmp_path, caps
     with pytest.raises(UserError, match="not a complete ElectraForMaskedLM"):
         electra.load_scorer(headless, device="cpu")
     # an encoder saved alone is a sound start for fine-tuning: nothing of it is missing
-    from glue.model import load_encoder
+    from electra.glue.model import load_encoder
 
     load_encoder(hub / "encoder-only")
 
@@ -254,7 +254,7 @@ def test_a_tokenizer_config_alone_is_no_tokenizer(hub, tmp_path):
     """Before: the scorer took a folder holding tokenizer_config.json (and no vocabulary) as having a tokenizer,
     and transformers 5 built an empty five-piece one from it, so every word scored as [UNK]. Vocabularies of other
     kinds (byte-level BPE's vocab.json, a SentencePiece model) still count."""
-    from electra.tokenization import holds_tokenizer
+    from electra.data.tokenization import holds_tokenizer
 
     bare = tmp_path / "generator"
     shutil.copytree(hub / "generator", bare)
@@ -271,9 +271,10 @@ def test_weights_cut_short_are_one_line_naming_the_file_in_every_loader(hub, tmp
     """Before: a model.safetensors cut short (a copy interrupted, a full disk) surfaced from glue, squad, score,
     probe and --init-from as safetensors' own traceback, `SafetensorError: Error while deserializing header:
     incomplete metadata, file not fully covered`, naming neither the file nor what to do."""
-    from electra.export import load_pretrained
-    from electra.files import read_safetensors
-    from generators.two_tower import WEIGHTS_NAME, TwoTowerGenerator
+    from electra.generators.two_tower import WEIGHTS_NAME, TwoTowerGenerator
+
+    from electra.core.files import read_safetensors
+    from electra.export.layout import load_pretrained
     from tests.test_two_tower import _config
 
     cut = shutil.copytree(hub / "discriminator", tmp_path / "cut")

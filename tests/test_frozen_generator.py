@@ -5,15 +5,15 @@ import json
 
 import pytest
 import torch
+from electra.flops.analytic import count_flops
+from electra.flops.measured import startup_check
+from electra.generators.frozen import FrozenMaskedLMGenerator, temperature_at
 from safetensors.torch import load_file
 
-from electra.errors import UserError
-from electra.model import build_pretraining_model
+from electra.core.errors import UserError
 from electra.objectives import build_config, flop_report, get_objective
-from electra.pretraining import RunInputs, pretrain
-from flops.analytic import count_flops
-from flops.measured import startup_check
-from generators.frozen import FrozenMaskedLMGenerator, temperature_at
+from electra.training.model import build_pretraining_model
+from electra.training.pretraining import RunInputs, pretrain
 
 from .conftest import MICRO, SAMPLE_TEXT
 
@@ -42,7 +42,7 @@ def _frozen_config(micro_overrides, mlm_run, **extra):
 
 
 def _tokenizer(mlm_run):
-    from electra.tokenization import load_saved_tokenizer
+    from electra.data.tokenization import load_saved_tokenizer
 
     return load_saved_tokenizer(mlm_run / "tokenizer")
 
@@ -155,7 +155,7 @@ def test_bad_settings_are_refused_in_one_line(micro_overrides, mlm_run, tmp_path
         config = _frozen_config(micro_overrides, tmp_path)
         build_pretraining_model(config, _tokenizer(mlm_run))
     config = _frozen_config(micro_overrides, mlm_run)
-    from electra.tokenization import train_wordpiece_tokenizer
+    from electra.data.tokenization import train_wordpiece_tokenizer
 
     other = train_wordpiece_tokenizer(
         ["a few other words to make a different vocabulary"] * 3, vocab_size=120
@@ -177,7 +177,7 @@ def test_a_discriminator_is_refused_as_the_generator(micro_overrides, mlm_run, t
 
 
 def test_cli_generator_from_turns_sharing_off_and_trains(small_corpus, tmp_path, mlm_run):
-    from electra.cli import main
+    from electra.app.cli import main
 
     out = tmp_path / "cli"
     argv = ["pretrain", "--corpus", str(small_corpus), "--output", str(out), "--generator-from", str(mlm_run)]

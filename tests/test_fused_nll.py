@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from electra.generators import fused_nll
+from electra.generators.two_tower import TwoTowerGenerator
 
-from electra.masking import Picked, candidate_mask, sample_from_probs
+from electra.core.outputs import SpecialIds
+from electra.nn.masking import Picked, candidate_mask, sample_from_probs
 from electra.objectives import build_config
-from electra.outputs import SpecialIds
-from generators import fused_nll
-from generators.two_tower import TwoTowerGenerator
 
 
 def _inputs(count: int = 37, width: int = 16, vocab: int = 50):
@@ -269,7 +269,7 @@ def test_the_head_the_corruption_fuses_is_the_generators_own(objective):
 
 def _small_model(objective: str):
     """A small pretraining model of `objective` and a padded batch for it."""
-    from electra.model import PretrainingModel
+    from electra.training.model import PretrainingModel
 
     overrides = dict(
         objective=objective, vocab_size=90, hidden_size=32, num_hidden_layers=2, intermediate_size=64,

@@ -2,13 +2,13 @@
 
 import pytest
 import torch
+from electra.generators.gdes import GdesWordEmbeddings, generator_word_embeddings
 from safetensors.torch import load_model, save_model
 from transformers import ElectraForPreTraining
 
-from electra.errors import UserError
-from electra.model import build_pretraining_model
+from electra.core.errors import UserError
 from electra.objectives import build_config, flop_report
-from generators.gdes import GdesWordEmbeddings, generator_word_embeddings
+from electra.training.model import build_pretraining_model
 
 from .conftest import pair_batch
 

@@ -4,10 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.errors import UserError
-from electra.model import build_pretraining_model
+from electra.core.errors import UserError
 from electra.objectives import build_config, flop_report
 from electra.objectives.generator_variants import baseline_loss, reinforce_loss
+from electra.training.model import build_pretraining_model
 
 from .conftest import pair_batch
 

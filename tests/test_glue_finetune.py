@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from electra.glue.finetune import FinetuneSettings, SeedRun, glue_average, load_task_data, run_glue, summarise
+from electra.glue.model import GlueModel, load_encoder
+from electra.glue.tasks import get_task
 
-from electra.cli import main
-from electra.errors import ElectraWarning, UserError
-from electra.optim import layerwise_lr_groups
-from glue.finetune import FinetuneSettings, SeedRun, glue_average, load_task_data, run_glue, summarise
-from glue.model import GlueModel, load_encoder
-from glue.tasks import get_task
+from electra.app.cli import main
+from electra.core.errors import ElectraWarning, UserError
+from electra.training.optim import layerwise_lr_groups
 from tests.test_glue_tasks import write_mnli, write_qqp  # GLUE-format writers
 
 
@@ -31,8 +31,8 @@ def _tokenizer(vocab: Path):
 @pytest.fixture(scope="module")
 def tiny_run(shared_data, tmp_path_factory) -> Path:
     """A pretraining run directory exported by our own core (random weights: the `tiny` size with 2 layers)."""
-    from electra.model import build_pretraining_model
     from electra.objectives import build_config
+    from electra.training.model import build_pretraining_model
 
     tokenizer = _tokenizer(shared_data / "bert_vocab" / "vocab.txt")
     torch.manual_seed(0)
@@ -262,9 +262,9 @@ def test_lengths_are_fitted_to_the_model_and_exports_say_their_length(tmp_path, 
     had no model_max_length, so truncation=True (and the pipelines) did not stop where the model does."""
     from transformers import AutoTokenizer, ElectraTokenizerFast
 
-    from electra.export import fit_length
-    from electra.model import build_pretraining_model
+    from electra.export.layout import fit_length
     from electra.objectives import build_config
+    from electra.training.model import build_pretraining_model
     from tests.golden_trace import WORDS, write_stsb
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]
@@ -327,7 +327,7 @@ def test_resume_refuses_another_model_or_settings_and_reuses_finished_seeds(tmp_
     rewrote results.json/results.md under the new model and settings, with the old runs' numbers (rc 0)."""
     import shutil
 
-    import glue.finetune as finetune_module
+    import electra.glue.finetune as finetune_module
 
     _, data = _micro_glue(tmp_path)
     shutil.copytree(tmp_path / "run", tmp_path / "other")
@@ -412,7 +412,8 @@ def test_a_resume_of_fewer_tasks_keeps_the_others_in_the_summary(tmp_path, capsy
     """Before: `glue --resume --task rte` into a folder that had run STS-B and RTE rewrote results.json and
     results.md with RTE alone: the STS-B row was gone without a word (its seeds stayed under runs/). The summary
     now keeps the earlier tasks' rows, runs and FLOPs, in the earlier order, and says so."""
-    import glue.finetune as finetune_module
+    import electra.glue.finetune as finetune_module
+
     from tests.golden_trace import WORDS
 
     run, data = _micro_glue(tmp_path)
@@ -451,9 +452,8 @@ def test_a_resume_adds_what_the_first_run_did_not_write(tmp_path, capsys):
     """Before: a run resumed with --predict-test or --save-best reused its finished seeds as they were, so the
     test predictions were missing (no STS-B.tsv) and no best model was saved. Now such a seed is run again from its
     last checkpoint, which gives the very model the uninterrupted run saves."""
+    from electra.glue.model import saved_seed
     from safetensors.torch import load_file
-
-    from glue.model import saved_seed
 
     run, data = _micro_glue(tmp_path)
     common = ["--model", str(run), "--task", "stsb", "--data-dir", str(data), "--seeds", "2"]
@@ -515,7 +515,7 @@ def test_bad_numbers_are_one_line_before_any_work(tmp_path, capsys, monkeypatch)
     [CLS] A [SEP] B [SEP] to 2 and keeps all of it), 4 on [CLS] A [SEP] [SEP] without B, both rc 0;
     `--max-train-examples -3` and `--seed -1` ended in ValueError tracebacks, and `--max-train-examples 0` trained
     on all of train."""
-    import glue.finetune as finetune_module
+    import electra.glue.finetune as finetune_module
 
     run, data = _micro_glue(tmp_path)
     capsys.readouterr()  # the export's progress bars
@@ -542,7 +542,7 @@ def test_a_malformed_later_task_stops_the_run_before_any_training(tmp_path, caps
     """Before: each task's files were read when its turn came, so a bad row in the second task of a run ended it
     after the first had trained (results lost without --output); a task file that is a folder read as 'not
     found'."""
-    import glue.finetune as finetune_module
+    import electra.glue.finetune as finetune_module
 
     run, data = _micro_glue(tmp_path)
     capsys.readouterr()  # the export's progress bars
@@ -634,8 +634,9 @@ def test_a_run_folder_given_as_a_model_is_named_for_what_it_is(tmp_path, capsys,
     is, with the folder to give instead, before any work."""
     import shutil
 
-    import glue.finetune as finetune_module
-    from electra.export import finetune_dir
+    import electra.glue.finetune as finetune_module
+
+    from electra.export.layout import finetune_dir
 
     run, data = _micro_glue(tmp_path)
     capsys.readouterr()  # the export's progress bars
@@ -676,9 +677,10 @@ def test_init_from_a_model_of_another_shape_is_refused_before_any_work(tmp_path,
     words, rc 0. Now its shape is compared with --model's, from the command line and from Python."""
     import shutil
 
-    import glue.finetune as finetune_module
-    from electra.export import finetune_dir
-    from glue.finetune import check_init_from
+    import electra.glue.finetune as finetune_module
+    from electra.glue.finetune import check_init_from
+
+    from electra.export.layout import finetune_dir
 
     run, data = _micro_glue(tmp_path)
     capsys.readouterr()  # the export's progress bars
@@ -708,8 +710,9 @@ def test_init_from_a_model_of_another_shape_is_refused_before_any_work(tmp_path,
 def test_a_seed_given_twice_is_refused(tmp_path):
     """Before: `electra.finetune_glue(..., seeds=[1, 2, 1])` ran seed 1 twice, counted it twice in the median,
     and wrote its second result over the first."""
+    from electra.glue.finetune import check_run_inputs
+
     import electra
-    from glue.finetune import check_run_inputs
 
     with pytest.raises(UserError, match=r"seed 1 is given twice in seeds \[1, 2, 1\]; give each seed once"):
         check_run_inputs([get_task("stsb")], FinetuneSettings(), [1, 2, 1])
@@ -721,7 +724,7 @@ def test_a_seed_given_twice_is_refused(tmp_path):
 def test_every_task_missing_files_is_named_at_once(tmp_path, capsys, monkeypatch):
     """Before: `--task all` on a partial download named the first task with a missing file; each fix met the
     next refusal. Now one line names them all and the tasks that are complete."""
-    import glue.finetune as finetune_module
+    import electra.glue.finetune as finetune_module
 
     run, data = _micro_glue(tmp_path)
     capsys.readouterr()  # the export's progress bars

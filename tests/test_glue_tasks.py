@@ -6,9 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from electra.errors import UserError
-from glue.tasks import (
+from electra.glue.tasks import (
     TASKS,
     get_task,
     parse_task_list,
@@ -17,6 +15,8 @@ from glue.tasks import (
     swap_pairs,
     task_file,
 )
+
+from electra.core.errors import UserError
 
 # ---------------------------------------------------------------------------------------------- real GLUE files
 
@@ -277,7 +277,7 @@ def test_task_names_and_data_dir(tmp_path, monkeypatch):
 
 
 def test_swap_pairs_keeps_labels():
-    from glue.tasks import Example
+    from electra.glue.tasks import Example
 
     swapped = swap_pairs([Example("x:2", "first", "second", 3.5)])
     assert (swapped[0].text_a, swapped[0].text_b, swapped[0].label) == ("second", "first", 3.5)

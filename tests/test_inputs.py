@@ -8,9 +8,9 @@ import warnings
 import pytest
 import torch
 
-from electra.cli import main
-from electra.corpus import MAX_DOCUMENT_CHARS, read_documents
-from electra.errors import UserError
+from electra.app.cli import main
+from electra.core.errors import UserError
+from electra.data.corpus import MAX_DOCUMENT_CHARS, read_documents
 from tests.test_pll_cli import mlm_dir  # noqa: F401  (fixture)
 
 
@@ -41,7 +41,7 @@ def test_one_enormous_line_becomes_bounded_documents(tmp_path):
 
 def test_a_sentence_longer_than_the_model_is_marked(mlm_dir, tmp_path, capsys):  # noqa: F811
     """Before: cut silently (a log line only); now marked in the printed line and in the JSON."""
-    from pll.scoring import load_scorer
+    from electra.pll.scoring import load_scorer
 
     long = " ".join(["the cat sat on the mat"] * 10)  # 60 pieces, the model takes 32
     sentences = tmp_path / "in.txt"
@@ -61,20 +61,25 @@ def test_a_huge_line_is_scored_on_its_first_words_alone(mlm_dir, monkeypatch):  
     """Before: a 3.6 MB line was tokenized whole (27 s, 1.1 GB) to keep its first pieces. Now past
     LONG_SENTENCE_CHARS only its first words are tokenized, and its score, pieces, words and `truncated` mark
     equal the whole line's."""
-    import pll.scoring
-    from pll.scoring import load_scorer
+    import electra.pll.scoring
+    from electra.pll.scoring import load_scorer
 
     huge = "the  cat\tsat on, the mat. " * 3000  # 81,000 characters: whitespace runs and punctuation too
     scorer = load_scorer(mlm_dir, device="cpu")
     cut = scorer.score([huge, "the cat sat"])
     assert scorer.too_long([huge, "the cat sat"]) == [True, False]
-    monkeypatch.setattr(pll.scoring, "LONG_SENTENCE_CHARS", 10**9)  # the whole line tokenized, as before
+    monkeypatch.setattr(
+        electra.pll.scoring, "LONG_SENTENCE_CHARS", 10**9
+    )  # the whole line tokenized, as before
     whole = scorer.score([huge, "the cat sat"])
     assert [(s.pll, s.tokens, s.words, s.truncated, s.text) for s in cut] == [
         (s.pll, s.tokens, s.words, s.truncated, s.text) for s in whole
     ]
     assert cut[0].truncated and cut[0].text == huge
-    assert pll.scoring._first_words(" a  b c", 2) == " a  b" and pll.scoring._first_words("a b", 5) == "a b"
+    assert (
+        electra.pll.scoring._first_words(" a  b c", 2) == " a  b"
+        and electra.pll.scoring._first_words("a b", 5) == "a b"
+    )
 
 
 def test_rescore_warns_per_list_about_long_hypotheses(mlm_dir, tmp_path, capsys):  # noqa: F811

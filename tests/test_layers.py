@@ -1,8 +1,9 @@
-"""The house has floors, and imports run one way down (README, "Map").
+"""The house has floors, its folders show them, and imports run one way down (docs: "The map").
 
-Parses every project source with `ast` (nothing is imported) and fails on: a module no floor claims, an import
-that runs up a floor, a circle of imports, or a project import inside a function outside the command-line modules
-(where such imports keep `electra --help` fast; anywhere else they only hide a circle).
+Parses every project source with `ast` (nothing is imported) and fails on: a folder no floor claims, an import that
+runs up a floor, a circle of imports between modules or between folders, an import of one of the repository's
+folders under its own top-level name (everything installs under `electra`), or a project import inside a function
+outside the command-line modules (where such imports keep `electra --help` fast; anywhere else they hide a circle).
 """
 
 from __future__ import annotations
@@ -10,117 +11,92 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("electra", "generators", "discriminators", "flops", "glue", "squad", "pll", "tlm", "probes")
+import tomllib
 
-# Most specific prefix wins. 0 foundation, 1 components, 2 objectives/model/engine/export, 3 consumers, 4 application.
-FLOORS = {
-    "electra": 4,  # the package itself: the lazy public API (electra.api)
-    "electra.errors": 0,
-    "electra.config": 0,
-    "electra.masking": 0,
-    "electra.hf_configs": 0,
-    "electra.outputs": 0,
-    "electra.metrics": 0,
-    "electra.overwrite": 0,
-    "electra.siblings": 0,
-    "electra.flags": 0,
-    "electra.local_metrics": 0,
-    "electra.version": 0,
-    "electra.text_form": 0,
-    "electra.dropout": 0,
-    "electra.lane_attention": 0,
-    "electra.cpu_memory": 0,
-    "electra.files": 0,
-    "electra.output_lock": 0,
-    "electra.plugin_sources": 0,
-    "electra.corpus": 1,
-    "electra.tokenization": 1,
+REPO = Path(__file__).resolve().parents[1]
+FLOOR_NAMES = ("foundation", "data and components", "objectives and training", "consumers", "application")
+
+# A folder's floor. Each top-level folder but electra/ installs as electra.<folder> (pyproject's package-dir).
+FOLDER_FLOORS = {
+    "electra.core": 0,
+    "electra.nn": 1,
     "electra.data": 1,
-    "electra.embedded_corpus": 1,
-    "generators": 1,
-    "discriminators": 1,
-    "flops": 1,
+    "electra.export": 1,
+    "electra.generators": 1,
+    "electra.discriminators": 1,
+    "electra.flops": 1,
     "electra.objectives": 2,
-    "electra.model": 2,
-    "electra.export": 2,
-    "electra.model_card": 2,
-    "electra.optim": 2,
-    "electra.checkpoint": 2,
-    "electra.run_log": 2,
-    "electra.trackers": 2,
-    "electra.engine": 2,
-    "electra.pretraining": 2,
-    "electra.continued": 2,
-    "flops.objective_step": 2,
-    "glue": 3,
-    "squad": 3,
-    "pll": 3,
-    "tlm": 3,
-    "probes": 3,
-    "electra.api": 4,
-    "electra.cli": 4,
-    "electra.pretrain_cli": 4,
-    "electra.plot": 4,
-    "electra.compare": 4,
-    "electra.compare_cli": 4,
-    "electra.compare_settings": 4,
-    "flops.paper": 4,
-    "flops.report": 4,
+    "electra.training": 2,
+    "electra.glue": 3,
+    "electra.squad": 3,
+    "electra.pll": 3,
+    "electra.tlm": 3,
+    "electra.probes": 3,
+    "electra.app": 4,
+    "electra": 4,  # the package itself: the lazy public API and `python -m electra`
     "pretrain": 4,
     "bench": 4,
 }
-FLOOR_NAMES = ("foundation", "components", "objectives/model/engine/export", "consumers", "application")
+
+
+def package_dirs() -> dict[str, Path]:
+    """Import name -> folder, as pyproject installs them."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = setuptools.get("package-dir", {})
+    return {name: REPO / mapped.get(name, name.replace(".", "/")) for name in setuptools["packages"]}
 
 
 def is_cli(module: str) -> bool:
     last = module.rsplit(".", 1)[-1]
-    return last == "cli" or last.endswith("_cli") or module == "electra"
+    return last == "cli" or last.endswith("_cli") or module in ("electra", "electra.__main__")
 
 
-def floor_of(module: str) -> int | None:
-    if is_cli(module) and module != "electra":
-        return 4
+def folder_of(module: str) -> str:
+    if module in ("pretrain",) or module.startswith("bench"):
+        return module.split(".")[0]
     parts = module.split(".")
     for n in range(len(parts), 0, -1):
-        floor = FLOORS.get(".".join(parts[:n]))
-        if floor is not None:
-            return floor
-    return None
+        if ".".join(parts[:n]) in FOLDER_FLOORS:
+            return ".".join(parts[:n])
+    raise KeyError(module)
+
+
+def floor_of(module: str) -> int:
+    if is_cli(module):
+        return 4
+    return FOLDER_FLOORS[folder_of(module)]
 
 
 def project_modules() -> dict[str, Path]:
     modules = {"pretrain": REPO / "pretrain.py"}
     for path in (REPO / "bench").glob("*.py"):
         modules[f"bench.{path.stem}"] = path
-    for package in PACKAGES:
-        for path in (REPO / package).rglob("*.py"):
-            parts = list(path.relative_to(REPO).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            modules[".".join(parts)] = path
+    for package, folder in package_dirs().items():
+        for path in folder.glob("*.py"):
+            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+            modules[name] = path
     return modules
 
 
 def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[str, int, bool]]:
-    """(imported project module, line, inside a function) for every import statement of `path`."""
+    """(imported module, line, inside a function) for every import statement of `path`; a project module when it
+    is one of `known`, else the name as written."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
 
-    def resolve(name: str) -> str | None:
-        while name and name not in known:
-            name = name.rpartition(".")[0]
-        return name or None
+    def resolve(name: str) -> str:
+        probe = name
+        while probe and probe not in known:
+            probe = probe.rpartition(".")[0]
+        return probe or name
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
             nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             if isinstance(child, ast.Import):
                 for alias in child.names:
-                    target = resolve(alias.name)
-                    if target:
-                        found.append((target, child.lineno, in_function))
+                    found.append((resolve(alias.name), child.lineno, in_function))
             elif isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
@@ -128,11 +104,8 @@ def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[str, int,
                         package.split(".")[: len(package.split(".")) - child.level + 1] + [base]
                     ).strip(".")
                 for alias in child.names:  # `from pkg import module` imports the submodule
-                    target = (
-                        resolve(f"{base}.{alias.name}") if f"{base}.{alias.name}" in known else resolve(base)
-                    )
-                    if target:
-                        found.append((target, child.lineno, in_function))
+                    full = f"{base}.{alias.name}"
+                    found.append((full if full in known else resolve(base), child.lineno, in_function))
             visit(child, nested)
 
     visit(tree, False)
@@ -142,54 +115,94 @@ def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[str, int,
 def import_graph() -> tuple[dict[str, Path], dict[str, list[tuple[str, int, bool]]]]:
     modules = project_modules()
     known = set(modules)
-    return modules, {name: imports_of(name, path, known) for name, path in modules.items()}
+    graph = {name: imports_of(name, path, known) for name, path in modules.items()}
+    return modules, graph
 
 
-def test_every_module_has_a_floor():
+def project_edges() -> dict[str, list[tuple[str, int, bool]]]:
+    modules, graph = import_graph()
+    return {m: [e for e in edges if e[0] in modules] for m, edges in graph.items()}
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    state: dict[str, int] = {}
+    found: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(edges.get(node, ())):
+            if state.get(target) == 1:
+                found.append(path[path.index(target) :] + [target])
+            elif target not in state:
+                visit(target, path + [target])
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+def test_every_folder_has_a_floor():
     modules, _ = import_graph()
-    homeless = sorted(name for name in modules if floor_of(name) is None)
-    assert not homeless, f"modules no floor claims (add them to FLOORS): {homeless}"
+    homeless = []
+    for name in modules:
+        try:
+            folder_of(name)
+        except KeyError:
+            homeless.append(name)
+    assert not homeless, f"modules in a folder no floor claims (add it to FOLDER_FLOORS): {sorted(homeless)}"
+
+
+def test_the_package_installs_one_import_name():
+    assert {name.split(".")[0] for name in package_dirs()} == {"electra"}
+
+
+def test_no_folder_is_imported_under_its_own_top_level_name():
+    """`import glue` would load the folder as a second, unrelated copy (or another distribution's `glue`)."""
+    _, graph = import_graph()
+    tops = {path.name for path in package_dirs().values()} - {"electra"}
+    stray = [
+        f"{module}:{line} imports {target}"
+        for module, edges in graph.items()
+        for target, line, _ in edges
+        if target.split(".")[0] in tops
+    ]
+    assert not stray, "import these as electra.<folder>:\n" + "\n".join(stray)
 
 
 def test_no_import_runs_up_a_floor():
-    _, graph = import_graph()
-    upward = []
-    for module, edges in graph.items():
-        for target, line, _ in edges:
-            if floor_of(target) > floor_of(module):
-                upward.append(
-                    f"{module}:{line} ({FLOOR_NAMES[floor_of(module)]}) imports {target} "
-                    f"({FLOOR_NAMES[floor_of(target)]})"
-                )
+    upward = [
+        f"{module}:{line} ({FLOOR_NAMES[floor_of(module)]}) imports {target} ({FLOOR_NAMES[floor_of(target)]})"
+        for module, edges in project_edges().items()
+        for target, line, _ in edges
+        if floor_of(target) > floor_of(module)
+    ]
     assert not upward, "imports running up a floor:\n" + "\n".join(upward)
 
 
-def test_no_import_circles():
-    _, graph = import_graph()
-    edges = {module: sorted({target for target, _, _ in targets}) for module, targets in graph.items()}
-    state: dict[str, int] = {}
-    circles: list[list[str]] = []
+def test_no_import_circles_between_modules():
+    edges = {module: {target for target, _, _ in targets} for module, targets in project_edges().items()}
+    found = circles(edges)
+    assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
 
-    def visit(module: str, path: list[str]) -> None:
-        state[module] = 1
-        for target in edges.get(module, []):
-            if state.get(target) == 1:
-                circles.append(path[path.index(target) :] + [target])
-            elif target not in state:
-                visit(target, path + [target])
-        state[module] = 2
 
-    for module in sorted(edges):
-        if module not in state:
-            visit(module, [module])
-    assert not circles, "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
+def test_no_import_circles_between_folders():
+    """Read per folder, the graph runs one way: no folder imports one that imports it back."""
+    edges: dict[str, set[str]] = {}
+    for module, targets in project_edges().items():
+        for target, _, _ in targets:
+            here, there = folder_of(module), folder_of(target)
+            if here != there and not (here == "electra" and module != "electra"):
+                edges.setdefault(here, set()).add(there)
+    found = circles(edges)
+    assert not found, "folders importing each other:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 def test_project_imports_inside_functions_only_in_command_line_modules():
-    _, graph = import_graph()
     hidden = [
         f"{module}:{line} imports {target} inside a function"
-        for module, edges in graph.items()
+        for module, edges in project_edges().items()
         if not is_cli(module)
         for target, line, inside in edges
         if inside
@@ -202,7 +215,8 @@ def test_the_checker_sees_a_planted_upward_import_and_circle(tmp_path):
     (tmp_path / "low.py").write_text("import high\n")
     (tmp_path / "high.py").write_text("def f():\n    from low import x\n")
     known = {"low", "high"}
-    low = imports_of("low", tmp_path / "low.py", known)
-    high = imports_of("high", tmp_path / "high.py", known)
-    assert low == [("high", 1, False)]
-    assert high == [("low", 2, True)]
+    assert imports_of("low", tmp_path / "low.py", known) == [("high", 1, False)]
+    assert imports_of("high", tmp_path / "high.py", known) == [("low", 2, True)]
+    assert circles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]
+    assert floor_of("electra.glue.finetune") == 3 and floor_of("electra.glue.cli") == 4
+    assert floor_of("electra.training.engine") > floor_of("electra.export.layout")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.cli import main
+from electra.app.cli import main
 from tests.conftest import MICRO, SAMPLE_TEXT
 
 Case = tuple[str, Callable[[Path], list[str]], str]

@@ -1,6 +1,6 @@
 import torch
 
-from electra.masking import apply_mask_tokens, choose_positions, sample_from_log_probs, sample_tokens
+from electra.nn.masking import apply_mask_tokens, choose_positions, sample_from_log_probs, sample_tokens
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
 SPECIAL = torch.tensor([PAD, CLS, SEP, MASK])

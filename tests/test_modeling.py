@@ -3,10 +3,10 @@ import pytest
 import torch
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.export import finetune_dir, read_export
-from electra.masking import Picked
-from electra.model import build_pretraining_model
+from electra.export.layout import finetune_dir, read_export
+from electra.nn.masking import Picked
 from electra.objectives import build_config
+from electra.training.model import build_pretraining_model
 
 from .conftest import pair_batch
 
@@ -36,7 +36,7 @@ def test_discriminator_export_loads_in_transformers_with_identical_logits(
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
     assert finetune_dir(tmp_path) == tmp_path / "discriminator"
     # A run directory also holds the pretraining config.json: the manifest is read first, never that file.
-    from glue.finetune import resolve_model_dir
+    from electra.glue.finetune import resolve_model_dir
 
     model.config.save(tmp_path / "config.json")
     assert resolve_model_dir(tmp_path) == tmp_path / "discriminator"
@@ -140,7 +140,7 @@ def test_unigram_generator_and_mlm_objective(micro_overrides, tokenizer, tmp_pat
 
 
 def test_auc_against_hand_worked_ranking():
-    from electra.metrics import auc as _auc
+    from electra.nn.metrics import auc as _auc
 
     scores = torch.tensor([0.9, 0.1, 0.8, 0.3, 0.5])
     positive = torch.tensor([True, False, False, True, False])

@@ -3,7 +3,7 @@ processes started by torchrun, against the same command in one process.
 
 Every model here has no dropout, so one and two processes train the same updates (the same global batches, the
 gradients summed in another order) and must report the same metrics and write the same predictions. Each test
-launches `python -m torch.distributed.run --standalone --nproc_per_node 2 -m electra.cli ...` as a user would.
+launches `python -m torch.distributed.run --standalone --nproc_per_node 2 -m electra ...` as a user would.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.cli import main
+from electra.app.cli import main
 from tests.conftest import run_command_as, save_tiny_electra
 from tests.golden_trace import WORDS
 
@@ -35,7 +35,7 @@ def _torchrun(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
         "--nproc_per_node",
         "2",
         "-m",
-        "electra.cli",
+        "electra",
         *args,
     ]
     env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", TQDM_DISABLE="1")

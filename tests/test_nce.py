@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
-
-from discriminators.energy import EnergyHead, electra_tt_token_log_likelihood, electric_nce_loss
+from electra.discriminators.energy import EnergyHead, electra_tt_token_log_likelihood, electric_nce_loss
 
 
 def _algorithm2_term(energy: float, q: float, n: int, k: int, replaced: bool) -> float:
@@ -90,9 +89,8 @@ def test_electra_tt_estimate_matches_formula():
 
 
 def test_initial_offset_centres_the_nce_logit_for_a_uniform_q():
+    from electra.discriminators.energy import electric_nce_logits, init_energy_offset
     from transformers import ElectraConfig
-
-    from discriminators.energy import electric_nce_logits, init_energy_offset
 
     head = EnergyHead(ElectraConfig(hidden_size=8))
     init_energy_offset(head, vocab_size=1000, mask_prob=0.15)
@@ -106,12 +104,12 @@ def test_initial_offset_centres_the_nce_logit_for_a_uniform_q():
 
 def test_electric_step_trains_and_exports_for_scoring(tmp_path):
     """The objective wired into the pretraining model: losses fall on a fixed batch, the export scores."""
+    from electra.discriminators.energy import init_energy_offset
+    from electra.pll.scoring import ElectricScorer, load_scorer
     from transformers import ElectraTokenizerFast
 
-    from discriminators.energy import init_energy_offset
-    from electra.model import build_pretraining_model
     from electra.objectives import build_config
-    from pll.scoring import ElectricScorer, load_scorer
+    from electra.training.model import build_pretraining_model
 
     words = "the a cat dog sat ran on under mat rug big small red blue".split()
     tok = ElectraTokenizerFast(

@@ -12,17 +12,17 @@ import math
 
 import pytest
 import torch
+from electra.discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_token_loss
+from electra.flops.analytic import FlopPlan
 from transformers import ElectraForPreTraining
 
 import electra
-from discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_token_loss
-from electra.config import load_saved_config
-from electra.errors import UserError
-from electra.hf_configs import discriminator_hf_config
-from electra.masking import choose_positions
-from electra.metrics import discriminator_metrics
-from electra.outputs import StepOutput
-from flops.analytic import FlopPlan
+from electra.core.config import load_saved_config
+from electra.core.errors import UserError
+from electra.core.outputs import StepOutput
+from electra.nn.hf_configs import discriminator_hf_config
+from electra.nn.masking import choose_positions
+from electra.nn.metrics import discriminator_metrics
 
 
 @electra.register_objective
@@ -55,7 +55,7 @@ def test_the_registry_is_the_one_list_of_names():
     assert {"electra", "mlm", "electric", "electra-tt", "electra-15", "replace-mlm", "all-tokens-mlm"} <= set(
         names
     )
-    from electra.pretrain_cli import OBJECTIVE_CHOICES
+    from electra.app.pretrain_cli import OBJECTIVE_CHOICES
 
     assert "toy-uniform-rtd" in OBJECTIVE_CHOICES and list(OBJECTIVE_CHOICES) == list(names)
     with pytest.raises(UserError, match="objective='nope' is not one of electra, "):
@@ -103,9 +103,9 @@ def test_a_toy_objective_trains_three_steps_through_the_public_api(small_corpus,
 
 
 def test_the_lazy_package_names_exactly_the_api():
-    import electra.api
+    import electra.app.api
 
-    assert set(electra.API) == set(electra.api.__all__)
+    assert set(electra.API) == set(electra.app.api.__all__)
 
 
 PLUGIN = """
@@ -142,7 +142,7 @@ def test_the_commands_offer_an_objective_a_plugin_registers(tmp_path, monkeypatc
     from importlib.metadata import EntryPoint
 
     import electra.objectives.plugins as plugins
-    from electra.cli import build_parser, main
+    from electra.app.cli import build_parser, main
 
     (tmp_path / "plugin_file.py").write_text(PLUGIN)
     monkeypatch.setenv("ELECTRA_PLUGINS", str(tmp_path / "plugin_file.py"))
@@ -160,7 +160,7 @@ def test_the_commands_offer_an_objective_a_plugin_registers(tmp_path, monkeypatc
     monkeypatch.setattr(
         plugins, "entry_points", lambda group: [point] if group == "electra.objectives" else []
     )
-    monkeypatch.setattr("electra.plugin_sources.entry_points", plugins.entry_points)
+    monkeypatch.setattr("electra.core.plugin_sources.entry_points", plugins.entry_points)
     assert main(["flops", "--size", "tiny", "--set", "objective=entry-mlm"]) == 0
     assert "entry-mlm" in electra.objective_names()
 
@@ -182,7 +182,7 @@ def test_the_commands_offer_an_objective_a_plugin_registers(tmp_path, monkeypatc
 def test_a_plugin_that_cannot_load_is_refused_in_one_line(
     plugin, expected, tmp_path, monkeypatch, capsys, plugin_objectives
 ):
-    from electra.cli import main
+    from electra.app.cli import main
 
     if plugin == "BROKEN":
         plugin = str(tmp_path / "plugin_file.py")
@@ -195,7 +195,7 @@ def test_a_plugin_that_cannot_load_is_refused_in_one_line(
 
 def test_an_unknown_objective_flag_says_how_ones_own_gets_in(capsys):
     """Before: argparse's 'invalid choice' listed the names and stopped there; --set objective=... said more."""
-    from electra.cli import main
+    from electra.app.cli import main
 
     with pytest.raises(SystemExit) as stopped:
         main(["pretrain", "--objective", "xlnet"])

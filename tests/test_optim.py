@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification, ElectraConfig, ElectraForPreTraining
 
-from electra.optim import (
+from electra.training.optim import (
     build_adamw,
     describe_lr_groups,
     layerwise_lr_groups,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from electra.cli import main
-from electra.errors import UserError
+from electra.app.cli import main
+from electra.core.errors import UserError
 from tests.conftest import MICRO
 
 TASK_FILES = ["--task-train", "t", "--task-dev", "d", "--task-test", "e"]
@@ -50,7 +50,7 @@ def test_an_overwrite_or_resume_beside_a_live_run_is_refused_and_deletes_nothing
     checkpoints before the lock refused it (the live run then died on its next log write), and a `--resume` there
     said its checkpoints were incomplete. Both are now refused as 'a run is writing here now', with nothing
     deleted; so is the --overwrite of a consumer (glue, squad, tlm), which deletes through the same function."""
-    from electra.overwrite import start_over
+    from electra.core.overwrite import start_over
     from tests.conftest import lock_held_elsewhere
 
     out = tmp_path / "out"
@@ -232,8 +232,8 @@ def test_pretrain_overwrite_of_its_own_run_says_what_it_deletes(small_corpus, tm
 def test_start_over_deletes_a_runs_own_files_and_nothing_else(tmp_path):
     """`--overwrite` for the resumable consumers: the earlier run's files go (its unreached seeds and checkpoints
     would otherwise pass for the new run's on --resume); a user's files, and anything the run reads, stay."""
-    from electra.errors import UserError
-    from electra.overwrite import start_over
+    from electra.core.errors import UserError
+    from electra.core.overwrite import start_over
 
     out = tmp_path / "out"
     (out / "runs" / "stsb" / "seed-2").mkdir(parents=True)
@@ -309,8 +309,8 @@ def _probe_rounds(rank: int, root: str, rounds: int, barrier, failures) -> None:
     """One launcher process: probe a fresh --output each round, at the same moment as the other process."""
     import os
 
-    from electra.errors import UserError
-    from electra.overwrite import refuse_unwritable_directory
+    from electra.core.errors import UserError
+    from electra.core.overwrite import refuse_unwritable_directory
 
     os.environ["RANK"] = str(rank)
     for i in range(rounds):

@@ -3,11 +3,10 @@ of minutes, and the native-precision probe reads the CPU's features."""
 
 from __future__ import annotations
 
+import electra.flops.peak as peak_module
 import pytest
 import torch
-
-import flops.peak as peak_module
-from flops.peak import matmul_peak, native_precision, peak_dtype
+from electra.flops.peak import matmul_peak, native_precision, peak_dtype
 
 
 def _machine(monkeypatch, rate: float) -> list[int]:

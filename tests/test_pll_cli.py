@@ -7,13 +7,13 @@ import json
 import math
 import sys
 
+import electra.pll.scoring
 import pytest
 import torch
+from electra.pll.nbest import read_nbest
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraTokenizerFast
 
-import pll.scoring
-from electra.cli import main
-from pll.nbest import read_nbest
+from electra.app.cli import main
 
 VOCAB = [
     "[PAD]",
@@ -101,9 +101,9 @@ def test_rescore_tunes_lambda_and_writes_lists(mlm_dir, tmp_path, monkeypatch, c
     test.write_text(json.dumps(mlm_scoring))
     out = tmp_path / "res"
     hashed = []
-    feed_file = pll.scoring.feed_file
+    feed_file = electra.pll.scoring.feed_file
     monkeypatch.setattr(
-        pll.scoring, "feed_file", lambda digest, path: hashed.append(path) or feed_file(digest, path)
+        electra.pll.scoring, "feed_file", lambda digest, path: hashed.append(path) or feed_file(digest, path)
     )
     code = main(
         ["rescore", "--model", str(mlm_dir), "--dev", str(dev), "--test", str(test), "--output-dir", str(out)]

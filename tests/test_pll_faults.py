@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from electra.pll.nbest import Hypothesis, Utterance, read_nbest
 
-from electra.cli import main
-from electra.errors import ElectraWarning
-from pll.nbest import Hypothesis, Utterance, read_nbest
+from electra.app.cli import main
+from electra.core.errors import ElectraWarning
 from tests.test_pll_cli import DEV, TEST, _save_mlm, _write_list
 
 
@@ -65,13 +65,13 @@ def test_scores_reach_standard_output_when_output_cannot_be_written(
     was lost. Now they are printed, and one line says what happened."""
     import errno
 
-    import pll.cli
+    import electra.pll.cli
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     # an n-best list is written whole at the end, sentences' scores as they come
-    monkeypatch.setattr(pll.cli, "write_text_atomically" if nbest else "_append_lines", full)
+    monkeypatch.setattr(electra.pll.cli, "write_text_atomically" if nbest else "_append_lines", full)
     source = tmp_path / ("dev.json" if nbest else "in.txt")
     if nbest:
         _write_list(source, DEV[:1])
@@ -416,15 +416,15 @@ def test_a_truncated_sentence_is_named_by_its_words_not_its_batch_index(mlm_dir,
     """The warning said "sentence 1" for the third input line (its index in the batch, blank lines and chunks
     aside), and for an n-best list the index of a sorted distinct text. A line without spaces is one "word", and
     only its first characters are quoted."""
-    from pll.scoring import load_scorer
+    from electra.pll.scoring import load_scorer
 
     scorer = load_scorer(mlm_dir, "auto", "cpu", 8)
     long = " ".join(["a dog ran"] * 20)
     glued = "the." * 40  # 80 pieces, no space
-    with caplog.at_level(logging.WARNING, logger="pll.scoring"):
+    with caplog.at_level(logging.WARNING, logger="electra.pll.scoring"):
         results = scorer.score(["the cat sat", long, glued])
     assert [r.truncated for r in results] == [False, True, True]
-    messages = [r.getMessage() for r in caplog.records if r.name == "pll.scoring"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "electra.pll.scoring"]
     assert len(messages) == 2 and not any("sentence 1" in m for m in messages)
     assert messages[0].endswith(": 'a dog ran a dog ran a dog ...'")
     assert messages[1].endswith(f": {glued[:60] + ' ...'!r}")
@@ -478,7 +478,7 @@ def test_nbest_writes_a_list_it_can_read_back_for_a_clip_without_hypotheses(tmp_
 def test_nbest_references_that_match_no_audio_file_are_refused_before_decoding(tmp_path, monkeypatch, capsys):
     """References are found by the wav file's name; a file of other ids was used silently: lists without a single
     'ref' and no WER, after the whole decoding. A file that is not UTF-8 was a UnicodeDecodeError traceback."""
-    import pll.asr
+    import electra.pll.asr
 
     decoded = []
 
@@ -487,7 +487,7 @@ def test_nbest_references_that_match_no_audio_file_are_refused_before_decoding(t
         stems = sorted(p.stem for p in Path(audio).glob("*.wav"))
         return [Utterance(s, (refs or {}).get(s), [Hypothesis("the cat", -1.0)]) for s in stems]
 
-    monkeypatch.setattr(pll.asr, "decode_nbest", fake_decode)
+    monkeypatch.setattr(electra.pll.asr, "decode_nbest", fake_decode)
     audio = tmp_path / "audio"
     audio.mkdir()
     for stem in ("a", "b"):
@@ -516,10 +516,10 @@ def test_nbest_references_that_match_no_audio_file_are_refused_before_decoding(t
 def _scoring_that_dies(monkeypatch) -> tuple[list[list[str]], Callable[[], None]]:
     """`electra score` in chunks of 2, killed (Ctrl-C) on its second chunk; returns the texts each chunk scored
     and a function that lets the next run score to the end, still recording them."""
-    import pll.cli
-    from pll.scoring import MaskedLMScorer
+    import electra.pll.cli
+    from electra.pll.scoring import MaskedLMScorer
 
-    monkeypatch.setattr(pll.cli, "SCORE_CHUNK", 2)
+    monkeypatch.setattr(electra.pll.cli, "SCORE_CHUNK", 2)
     real_score, calls = MaskedLMScorer.score, []
 
     def score_then_die(self, texts):
@@ -541,9 +541,9 @@ def _scoring_that_dies(monkeypatch) -> tuple[list[list[str]], Callable[[], None]
 def test_a_killed_score_run_resumes_from_the_scores_it_saved(mlm_dir, tmp_path, monkeypatch, capsys):
     """Before: `score --output` wrote its file once every sentence was scored, so a run stopped after hours (a
     scheduler's time limit, Ctrl-C) kept nothing and could only start over."""
-    import pll.cli
+    import electra.pll.cli
 
-    monkeypatch.setattr(pll.cli, "SCORE_CHUNK", 2)
+    monkeypatch.setattr(electra.pll.cli, "SCORE_CHUNK", 2)
     source = tmp_path / "in.txt"
     source.write_text("the cat sat\n\na dog ran\nthe dog sat\na cat ran\nthe end\n")
     argv = ["score", "--model", str(mlm_dir), "--input", str(source), "--method", "mlm"]
@@ -575,9 +575,9 @@ def test_a_killed_score_run_resumes_from_the_scores_it_saved(mlm_dir, tmp_path, 
 def test_a_killed_nbest_scoring_resumes_from_the_texts_it_saved(mlm_dir, tmp_path, monkeypatch, capsys):
     """Before: `score --input list.json --output scored.json` wrote the list once every hypothesis was scored, so
     a kill after hours kept nothing, and `--resume` was refused for n-best input."""
-    import pll.cli
+    import electra.pll.cli
 
-    monkeypatch.setattr(pll.cli, "SCORE_CHUNK", 2)
+    monkeypatch.setattr(electra.pll.cli, "SCORE_CHUNK", 2)
     source = tmp_path / "dev.json"
     _write_list(source, DEV)  # four distinct texts
     argv = ["score", "--model", str(mlm_dir), "--input", str(source), "--method", "mlm"]
@@ -602,7 +602,7 @@ def test_a_killed_rescore_resumes_and_keeps_its_plls_for_scores(mlm_dir, tmp_pat
     """Before: `rescore --model` held its PLLs in memory, so a kill after hours of scoring kept nothing, and each
     other fusion setting scored every hypothesis again. Now each model's PLLs fill OUT/pll*.jsonl as they come,
     `--resume` continues them, and the whole file is what `--scores` reads."""
-    import pll.cli
+    import electra.pll.cli
 
     dev, test = tmp_path / "dev.json", tmp_path / "test.json"
     _write_list(dev, DEV)  # four distinct texts
@@ -610,7 +610,9 @@ def test_a_killed_rescore_resumes_and_keeps_its_plls_for_scores(mlm_dir, tmp_pat
     other = _save_mlm(tmp_path / "other", seed=1)
     models = ["--model", str(mlm_dir), str(other), "--method", "mlm"]
     argv = ["rescore", *models, "--dev", str(dev), "--test", str(test)]
-    monkeypatch.setattr(pll.cli, "SCORE_CHUNK", 2)  # batched as the killed run will be: the same floats
+    monkeypatch.setattr(
+        electra.pll.cli, "SCORE_CHUNK", 2
+    )  # batched as the killed run will be: the same floats
     straight = tmp_path / "straight"
     assert main([*argv, "--output-dir", str(straight)]) == 0
     assert sorted(p.name for p in straight.iterdir()) == [
@@ -659,8 +661,8 @@ def test_a_rescore_overwrite_stopped_between_files_leaves_no_old_report_beside_n
 ):
     """Before: `rescore --overwrite` replaced the lists one by one and report.json last, so a run stopped after the
     dev list left it beside the previous run's test list and report, which described other weights."""
-    import pll.cli
-    import pll.nbest
+    import electra.pll.cli
+    import electra.pll.nbest
 
     dev, test = tmp_path / "dev.json", tmp_path / "test.json"
     _write_list(dev, DEV)
@@ -668,7 +670,7 @@ def test_a_rescore_overwrite_stopped_between_files_leaves_no_old_report_beside_n
     out = tmp_path / "out"
     argv = ["rescore", "--features", "score", "--length", "words", "--dev", str(dev), "--test", str(test)]
     assert main([*argv, "--output-dir", str(out)]) == 0
-    real_write, written = pll.nbest.write_nbest, []
+    real_write, written = electra.pll.nbest.write_nbest, []
 
     def write_then_die(target, *args, **kwargs):
         if written:
@@ -676,6 +678,6 @@ def test_a_rescore_overwrite_stopped_between_files_leaves_no_old_report_beside_n
         written.append(target)
         return real_write(target, *args, **kwargs)
 
-    monkeypatch.setattr(pll.nbest, "write_nbest", write_then_die)
+    monkeypatch.setattr(electra.pll.nbest, "write_nbest", write_then_die)
     assert main([*argv, "--output-dir", str(out), "--overwrite"]) == 130
     assert [p.name for p in out.iterdir()] == ["dev.rescored.json"]  # the new dev list alone, no stale report

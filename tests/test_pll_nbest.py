@@ -6,10 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from electra.errors import UserError
-from pll.nbest import Hypothesis, Utterance, length_penalty, read_nbest, write_nbest
-from pll.rescore import (
+from electra.pll.nbest import Hypothesis, Utterance, length_penalty, read_nbest, write_nbest
+from electra.pll.rescore import (
     attach_plls,
     choose_lambda,
     first_best,
@@ -18,7 +16,9 @@ from pll.rescore import (
     saved_scores,
     split_report,
 )
-from pll.wer import corpus_wer, edit_distance
+from electra.pll.wer import corpus_wer, edit_distance
+
+from electra.core.errors import UserError
 
 
 def test_edit_distance_hand_cases():
@@ -258,14 +258,13 @@ def test_saved_scores_refuse_files_of_two_scorers_even_without_a_shared_text(tmp
 def test_wer_is_jiwers_and_the_evaluate_module_reports_it():
     import evaluate
     import jiwer
-
-    from pll.rescore import EditTable
+    from electra.pll.rescore import EditTable
 
     refs = ["The cat sat on the mat", "a dog ran", "hello world"]
     hyps = ["the cat sat on mat", "A dog ran away", "hello"]
     expected = jiwer.wer([r.lower() for r in refs], [h.lower() for h in hyps])
     assert corpus_wer(refs, hyps) == pytest.approx(expected) == pytest.approx(3 / 11)
-    from pll.wer import METRIC_SCRIPT
+    from electra.pll.wer import METRIC_SCRIPT
 
     assert METRIC_SCRIPT == Path(__file__).parent.parent / "pll" / "wer_metric.py"
     module = evaluate.load(str(METRIC_SCRIPT))

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from electra.pll.scoring import ClozeScorer, ElectraTTScorer, ElectricScorer, MaskedLMScorer, load_scorer
 from transformers import (
     BertConfig,
     BertForMaskedLM,
@@ -16,8 +17,7 @@ from transformers import (
     ElectraTokenizerFast,
 )
 
-from electra.errors import UserError
-from pll.scoring import ClozeScorer, ElectraTTScorer, ElectricScorer, MaskedLMScorer, load_scorer
+from electra.core.errors import UserError
 
 VOCAB = [
     "[PAD]",
@@ -129,10 +129,10 @@ def test_within_word_masking_and_word_sums():
 
 
 def write_manifest(root, objective):
-    """export.json as `electra.export` writes it, for the parts saved so far: the scoring methods are what the
+    """export.json as `electra.export.layout` writes it, for the parts saved so far: the scoring methods are what the
     objective declares, among those whose parts exist."""
-    from electra.model import build_pretraining_model
     from electra.objectives import build_config
+    from electra.training.model import build_pretraining_model
 
     parts = sorted(d.name for d in root.iterdir() if d.is_dir())
     small = dict(
@@ -178,8 +178,9 @@ def test_electric_scores_are_the_negative_energies(tmp_path):
 
 
 def save_two_tower(root):
+    from electra.generators.two_tower import TwoTowerGenerator
+
     from electra.objectives import build_config
-    from generators.two_tower import TwoTowerGenerator
 
     cfg = build_config(
         "tiny",

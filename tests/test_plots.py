@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from electra.cli import main
-from electra.compare import curve_figure, seed_averages
-from electra.plot import build_figure
+from electra.app.cli import main
+from electra.app.compare import curve_figure, seed_averages
+from electra.app.plot import build_figure
 
 
 def _columns(steps, **metrics):
@@ -161,7 +161,7 @@ def test_a_metrics_csv_with_text_in_it_is_one_line(tmp_path, capsys):
 def test_a_metric_missing_from_some_rows_is_drawn_where_it_was_logged(tmp_path):
     """Before: only the columns every row held were drawn, so the half-written last row of a run in progress (or
     one a kill cut short) took the learning-rate curve, and its panel, out of the picture."""
-    from electra.plot import read_metrics
+    from electra.app.plot import read_metrics
 
     run = tmp_path / "run"
     run.mkdir()
@@ -227,7 +227,7 @@ def test_plot_of_a_file_or_of_held_out_rows_only_names_the_fix(tmp_path, capsys)
 def test_a_metrics_csv_saved_by_a_spreadsheet_is_read(tmp_path, capsys):
     """Before: a byte-order mark (a metrics.csv saved as "CSV UTF-8" by a spreadsheet) made the first column
     '\\ufeffstep', so the file "had no 'step' column"; one saved as UTF-16 was "not a text CSV"."""
-    from electra.plot import read_metrics
+    from electra.app.plot import read_metrics
 
     run = tmp_path / "run"
     run.mkdir()

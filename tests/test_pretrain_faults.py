@@ -22,11 +22,11 @@ from transformers import (
     ElectraTokenizerFast,
 )
 
-from electra.cli import main
-from electra.continued import checkpoint_shape, init_vocabulary, load_initial_weights
-from electra.model import build_pretraining_model
+from electra.app.cli import main
+from electra.data.tokenization import load_saved_tokenizer
 from electra.objectives import build_config
-from electra.tokenization import load_saved_tokenizer
+from electra.training.continued import checkpoint_shape, init_vocabulary, load_initial_weights
+from electra.training.model import build_pretraining_model
 from tests.golden_trace import WORDS
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *WORDS]

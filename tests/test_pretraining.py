@@ -7,12 +7,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import electra.engine as engine_module
-from electra.checkpoint import latest_checkpoint
-from electra.errors import UserError
+import electra.training.engine as engine_module
+from electra.core.errors import UserError
+from electra.export.checkpoint import latest_checkpoint
 from electra.objectives import build_config
-from electra.pretraining import RunInputs, pretrain
-from electra.run_log import read_metrics
+from electra.training.pretraining import RunInputs, pretrain
+from electra.training.run_log import read_metrics
 
 
 def _run(corpus, out, cache, overrides, resume=False):
@@ -73,7 +73,7 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(
 def test_a_kill_during_a_save_keeps_the_previous_checkpoint(
     small_corpus, tmp_path, micro_overrides, monkeypatch
 ):
-    import electra.checkpoint as checkpoint_module
+    import electra.export.checkpoint as checkpoint_module
 
     real = checkpoint_module.save_model
     calls = {"n": 0}
@@ -173,7 +173,7 @@ def test_resume_refuses_another_corpus_vocabulary_or_process_count(small_corpus,
 def test_a_flop_budget_sizes_the_schedule(small_corpus, tmp_path, micro_overrides):
     """Before: --flops-budget only stopped the run: mid-warmup, with the progress bar at 6/600. Now the steps the
     budget buys are the run's max_steps, the warmup a tenth of them, and the learning rate reaches 0 at the end."""
-    from electra.cli import main
+    from electra.app.cli import main
     from electra.objectives import flop_report
 
     overrides = {k: v for k, v in micro_overrides.items() if k not in ("max_steps", "warmup_steps")}

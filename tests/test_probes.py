@@ -8,15 +8,15 @@ import shutil
 
 import pytest
 import torch
+from electra.probes.data import base_tag, read_brown, read_sst2, split_brown
+from electra.probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
+from electra.probes.run import PROBES, random_encoder_dir, run_probe, training_samples
 from transformers import ElectraConfig, ElectraModel, ElectraTokenizerFast, GPT2Config, GPT2Model
 
-from electra.cli import main
-from electra.config import INPUT_DIGESTS
-from electra.errors import UserError
-from electra.files import file_sha256
-from probes.data import base_tag, read_brown, read_sst2, split_brown
-from probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
-from probes.run import PROBES, random_encoder_dir, run_probe, training_samples
+from electra.app.cli import main
+from electra.core.config import INPUT_DIGESTS
+from electra.core.errors import UserError
+from electra.core.files import file_sha256
 
 WORDS = [
     "the",
@@ -219,12 +219,12 @@ def test_help_states_each_probes_own_training_sample(capsys):
 
 def test_an_unwritable_output_is_one_line_before_any_work(micro_encoder, tmp_path, capsys, monkeypatch):
     """Before: the probes ran, and then writing --output raised a traceback (FileNotFoundError, NotADirectoryError)."""
-    import probes.run
+    import electra.probes.run
 
     def probed(*args, **kwargs):
         raise AssertionError("probing started")
 
-    monkeypatch.setattr(probes.run, "run_probe", probed)
+    monkeypatch.setattr(electra.probes.run, "run_probe", probed)
     root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
     (tmp_path / "a-file").write_text("")
     argv = ["probe", "--model", str(micro_encoder), "--probes", "sst2", "--data", str(root), "--output"]
@@ -264,12 +264,12 @@ def test_every_model_and_probe_input_is_checked_before_the_first_probe(
 ):
     """Before: a pickled second --model, or a missing corpus/brown/ for the second probe, stopped the command only
     after the first probes had run on every model, and their results were lost."""
-    import probes.run
+    import electra.probes.run
 
     def probed(*args, **kwargs):
         raise AssertionError("probing started")
 
-    monkeypatch.setattr(probes.run, "run_probe", probed)
+    monkeypatch.setattr(electra.probes.run, "run_probe", probed)
     root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
     pickled = tmp_path / "pickled"
     pickled.mkdir()
@@ -320,14 +320,14 @@ def test_a_killed_probe_keeps_its_rows_and_resume_probes_the_rest(
 ):
     """Before: the results file was written once all probes had run, so a run stopped at its last model (an hour
     of CPU) kept nothing, and there was no way to continue it."""
-    import probes.run
+    import electra.probes.run
 
     root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
     argv = ["probe", "--model", str(micro_encoder), "--probes", "sst2", "--data", str(root), "--seeds", "2"]
     argv += ["--random-baseline", "--max-length", "16"]
     straight = tmp_path / "straight.json"
     assert main([*argv, "--output", str(straight)]) == 0
-    real_probe, calls = probes.run.run_probe, []
+    real_probe, calls = electra.probes.run.run_probe, []
 
     def probe_then_die(*args, **kwargs):
         calls.append(args[0])
@@ -335,7 +335,7 @@ def test_a_killed_probe_keeps_its_rows_and_resume_probes_the_rest(
             raise KeyboardInterrupt
         return real_probe(*args, **kwargs)
 
-    monkeypatch.setattr(probes.run, "run_probe", probe_then_die)
+    monkeypatch.setattr(electra.probes.run, "run_probe", probe_then_die)
     out = tmp_path / "killed.json"
     assert main([*argv, "--output", str(out)]) == 130  # Ctrl-C
     kept = json.loads(out.read_text())
@@ -401,7 +401,7 @@ def test_an_output_the_probe_reads_is_never_replaced(micro_encoder, tmp_path, ca
     # too. Before, `--output RUN/export.json --overwrite` replaced the manifest and the run no longer loaded.
     import shutil
 
-    from electra.export import FORMAT, MANIFEST
+    from electra.export.layout import FORMAT, MANIFEST
 
     run = tmp_path / "run"
     shutil.copytree(micro_encoder, run / "discriminator")
@@ -432,7 +432,7 @@ def test_a_tokenizer_larger_than_the_embeddings_is_one_line_before_the_first_pro
 ):
     """Before: a tokenizer with more pieces than the model's embeddings have rows was an IndexError traceback in
     the embedding lookup, after the first --model's probes had run."""
-    import probes.run
+    import electra.probes.run
 
     small = tmp_path / "small"
     config = ElectraConfig(
@@ -446,7 +446,7 @@ def test_a_tokenizer_larger_than_the_embeddings_is_one_line_before_the_first_pro
     def probed(*args, **kwargs):
         raise AssertionError("probing started")
 
-    monkeypatch.setattr(probes.run, "run_probe", probed)
+    monkeypatch.setattr(electra.probes.run, "run_probe", probed)
     root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
     argv = ["probe", "--probes", "sst2", "--data", str(root), "--model", str(micro_encoder)]
     assert main([*argv, "--model", str(small)]) == 2
@@ -459,12 +459,12 @@ def test_data_a_later_probe_reads_is_checked_before_the_first_probe(
 ):
     """Before: a malformed row in SST-2 stopped `--probes pos,sst2` only after the pos probe had run on every model,
     and the message offered --skip-malformed, a flag `electra probe` does not have."""
-    import probes.run
+    import electra.probes.run
 
     def probed(*args, **kwargs):
         raise AssertionError("probing started")
 
-    monkeypatch.setattr(probes.run, "run_probe", probed)
+    monkeypatch.setattr(electra.probes.run, "run_probe", probed)
     root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
     brown = root / "corpus" / "brown"
     brown.mkdir(parents=True)
@@ -506,7 +506,7 @@ def _rewrite_labels(path, label_of):
 def test_resume_probes_again_a_row_whose_data_or_model_changed(micro_encoder, tmp_path, capsys, monkeypatch):
     """Before: `--resume` kept every row of --output whatever had happened to its inputs since: a model retrained
     in place, or a relabelled dev file, kept the old model's (old data's) numbers beside the new ones."""
-    import probes.run
+    import electra.probes.run
 
     other = tmp_path / "other"
     shutil.copytree(micro_encoder, other)
@@ -537,13 +537,13 @@ def test_resume_probes_again_a_row_whose_data_or_model_changed(micro_encoder, tm
             for name in ("config.json", "model.safetensors", "tokenizer.json")
         },
     }
-    real_probe, calls = probes.run.run_probe, []
+    real_probe, calls = electra.probes.run.run_probe, []
 
     def counted(*args, **kwargs):
         calls.append(str(args[0]))
         return real_probe(*args, **kwargs)
 
-    monkeypatch.setattr(probes.run, "run_probe", counted)
+    monkeypatch.setattr(electra.probes.run, "run_probe", counted)
     capsys.readouterr()
     assert main([*argv, "--resume"]) == 0 and calls == []  # nothing changed: every row kept
     assert "probing it again" not in capsys.readouterr().err
@@ -584,7 +584,7 @@ def test_resume_probes_again_a_row_whose_data_or_model_changed(micro_encoder, tm
 def test_training_data_of_one_class_is_refused_before_any_probe(micro_encoder, tmp_path, capsys, monkeypatch):
     """Before: a training file of one label (or a --max-train sample that drew one) fitted a probe that answers it
     everywhere, and its "accuracy" (the majority baseline) was reported as the encoder's."""
-    import probes.run
+    import electra.probes.run
 
     root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
     train = root / "glue" / "SST-2" / "train.tsv"
@@ -598,7 +598,7 @@ def test_training_data_of_one_class_is_refused_before_any_probe(micro_encoder, t
     def probed(*args, **kwargs):
         raise AssertionError("probing started")
 
-    monkeypatch.setattr(probes.run, "run_probe", probed)
+    monkeypatch.setattr(electra.probes.run, "run_probe", probed)
     capsys.readouterr()  # the direct call's progress bar
     argv = ["probe", "--model", str(micro_encoder), "--probes", "sst2", "--data", str(root), "--seeds", "2"]
     assert main(argv) == 2
@@ -650,14 +650,14 @@ def _causal_checkpoints(tmp_path):
 def test_a_causal_model_is_refused_in_one_line(micro_encoder, tmp_path, capsys, monkeypatch):
     """Before: a decoder's states (each token seeing only the tokens before it) were probed as if bidirectional, and
     the gap to the random baseline measured the attention mask."""
-    import probes.run
+    import electra.probes.run
 
     load_frozen(micro_encoder)  # a bidirectional encoder is accepted
 
     def probed(*args, **kwargs):
         raise AssertionError("probing started")
 
-    monkeypatch.setattr(probes.run, "run_probe", probed)
+    monkeypatch.setattr(electra.probes.run, "run_probe", probed)
     root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
     for causal in _causal_checkpoints(tmp_path):
         with pytest.raises(UserError, match=f"{causal}: is a causal \\(decoder\\) model") as err:

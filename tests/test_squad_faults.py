@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from electra.squad.data import read_squad
 
-from electra.cli import main
-from electra.errors import UserError
-from squad.data import read_squad
+from electra.app.cli import main
+from electra.core.errors import UserError
 from tests.test_squad_pipeline import _self_contained
 
 SMALL = ["--max-seq-length", "64", "--max-query-length", "16", "--doc-stride", "32", "--batch-size", "8"]
@@ -230,7 +230,7 @@ def test_a_run_folder_given_as_the_model_is_named_for_what_it_is(tmp_path: Path,
 def test_a_squad_output_given_to_init_from_is_named_as_one(tmp_path: Path) -> None:
     """Before: squad's run.json did not say which command wrote it, so `pretrain --init-from squad_out` (whose
     model is in squad_out/model) was refused as "a pretraining run of this library with no export yet"."""
-    from electra.continued import kept_dir
+    from electra.training.continued import kept_dir
 
     made = _self_contained(tmp_path)
     out = tmp_path / "o"
@@ -244,10 +244,10 @@ def test_a_squad_output_given_to_init_from_is_named_as_one(tmp_path: Path) -> No
 def test_a_question_longer_than_the_model_is_cut_without_a_false_alarm(tmp_path: Path, capfd) -> None:
     """Before: a question longer than the tokenizer's model_max_length printed transformers' "Token indices sequence
     length is longer than ... will result in indexing errors" while being cut to --max-query-length, which it is."""
+    from electra.squad.data import SquadExample
+    from electra.squad.features import FeatureSettings, build_features
     from transformers import AutoTokenizer
 
-    from squad.data import SquadExample
-    from squad.features import FeatureSettings, build_features
     from tests.conftest import save_tiny_electra
 
     tokenizer = AutoTokenizer.from_pretrained(str(save_tiny_electra(tmp_path / "tiny")))
@@ -394,10 +394,10 @@ def test_the_models_limits_are_refused_before_overwrite_deletes(tmp_path: Path, 
 def test_whitespace_at_an_answers_edges_is_not_labelled_as_tokens(tmp_path: Path) -> None:
     """Before: an answer " loop " (it matches its context, so it is read) was labelled from the token before it
     ("the") to the token after it, a span two tokens too wide."""
+    from electra.squad.data import Answer, SquadExample
+    from electra.squad.features import FeatureSettings, build_features
     from transformers import AutoTokenizer
 
-    from squad.data import Answer, SquadExample
-    from squad.features import FeatureSettings, build_features
     from tests.conftest import save_tiny_electra
 
     tokenizer = AutoTokenizer.from_pretrained(str(save_tiny_electra(tmp_path / "tiny")))

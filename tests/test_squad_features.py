@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from squad.data import read_squad
-from squad.features import FeatureSettings, answer_token_span, build_features
+from electra.squad.data import read_squad
+from electra.squad.features import FeatureSettings, answer_token_span, build_features
 
 SETTINGS = FeatureSettings(max_seq_length=128, doc_stride=48, max_query_length=64)
 

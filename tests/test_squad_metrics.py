@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from squad.metrics import (
+from electra.squad.metrics import (
     _apply_threshold,
     best_threshold,
     evaluate_v1,
@@ -218,7 +217,7 @@ def test_squad_eval_scores_what_the_official_script_scores(tmp_path, capsys) -> 
     both. Now they are warnings."""
     import json
 
-    from electra.cli import main
+    from electra.app.cli import main
 
     data = {
         "version": "1.1",
@@ -266,8 +265,7 @@ def test_the_evaluate_module_is_the_official_evaluation() -> None:
     """`evaluate.load("squad/squad_metric.py", version)` takes the hub metrics' input format and returns the
     official scripts' numbers (the hand-worked ones above)."""
     import evaluate
-
-    from squad.metrics import METRIC_SCRIPT, official_scores
+    from electra.squad.metrics import METRIC_SCRIPT, official_scores
 
     metric = evaluate.load(str(METRIC_SCRIPT), "2.0")
     references = [

@@ -8,10 +8,9 @@ import math
 import numpy as np
 import pytest
 import torch
-
-from squad.data import SquadExample
-from squad.heads import HeadConfig, SpanHead
-from squad.postprocess import WindowResult, postprocess
+from electra.squad.data import SquadExample
+from electra.squad.heads import HeadConfig, SpanHead
+from electra.squad.postprocess import WindowResult, postprocess
 
 
 def _head_inputs(length: int = 7, hidden: int = 8, batch: int = 2):
@@ -161,10 +160,10 @@ def test_postprocess_by_hand() -> None:
 
 
 def test_layerwise_decay_treats_the_qa_head_as_head() -> None:
+    from electra.squad.model import SquadModel
     from transformers import ElectraConfig, ElectraModel
 
-    from electra.optim import layerwise_lr_groups
-    from squad.model import SquadModel
+    from electra.training.optim import layerwise_lr_groups
 
     config = ElectraConfig(
         vocab_size=50,
@@ -184,9 +183,8 @@ def test_layerwise_decay_treats_the_qa_head_as_head() -> None:
 
 
 def _tiny_qa(kind: str, answerable: bool = False):
+    from electra.squad.model import SquadModel
     from transformers import ElectraConfig, ElectraModel
-
-    from squad.model import SquadModel
 
     torch.manual_seed(0)
     config = ElectraConfig(
@@ -224,7 +222,7 @@ def test_a_plain_head_saves_as_transformers_own_question_answering_model(tmp_pat
         assert torch.allclose(theirs.start_logits, model.qa_head.start(hidden).squeeze(-1), atol=1e-6)
         assert torch.allclose(theirs.end_logits, model.qa_head.end(hidden).squeeze(-1), atol=1e-6)
     # What the model card tells a reader to run: question and context through the tokenizer, best start and end.
-    from squad.train import SquadSettings, write_squad_card
+    from electra.squad.train import SquadSettings, write_squad_card
 
     settings = SquadSettings(model="base", output=str(tmp_path.parent), train="train.json", head="plain")
     write_squad_card(tmp_path, settings, {"train": {"steps": 3, "windows": 8}}, model)
@@ -237,10 +235,9 @@ def test_a_plain_head_saves_as_transformers_own_question_answering_model(tmp_pat
 
 @pytest.mark.parametrize("answerable", [False, True])
 def test_electra_span_head_loads_through_its_transformers_class_and_round_trips(tmp_path, answerable) -> None:
+    from electra.squad.hf_model import ElectraForSquad
+    from electra.squad.model import SquadModel
     from transformers import AutoModel
-
-    from squad.hf_model import ElectraForSquad
-    from squad.model import SquadModel
 
     model, batch = _tiny_qa("xlnet", answerable)
     model.save(tmp_path)
@@ -259,9 +256,8 @@ def test_electra_span_head_loads_through_its_transformers_class_and_round_trips(
 
 
 def test_the_first_layout_still_loads(tmp_path) -> None:
+    from electra.squad.model import SquadModel
     from safetensors.torch import save_file
-
-    from squad.model import SquadModel
 
     model, batch = _tiny_qa("xlnet")
     model.encoder.save_pretrained(tmp_path)  # encoder + qa_head.json + qa_head.safetensors, as first written

@@ -1,7 +1,7 @@
 """`electra squad` end to end on splits of the real SQuAD 1.1 dev set with a tiny random ELECTRA.
 
 Splits: the first 40 articles of dev-v1.1 train, the last 8 evaluate (deterministic). The 2.0 path runs on
-CONSTRUCTED 2.0-format data (`squad.synthetic.construct_v2`: questions moved to another article's paragraph and
+CONSTRUCTED 2.0-format data (`electra.squad.synthetic.construct_v2`: questions moved to another article's paragraph and
 marked unanswerable), because no SQuAD 2.0 file is available offline.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import electra.squad.data
 import pytest
+from electra.squad.data import read_squad
+from electra.squad.synthetic import construct_lookup, construct_v2, split_articles, swap_questions, write_json
 
-import squad.data
-from electra.cli import main
-from squad.data import read_squad
-from squad.synthetic import construct_lookup, construct_v2, split_articles, swap_questions, write_json
+from electra.app.cli import main
 
 FAST = [
     "--max-seq-length",
@@ -82,7 +82,7 @@ def test_an_interrupted_fine_tune_resumes_to_the_same_predictions(
     """SQuAD trains on the engine: killed after the step-4 checkpoint, `--resume` ends where a straight run ends;
     its standard output is the evaluation JSON alone (before: "resumed from ..." came first, so `electra squad
     ... > results.json` did not parse)."""
-    import electra.engine as engine_module
+    import electra.training.engine as engine_module
 
     flags = ["--train", str(files["train"]), "--eval", str(files["eval_one"]), "--version", "1.1"]
     flags += ["--max-steps", "6", "--max-train-examples", "120", "--save-every", "2"]
@@ -118,8 +118,10 @@ def test_an_interrupted_fine_tune_resumes_to_the_same_predictions(
 def test_v11_train_save_reload_and_official_eval(files, tmp_path: Path, capsys, monkeypatch) -> None:
     out = tmp_path / "v1"
     parsed = []
-    real_read = squad.data.load_squad_json
-    monkeypatch.setattr(squad.data, "load_squad_json", lambda path: parsed.append(path) or real_read(path))
+    real_read = electra.squad.data.load_squad_json
+    monkeypatch.setattr(
+        electra.squad.data, "load_squad_json", lambda path: parsed.append(path) or real_read(path)
+    )
     results = _squad(
         files,
         out,
@@ -279,7 +281,7 @@ def test_tiny_model_learns_to_read_the_question(files, tmp_path: Path) -> None:
     type, not the question (its F1 on real questions, 8.4, equalled its F1 on swapped ones; README, "Tests"), so
     real SQuAD quality needs a pretrained checkpoint.
     """
-    from squad.train import SquadSettings, finetune
+    from electra.squad.train import SquadSettings, finetune
 
     held_out = json.loads(files["eval"].read_text())
     lookup = construct_lookup({"version": "1.1", "data": held_out["data"][-3:]}, seed=1)
@@ -319,7 +321,7 @@ def test_tiny_model_learns_to_read_the_question(files, tmp_path: Path) -> None:
 def test_original_layer_decay_reaches_the_optimizer(files, tmp_path: Path, monkeypatch) -> None:
     """`electra squad --original-layer-decay`, as `electra glue` has it: the reference code's rates (the top layer
     at decay**2 of the head's rate) instead of the paper's rule."""
-    import electra.engine as engine_module
+    import electra.training.engine as engine_module
 
     seen = {}
     real = engine_module.build_adamw

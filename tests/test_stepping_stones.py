@@ -7,16 +7,16 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from electra.discriminators.masked_lm import copy_mechanism_nll
+from electra.discriminators.replaced_token import replaced_token_loss
+from electra.flops.measured import startup_check
 
 import electra.objectives.replaced_token as replaced_token_module
 import electra.objectives.stepping_stones as stepping_stones_module
-from discriminators.masked_lm import copy_mechanism_nll
-from discriminators.replaced_token import replaced_token_loss
-from electra.masking import Picked
-from electra.model import PretrainingModel
+from electra.core.outputs import SpecialIds
+from electra.nn.masking import Picked
 from electra.objectives import build_config, flop_report, get_objective
-from electra.outputs import SpecialIds
-from flops.measured import startup_check
+from electra.training.model import PretrainingModel
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4)
 VOCAB = 50
@@ -160,7 +160,7 @@ def test_training_steps_lower_the_loss_and_exports_load(objective, micro_overrid
     from tokenizers.models import WordLevel
     from transformers import AutoModel, PreTrainedTokenizerFast
 
-    from electra.export import finetune_dir
+    from electra.export.layout import finetune_dir
 
     model = _model(objective, micro_overrides).train()
     input_ids, attention_mask, token_type_ids, positions = _batch()

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from electra.tlm.tartan import LossScales, MetaWeights, combine, fixed_weights, surrogate_loss
+from electra.tlm.train import JointTask, build_models, read_loss_log, train_tlm
 from torch import nn
 
-from electra.cli import main
-from electra.config import parse_overrides
-from electra.model import build_pretraining_model
+from electra.app.cli import main
+from electra.core.config import parse_overrides
+from electra.data.tokenization import load_or_train_tokenizer
 from electra.objectives import build_config
-from electra.tokenization import load_or_train_tokenizer
-from tlm.tartan import LossScales, MetaWeights, combine, fixed_weights, surrogate_loss
-from tlm.train import JointTask, build_models, read_loss_log, train_tlm
+from electra.training.model import build_pretraining_model
 
 from .test_tlm_train import SMALL, _cache, _settings, data, retrieved  # noqa: F401  (shared fixtures)
 
@@ -123,9 +123,10 @@ def test_surrogate_gradient_is_the_weighted_sum_of_the_terms():
 def test_a_meta_step_hands_the_engine_the_weighted_gradient(data, start_dir):
     """On a dropout-free micro model: the gradient the engine's backward produces from the step's loss equals
     Σ softmax(w)_i ∇L_i with the weights that step logged, each ∇L_i recomputed independently."""
-    from electra.tokenization import load_saved_tokenizer
-    from tlm.tasks import LabelVocab, read_task_file
-    from tlm.train import TaskCollator, encode_task
+    from electra.tlm.tasks import LabelVocab, read_task_file
+    from electra.tlm.train import TaskCollator, encode_task
+
+    from electra.data.tokenization import load_saved_tokenizer
 
     tokenizer = load_saved_tokenizer(start_dir / "discriminator")
     config = build_config("tiny", overrides={**parse_overrides(SMALL + NO_DROPOUT), "objective": "mlm"})
@@ -208,7 +209,7 @@ def _tartan(data, start_dir, out, *extra) -> list[str]:
 def test_meta_tartan_cli_logs_weights_every_step_and_resumes(
     data, retrieved, start_dir, tmp_path, monkeypatch
 ):
-    import electra.engine as engine_module
+    import electra.training.engine as engine_module
 
     extra = ["--aux", "tapt,dapt", "--dapt-corpus", str(retrieved), "--weighting", "meta"]
     extra += ["--steps", "4", "--eval-every", "2", "--save-every", "2"]
@@ -245,7 +246,7 @@ def test_meta_tartan_cli_logs_weights_every_step_and_resumes(
 
 
 def read_loss_log_eval(stage_dir: Path) -> list[dict]:
-    from electra.run_log import read_metrics
+    from electra.training.run_log import read_metrics
 
     return read_metrics(stage_dir, "eval")
 
@@ -306,7 +307,7 @@ def test_a_run_killed_after_its_training_tests_the_best_state_on_resume(
     """Before: killed once training had finished (while testing, or in stage 2 before its first checkpoint),
     `--resume` loaded the last checkpoint's weights, not the best dev state the run had kept, and results.json
     reported other dev and test numbers than the uninterrupted run's (here dev accuracy 0.13 instead of 0.47)."""
-    import tlm.train as train_module
+    import electra.tlm.train as train_module
 
     extra = ["--aux", "tapt", "--steps", "8", "--eval-every", "2", "--save-every", "2"]
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from electra.pll.ngram import normalize_words
 from transformers import AutoTokenizer
 
 import electra
-from electra.errors import UserError
-from electra.text_form import words
-from electra.tokenization import (
+from electra.core.errors import UserError
+from electra.core.text_form import words
+from electra.data.tokenization import (
     load_or_train_tokenizer,
     load_saved_tokenizer,
     text_form_of,
     train_wordpiece_tokenizer,
 )
-from pll.ngram import normalize_words
 from tests.conftest import SAMPLE_TEXT
 
 WRITTEN = "It is said, the glow (from) 1,945 well-known 'fires' didn't reach Café Savannah's U.S. port_side."

@@ -9,12 +9,12 @@ import json
 import shutil
 from pathlib import Path
 
+import electra.tlm.train as train_module
 import pytest
+from electra.tlm.tasks import read_task_file
 
-import tlm.train as train_module
-from electra.cli import main
-from electra.errors import UserError
-from tlm.tasks import read_task_file
+from electra.app.cli import main
+from electra.core.errors import UserError
 
 from .test_tartan import start_dir  # noqa: F401  (shared fixture)
 from .test_tlm_train import SMALL, _cache, data  # noqa: F401  (shared fixtures)
@@ -177,7 +177,7 @@ def test_iss_mistakes_are_refused_before_the_index_is_built(data, start_dir, tmp
     """Before: a missing or damaged --init-from, a dev label train lacks, a --vocab other than --init-from's and
     --objective none were each found after the BM25 index was built (an hour on a real corpus), the last one after
     the reference run too. Now each is one line and OUT is not even created."""
-    import tlm.retrieval as retrieval
+    import electra.tlm.retrieval as retrieval
 
     def no_index(*args, **kwargs):
         raise AssertionError("the index was built before the refusal")
@@ -240,7 +240,7 @@ def test_tartan_flags_that_would_be_ignored_are_refused(data, start_dir, tmp_pat
 
 
 def test_task_reader_refuses_a_non_object_label_through_the_library(tmp_path):
-    """The reader itself (used by `tlm.train.TLMSettings.read_split` from Python) raises the one-line error."""
+    """The reader itself (used by `electra.tlm.train.TLMSettings.read_split` from Python) raises the one-line error."""
     path = tmp_path / "bool.jsonl"
     path.write_text('{"text": "a", "label": true}\n')
     with pytest.raises(UserError, match="label field 'label' is true, not a class name"):

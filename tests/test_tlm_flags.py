@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
+from electra.glue.finetune import resolve_model_dir
+from electra.tlm.retrieval import build_index
+from electra.tlm.tasks import LabelVocab, read_task_file
 
-from electra.cli import build_parser, main
-from electra.errors import UserError
-from glue.finetune import resolve_model_dir
-from tlm.retrieval import build_index
-from tlm.tasks import LabelVocab, read_task_file
+from electra.app.cli import build_parser, main
+from electra.core.errors import UserError
 
 from .test_tlm_train import SMALL, _cache, data  # noqa: F401  (shared fixtures)
 

@@ -12,10 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from electra.errors import UserError
-from tlm.keywords import candidate_phrases, keyword_query, rake_keywords
-from tlm.retrieval import (
+from electra.tlm.keywords import candidate_phrases, keyword_query, rake_keywords
+from electra.tlm.retrieval import (
     BUILD_LOCK,
     CORPUS_FILE,
     CORPUS_SUBDIR,
@@ -30,6 +28,8 @@ from tlm.retrieval import (
     split_passages,
     union_top_k,
 )
+
+from electra.core.errors import UserError
 
 FILLER = [
     "The committee met on Tuesday to discuss the budget for the coming year and the new roads.",
@@ -141,7 +141,7 @@ def test_a_killed_build_leaves_a_folder_the_next_build_removes(tmp_path):
     fcntl = pytest.importorskip("fcntl")
     script = (
         "import os, signal\n"
-        "from tlm.retrieval import build_index\n"
+        "from electra.tlm.retrieval import build_index\n"
         "def documents():\n"
         "    yield 'alpha beta gamma delta epsilon zeta eta theta'\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -206,7 +206,7 @@ def test_a_damaged_index_is_rebuilt_or_refused_in_one_line(damage, tmp_path, cap
 def test_retrieve_cli_after_a_failed_build_on_the_same_index(tmp_path, capsys):
     """The reported sequence: a retrieve, one with an empty corpus on its index (a one-line error), then the
     first again with --overwrite, which crashed with a traceback from then on."""
-    from electra.cli import main
+    from electra.app.cli import main
 
     corpus, empty, task = tmp_path / "corpus.txt", tmp_path / "empty.tsv", tmp_path / "train.tsv"
     corpus.write_text("\n\n".join([*FILLER, PLANTED]) + "\n")
@@ -286,7 +286,7 @@ def test_a_selection_interrupted_while_written_leaves_no_half_corpus(tmp_path, m
     """Before: OUT/corpus/retrieved.txt was written in place, so Ctrl-C (or SIGTERM) half way left a cut-short
     corpus that `tlm train` trained on without a word, and the same command again was refused ("already
     exists; pass --overwrite"). Now nothing is left but hidden staging names, and the rerun writes it whole."""
-    from electra.cli import main
+    from electra.app.cli import main
 
     assert main(_retrieve_argv(tmp_path, tmp_path / "straight")) == 0
     straight = (tmp_path / "straight" / CORPUS_SUBDIR / CORPUS_FILE).read_text()
@@ -313,8 +313,9 @@ def test_training_refuses_a_cut_short_or_unfinished_selection(tmp_path):
     """Before: a retrieved.txt cut short (a copy, a full disk) or left by a run that did not finish was read as
     the corpus it should have been; now `tlm train` (through `corpus_of`) names the file and the fix, and the
     corpus folder itself is still taken as it is."""
-    from electra.cli import main
-    from tlm.train import corpus_of
+    from electra.tlm.train import corpus_of
+
+    from electra.app.cli import main
 
     out = tmp_path / "ret"
     assert main(_retrieve_argv(tmp_path, out)) == 0
@@ -345,7 +346,7 @@ def test_retrieve_numbers_are_refused_in_one_line(flags, message, tmp_path, caps
     """Before: `--top-k 0` was refused only once the whole corpus was indexed, `--passage-words 0` never returned
     (empty windows cut forever), and a BM25 `--select-size` above the pool silently wrote fewer passages, which
     is no equal-size comparison (ISS refuses it)."""
-    from electra.cli import main
+    from electra.app.cli import main
 
     out = tmp_path / "o"
     argv = _retrieve_argv(tmp_path, out)

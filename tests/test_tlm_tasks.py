@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from electra.errors import UserError
-from tlm.tasks import (
+from electra.tlm.tasks import (
     LabelVocab,
     TaskExample,
     build_sciie,
@@ -14,6 +12,8 @@ from tlm.tasks import (
     read_task_file,
     split_examples,
 )
+
+from electra.core.errors import UserError
 
 
 def test_tsv_without_header_is_text_then_label(tmp_path):
@@ -126,7 +126,7 @@ def test_real_task_files(shared_data):
 
 
 def test_sciie_cli_writes_readable_splits(shared_data, tmp_path):
-    from electra.cli import main
+    from electra.app.cli import main
 
     assert main(["tlm", "sciie", "--scierc", str(shared_data / "tlm_scierc"), "--out", str(tmp_path)]) == 0
     train = read_task_file(tmp_path / "train.jsonl")
@@ -143,7 +143,7 @@ def test_sciie_cli_keeps_existing_splits_and_writes_nothing_when_one_is_missing(
     splits need --overwrite."""
     import json
 
-    from electra.cli import main
+    from electra.app.cli import main
 
     source, out = tmp_path / "scierc", tmp_path / "out"
     source.mkdir()

@@ -8,10 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from electra.tlm.interleave import interleave
+from electra.tlm.train import LOSS_PARTS, TLMSettings, classification_metrics, read_loss_log, train_tlm
 
-from electra.cli import main
-from tlm.interleave import interleave
-from tlm.train import LOSS_PARTS, TLMSettings, classification_metrics, read_loss_log, train_tlm
+from electra.app.cli import main
 
 TOPICS = {
     "sports": "team coach goal match season player league score win cup".split(),
@@ -74,7 +74,7 @@ def test_classification_metrics_by_hand():
 
 
 def _settings(data: Path, out: Path, **kw) -> TLMSettings:
-    from electra.config import parse_overrides
+    from electra.core.config import parse_overrides
 
     base = dict(
         task_train=str(data / "train.tsv"),
@@ -169,12 +169,11 @@ def test_joint_training_logs_every_part_and_combines_them(data, retrieved, tmp_p
         )
     flops = [r["flops"] for r in rows]
     assert all(b > a for a, b in zip(flops, flops[1:]))
-    assert results["stage1_steps"] == 6 and results["flop_source"] == "flops.analytic"
+    assert results["stage1_steps"] == 6 and results["flop_source"] == "electra.flops.analytic"
     # The saved classifier reproduces the reported test metrics (the best-dev state was saved, then tested).
     import torch
+    from electra.tlm.tasks import read_task_file
     from transformers import AutoTokenizer, ElectraForSequenceClassification
-
-    from tlm.tasks import read_task_file
 
     model = ElectraForSequenceClassification.from_pretrained(str(tmp_path / "run" / "model")).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "model"))
@@ -313,7 +312,7 @@ def test_electric_objective_trains_jointly(data, retrieved, tmp_path):
 def test_a_killed_run_resumes_to_the_same_results(data, retrieved, tmp_path, monkeypatch):
     """Both stages run on the engine: killed in stage 2 after a checkpoint, `resume` reloads stage 1's final
     weights, continues stage 2 from its checkpoint and ends where an uninterrupted run ends."""
-    import electra.engine as engine_module
+    import electra.training.engine as engine_module
 
     def settings(out: str, **kw) -> TLMSettings:
         return _settings(
@@ -350,7 +349,7 @@ def test_a_resume_with_no_checkpoint_says_it_trains_from_the_start(
 ):
     """Before: a run started without --save-every (none is the default) and killed in stage 1 was "resumed" by
     training stage 1 again from step 0 without a word, as if hours of training were being continued."""
-    from tlm.train import JointTask
+    from electra.tlm.train import JointTask
 
     settings = _settings(
         data,
@@ -405,7 +404,7 @@ def test_a_resume_with_no_checkpoint_says_it_trains_from_the_start(
 def test_resume_refuses_another_objective_or_settings_in_one_line(data, retrieved, tmp_path):
     """Before: `tlm train --resume` with another --objective ended in a traceback (`size mismatch` loading stage 1's
     checkpoint into a model of another shape); other settings were continued and relabelled silently."""
-    from electra.errors import UserError
+    from electra.core.errors import UserError
 
     def settings(**kw) -> TLMSettings:
         base = dict(objective="electra", rho1=1, rho2=1.0, steps=2, finetune_epochs=0, save_every=2)
@@ -437,7 +436,7 @@ def test_resume_refuses_an_input_whose_contents_changed(data, retrieved, tmp_pat
     replaced (relabelled, resampled) continued the run on other data under the same results.json."""
     import shutil
 
-    from electra.errors import UserError
+    from electra.core.errors import UserError
 
     task = tmp_path / "task"
     task.mkdir()

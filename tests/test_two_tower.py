@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from electra.generators.two_tower import TwoTowerGenerator, sample_noise, tower_masks
 
-from electra.masking import candidate_mask
+from electra.nn.masking import candidate_mask
 from electra.objectives import build_config
-from generators.two_tower import TwoTowerGenerator, sample_noise, tower_masks
 
 
 def _config(**overrides):
@@ -78,7 +78,7 @@ def test_positions_select_the_same_logits():
 def test_the_head_at_picked_rows_equals_the_full_head_picked():
     """`head_at` runs the head's dense layer, GELU and LayerNorm on the picked rows only (they work row by row):
     its states, and their gradients into the towers, equal the full head's at those rows to fp32 rounding."""
-    from electra.masking import Picked
+    from electra.nn.masking import Picked
 
     torch.manual_seed(0)
     model = TwoTowerGenerator(_config())
@@ -182,7 +182,7 @@ def test_samples_follow_q():
 
 @pytest.mark.parametrize("size", ["tiny", "mini", "small", "base", "large"])
 def test_saved_shape_config_derives_the_same_generator_shape(size):
-    from generators.two_tower import _SAVED_FIELDS, _ShapeConfig
+    from electra.generators.two_tower import _SAVED_FIELDS, _ShapeConfig
 
     cfg = build_config(size)
     shape = _ShapeConfig(**{k: v for k, v in cfg.to_dict().items() if k in _SAVED_FIELDS})

@@ -6,10 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
-from electra.errors import UserError
-from electra.flags import add_output_option, require_counts
-from electra.overwrite import refuse_to_replace, refuse_unowned, start_over
-from tlm.outputs import TLM_OUTPUTS, refuse_missing_resume
+from electra.tlm.outputs import TLM_OUTPUTS, refuse_missing_resume
+
+from electra.core.errors import UserError
+from electra.core.flags import add_output_option, require_counts
+from electra.core.overwrite import refuse_to_replace, refuse_unowned, start_over
 
 # Flags that act only under a condition are None until given, so that one given where it cannot act is refused
 # (`refuse_unused`) instead of being ignored in silence; these are their values when not given (`fill_defaults`,
@@ -302,7 +303,7 @@ def check_train_flags(args) -> None:
     """`tlm train`'s flags that would be ignored in silence are refused: --rho1/--rho2 weigh the LM objective,
     which --objective none does not train, and the --finetune-* settings act only with --finetune-epochs N. Then
     the defaults of those not given are filled in."""
-    from tlm.train import TASK_ONLY
+    from electra.tlm.train import TASK_ONLY
 
     refuse_unused(
         args,
@@ -336,8 +337,8 @@ def refuse_to_replace_run(args) -> None:
 
 def start_over_run(args) -> None:
     """Once the flags are read, before any work: the inputs must exist, and only then does --overwrite delete the
-    earlier run in --out (`electra.overwrite.start_over`), so that a mistyped path costs no results."""
-    from electra.files import require_file
+    earlier run in --out (`electra.core.overwrite.start_over`), so that a mistyped path costs no results."""
+    from electra.core.files import require_file
 
     reads = [getattr(args, name, None) for name in TLM_READS]
     for name, path in zip(TLM_READS, reads):
@@ -350,7 +351,7 @@ def start_over_run(args) -> None:
 
 
 def column_kwargs(args) -> dict:
-    from tlm.tasks import parse_columns
+    from electra.tlm.tasks import parse_columns
 
     label = parse_columns(args.label_column)
     return {
@@ -374,14 +375,14 @@ def check_retrieve_flags(args) -> None:
 
 
 def run_retrieve(args) -> int:
-    from tlm.retrieval import (
+    from electra.tlm.retrieval import (
         CORPUS_SUBDIR,
         PROVENANCE_FILE,
         SUMMARY_FILE,
         load_or_build_index,
         retrieve_corpus,
     )
-    from tlm.tasks import read_task_file
+    from electra.tlm.tasks import read_task_file
 
     # every name the selection writes in OUT, not only corpus/: a summary.json or retrieved.jsonl of the user's
     # there was replaced in silence (and ISS's reference run writes OUT/reference/)
@@ -399,7 +400,7 @@ def run_retrieve(args) -> int:
         require_counts(args, ("reference_steps", "iss_batch_size"))
     examples = read_task_file(args.task_train, fmt=args.task_format, **column_kwargs(args))
     if args.select == "iss":
-        from tlm.iss import check_reference
+        from electra.tlm.iss import check_reference
 
         check_reference(_reference_settings(args), _iss_layer(args))
     index_dir = Path(args.index) if args.index else out / "index"
@@ -434,9 +435,10 @@ def _iss_layer(args) -> int | str:
 
 
 def _reference_settings(args):
-    """The `tlm.train.TLMSettings` of ISS's reference run, in OUT/reference."""
-    from electra.config import parse_overrides
-    from tlm.train import TLMSettings
+    """The `electra.tlm.train.TLMSettings` of ISS's reference run, in OUT/reference."""
+    from electra.tlm.train import TLMSettings
+
+    from electra.core.config import parse_overrides
 
     return TLMSettings(
         task_train=args.task_train,
@@ -461,7 +463,7 @@ def _reference_settings(args):
 
 
 def _select_iss(args, index) -> dict:
-    from tlm.iss import select_with_reference
+    from electra.tlm.iss import select_with_reference
 
     return select_with_reference(
         index,
@@ -478,8 +480,9 @@ def _select_iss(args, index) -> dict:
 
 
 def run_texts(args) -> int:
-    from electra.files import write_text_atomically
-    from tlm.tasks import read_task_file
+    from electra.tlm.tasks import read_task_file
+
+    from electra.core.files import write_text_atomically
 
     out = Path(args.out) / "corpus" / "task_texts.txt"
     refuse_to_replace([out], args.overwrite)
@@ -496,8 +499,9 @@ def run_texts(args) -> int:
 def run_train(args) -> int:
     check_train_flags(args)
     refuse_to_replace_run(args)
-    from electra.config import parse_overrides, with_frozen_generator
-    from tlm.train import TLMSettings, train_tlm
+    from electra.tlm.train import TLMSettings, train_tlm
+
+    from electra.core.config import parse_overrides, with_frozen_generator
 
     settings = TLMSettings(
         retrieved=args.retrieved,
@@ -526,8 +530,9 @@ def run_sciie(args) -> int:
     """All three splits are read before any is written, and written whole (`write_text_atomically`): before, a
     missing dev.json stopped the run after train.jsonl was written, and existing splits in --out (a user's own
     train.jsonl) were replaced without --overwrite."""
-    from electra.files import write_text_atomically
-    from tlm.tasks import build_sciie, jsonl_text
+    from electra.tlm.tasks import build_sciie, jsonl_text
+
+    from electra.core.files import write_text_atomically
 
     source, out = Path(args.scierc), Path(args.out)
     splits = ("train", "dev", "test")

@@ -1,12 +1,12 @@
 """What `tlm train` and `tartan` write in their output folder, and the refusal of a resume that finds nothing
 there. Light (no torch): the command line makes its checks with it before the models are imported, and
-`tlm.train.train_tlm` makes the same check for a caller from Python."""
+`electra.tlm.train.train_tlm` makes the same check for a caller from Python."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from electra.errors import UserError
+from electra.core.errors import UserError
 
 # what `tlm train` and `tartan` write in --out: all of it, since a user's own config.json, run.json or tokenizer/
 # there had been replaced without a word by a run that was refused nothing

@@ -3,7 +3,7 @@
 The general corpus is streamed: documents are cut into passages, written to a line-indexed store on disk, and only
 their BM25 token ids stay in memory, so the text of a corpus larger than memory never has to be held at once.
 Each task example queries the index (long inputs through RAKE keywords); the top-K passages of every query are
-unioned, deduplicated, and written as a plain-text corpus that `electra.data.read_documents` reads.
+unioned, deduplicated, and written as a plain-text corpus that `electra.data.packing.read_documents` reads.
 
 An index is built in a staging folder beside its own and moved in only when complete, its metadata last: a build
 that fails (an empty corpus) or is interrupted leaves the previous index as it was. The metadata records the
@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from electra.tlm.keywords import keyword_query
 
-from electra.corpus import corpus_fingerprint, read_documents
-from electra.errors import UserError
-from electra.files import read_json_record, write_json_atomically
-from electra.run_log import progress_off
-from tlm.keywords import keyword_query
+from electra.core.errors import UserError
+from electra.core.files import read_json_record, write_json_atomically
+from electra.data.corpus import corpus_fingerprint, read_documents
+from electra.training.run_log import progress_off
 
 try:
     import fcntl
@@ -397,7 +397,7 @@ def _move_into_place(staging: Path, index_dir: Path) -> None:
 
 
 def corpus_digest(corpora: Sequence[str | Path]) -> str:
-    """SHA-256 of `electra.corpus.corpus_fingerprint` of each corpus path: every file's name, size and modification
+    """SHA-256 of `electra.data.corpus.corpus_fingerprint` of each corpus path: every file's name, size and modification
     time, the fingerprint the example and tokenizer caches are keyed on. It changes with any write to the corpus,
     where a hash of each file's first 64 KiB would miss an edit further in that keeps the size; the cost is a
     rebuild after a bare `touch` or a copy that does not keep times."""

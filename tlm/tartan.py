@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.errors import UserError
-from electra.files import save_figure_atomically
+from electra.core.errors import UserError
+from electra.core.files import save_figure_atomically
 
 WEIGHTINGS = ("tlm", "uniform", "meta")
 WEIGHTS_FILE = "task_weights.csv"

@@ -1,7 +1,7 @@
 """`electra tartan`: end-task aware training (MT-TARTAN, META-TARTAN) from an existing checkpoint.
 
 One body, the end-task head and auxiliary objectives from the registry, trained together on the joint engine task of
-`tlm.train` (the same one TLM's stage 1 runs): TAPT is the LM objective on the task's own texts, DAPT the LM objective
+`electra.tlm.train` (the same one TLM's stage 1 runs): TAPT is the LM objective on the task's own texts, DAPT the LM objective
 on a domain corpus (a `tlm retrieve` output or any corpus). Early stopping on the end task's dev metric keeps the best
 state; test is reported for that state.
 """
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 
-from electra.flags import add_output_option
-from tlm.cli import (
+from electra.tlm.cli import (
     FINETUNE_DEFAULTS,
     FINETUNE_UNUSED,
     add_task_columns,
@@ -20,8 +19,10 @@ from tlm.cli import (
     with_default,
 )
 
+from electra.core.flags import add_output_option
+
 AUXILIARIES = ("tapt", "dapt")
-# META-TARTAN's flags when not given: None until given, as `tlm.cli`'s conditional flags are
+# META-TARTAN's flags when not given: None until given, as `electra.tlm.cli`'s conditional flags are
 META_DEFAULTS = {
     "meta_lr": 0.1,
     "meta_head_steps": 1,
@@ -126,7 +127,7 @@ def register(subparsers) -> None:
 
 
 def parse_aux(spec: str) -> list[str]:
-    from electra.errors import UserError
+    from electra.core.errors import UserError
 
     if spec.strip().lower() == "none":
         return []
@@ -143,8 +144,8 @@ def check_contradictions(args) -> None:
     """Flags that would be ignored in silence: META-TARTAN's with uniform weights (no meta step reads them),
     `--finetune-lr` with `--finetune-epochs 0` (the default: no fine-tuning), and `--patience` with
     `--eval-every 0` (no evaluation to count). A user who sets them expects them to act. Then the defaults of the
-    None-until-given flags not given are filled in (`tlm.cli.fill_defaults`)."""
-    from electra.errors import UserError
+    None-until-given flags not given are filled in (`electra.tlm.cli.fill_defaults`)."""
+    from electra.core.errors import UserError
 
     refuse_unused(
         args,
@@ -163,10 +164,11 @@ def check_contradictions(args) -> None:
 
 
 def run(args) -> int:
-    from electra.config import parse_overrides
-    from electra.errors import UserError
-    from tlm.cli import column_kwargs, refuse_to_replace_run, run_settings, start_over_run
-    from tlm.train import TASK_ONLY, TLMSettings, train_tlm
+    from electra.tlm.cli import column_kwargs, refuse_to_replace_run, run_settings, start_over_run
+    from electra.tlm.train import TASK_ONLY, TLMSettings, train_tlm
+
+    from electra.core.config import parse_overrides
+    from electra.core.errors import UserError
 
     aux = parse_aux(args.aux)
     if "dapt" in aux and args.dapt_corpus is None:

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra.corpus import json_lines
-from electra.errors import UserError
-from electra.files import decode_user_text, require_file
+from electra.core.errors import UserError
+from electra.core.files import decode_user_text, require_file
+from electra.data.corpus import json_lines
 
 Column = str | int
 # a decimal number with a point: its integer part, then its fraction without trailing zeros

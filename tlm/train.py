@@ -1,6 +1,6 @@
 """TLM training: stage 1 trains the task and a language-modelling objective jointly from scratch, stage 2 fine-tunes
 on the task alone; accuracy and macro-F1 on dev and test at the end. The same joint stage, started from a
-checkpoint (`init_from`) and weighted uniformly or by meta-learned weights (`tlm.tartan`), is MT-/META-TARTAN.
+checkpoint (`init_from`) and weighted uniformly or by meta-learned weights (`electra.tlm.tartan`), is MT-/META-TARTAN.
 
 Stage 1, per step: one task batch T and ρ1 batches E_1..E_ρ1 of the retrieved corpus,
 
@@ -10,7 +10,7 @@ where LM is this library's pretraining loss for `--objective` (any registered ob
 `electric`, ...): masking happens inside the pretraining model, so the task batch serves both terms. `--objective
 none` is the task-only baseline (same architecture, trained from scratch on the task loss alone). All terms are one
 forward and one backward, so multi-GPU (Accelerate / DDP) sees a single graph per step. A FLOP budget stops stage 1
-at equal compute. Both stages run on the library's engine (`electra.engine`): logs in OUT/stage1/ and OUT/stage2/
+at equal compute. Both stages run on the library's engine (`electra.training.engine`): logs in OUT/stage1/ and OUT/stage2/
 (metrics.csv, TensorBoard), and with `save_every` checkpoints there that `resume` continues from.
 """
 
@@ -30,48 +30,10 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate.utils import set_seed
-from safetensors.torch import load_model
-from sklearn.metrics import accuracy_score, f1_score
-from torch import nn
-from transformers import ElectraForSequenceClassification
-
-from electra.config import (
-    INPUT_DIGESTS,
-    RESUME_FIX,
-    TASK_AWARE_RANGES,
-    PretrainConfig,
-    check_ranges,
-    check_run_record,
-    keep_run_record,
-    load_saved_config,
-    refuse_changed_settings,
-)
-from electra.continued import checkpoint_shape, load_initial_weights, preset_of
-from electra.data import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset
-from electra.engine import (
-    BEST_WEIGHTS,
-    EarlyStopping,
-    Engine,
-    Task,
-    TrainArgs,
-    make_accelerator,
-    per_process_batch,
-)
-from electra.errors import UserError
-from electra.export import save_tokenizer
-from electra.files import file_sha256, read_json_record, write_json_atomically
-from electra.hf_configs import discriminator_hf_config
-from electra.model import build_pretraining_model
-from electra.objectives import build_config, flop_report, objective_names
-from electra.optim import warmup_steps_of
-from electra.outputs import StepOutput
-from electra.pretraining import RESUMABLE_CHANGES, corpus_sample, run_vocabulary, train_args
-from electra.run_log import read_metrics
-from electra.tokenization import load_or_train_tokenizer
-from tlm.interleave import interleave
-from tlm.outputs import refuse_missing_resume
-from tlm.retrieval import check_selection
-from tlm.tartan import (
+from electra.tlm.interleave import interleave
+from electra.tlm.outputs import refuse_missing_resume
+from electra.tlm.retrieval import check_selection
+from electra.tlm.tartan import (
     WEIGHTINGS,
     LossScales,
     MetaWeights,
@@ -83,7 +45,45 @@ from tlm.tartan import (
     surrogate_loss,
     write_weight_history,
 )
-from tlm.tasks import Column, LabelVocab, TaskExample, read_task_file
+from electra.tlm.tasks import Column, LabelVocab, TaskExample, read_task_file
+from safetensors.torch import load_model
+from sklearn.metrics import accuracy_score, f1_score
+from torch import nn
+from transformers import ElectraForSequenceClassification
+
+from electra.core.config import (
+    INPUT_DIGESTS,
+    RESUME_FIX,
+    TASK_AWARE_RANGES,
+    PretrainConfig,
+    check_ranges,
+    check_run_record,
+    keep_run_record,
+    load_saved_config,
+    refuse_changed_settings,
+)
+from electra.core.errors import UserError
+from electra.core.files import file_sha256, read_json_record, write_json_atomically
+from electra.core.outputs import StepOutput
+from electra.data.packing import PretrainingCollator, ResumableBatchOrder, build_pretraining_dataset
+from electra.data.tokenization import load_or_train_tokenizer
+from electra.export.layout import save_tokenizer
+from electra.nn.hf_configs import discriminator_hf_config
+from electra.objectives import build_config, flop_report, objective_names
+from electra.training.continued import checkpoint_shape, load_initial_weights, preset_of
+from electra.training.engine import (
+    BEST_WEIGHTS,
+    EarlyStopping,
+    Engine,
+    Task,
+    TrainArgs,
+    make_accelerator,
+    per_process_batch,
+)
+from electra.training.model import build_pretraining_model
+from electra.training.optim import warmup_steps_of
+from electra.training.pretraining import RESUMABLE_CHANGES, corpus_sample, run_vocabulary, train_args
+from electra.training.run_log import read_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class TLMSettings:
     eval_every: int = 0  # stage-1 dev evaluations every N steps, keeping the best (0: none)
     patience: int | None = None  # stop stage 1 after this many evaluations without a gain
     metric: str = "macro_f1"  # dev metric for keeping the best state: macro_f1 | accuracy
-    # Divide every stage-1 term by its running mean before weighting (tlm.tartan.LossScales).
+    # Divide every stage-1 term by its running mean before weighting (electra.tlm.tartan.LossScales).
     balance_losses: bool = False
 
     def __post_init__(self) -> None:
@@ -160,7 +160,7 @@ class TLMSettings:
 
 
 def corpus_of(retrieved: str | Path) -> Path:
-    """`OUT/corpus` of a retrieval run (once `tlm.retrieval.check_selection` finds it whole), or the path itself
+    """`OUT/corpus` of a retrieval run (once `electra.tlm.retrieval.check_selection` finds it whole), or the path itself
     when it is already a corpus."""
     path = Path(retrieved)
     if not path.exists():
@@ -220,7 +220,7 @@ class TLMModel(nn.Module):
     """The classifier (`ElectraForSequenceClassification` on the pretraining model's encoder) and the LM objective.
 
     One forward computes every loss term of a joint step, so a DDP wrapper sees one graph. `meta_head` is
-    META-TARTAN's separate end-task head φ* (`tlm.tartan`); it never receives the engine's gradients.
+    META-TARTAN's separate end-task head φ* (`electra.tlm.tartan`); it never receives the engine's gradients.
     """
 
     def __init__(self, classifier: nn.Module, lm: nn.Module | None, meta_head: nn.Module | None = None):
@@ -288,7 +288,9 @@ def build_models(
     classifier.electra = lm.encoder  # the shared encoder: the LM objective trains what the classifier reads
     head = copy.deepcopy(classifier.classifier) if meta_head else None
     if head is not None:
-        head.requires_grad_(False)  # fitted by tlm.tartan.fit_meta_head only, never by the engine's optimizer
+        head.requires_grad_(
+            False
+        )  # fitted by electra.tlm.tartan.fit_meta_head only, never by the engine's optimizer
     return TLMModel(classifier, None if objective == TASK_ONLY else lm, head)
 
 
@@ -312,7 +314,7 @@ class FlopCounter:
     the classification pass and the LM objective, so TLM and the task-only baseline are charged in one convention.
     """
 
-    source = "flops.analytic"
+    source = "electra.flops.analytic"
 
     def __init__(self, config, model: TLMModel):
         self.task_rate, lm_rate = analytic_flop_rates(config)
@@ -367,7 +369,7 @@ def evaluate(
 class JointTask(Task):
     """Stage 1: one task batch and ρ1 external batches per step, every loss term in one forward.
 
-    The terms are weighted as `plan["weighting"]` says (`tlm.tartan`): TLM's fixed weights, MT-TARTAN's uniform
+    The terms are weighted as `plan["weighting"]` says (`electra.tlm.tartan`): TLM's fixed weights, MT-TARTAN's uniform
     ones, or META-TARTAN's learned ones (which also draw one dev batch per step for the meta gradient). With
     `plan["eval_every"]` the task is evaluated on dev during training, for early stopping on the end task.
     """
@@ -426,7 +428,7 @@ class JointTask(Task):
         return StepOutput(loss, {**{k: v.detach() for k, v in parts.items()}, "loss": loss.detach()})
 
     def _meta_step(self, model, internal, externals, dev) -> StepOutput:
-        """META-TARTAN (`tlm.tartan`): per-term gradients, meta gradient through φ*, weight update, surrogate loss."""
+        """META-TARTAN (`electra.tlm.tartan`): per-term gradients, meta gradient through φ*, weight update, surrogate loss."""
         p = self.plan
         raw, features = model.losses(internal, externals, "lm_internal" in self.terms)
         terms = self.scales.divide(raw) if self.scales is not None else raw
@@ -869,7 +871,7 @@ def resume_record(settings: TLMSettings) -> dict[str, Any]:
     """The settings a resumed run must share with the run it continues (files as absolute paths, so a relative
     spelling from another folder still matches), and what its input files held (`input_digests`)."""
     record = {name: value for name, value in asdict(settings).items() if name not in RESUMABLE_SETTINGS}
-    # what tells this output (its classifier in OUT/model) from a model (`electra.export.refuse_run_folder`)
+    # what tells this output (its classifier in OUT/model) from a model (`electra.export.layout.refuse_run_folder`)
     record["command"] = "tlm train" if settings.weighting == "tlm" else "tartan"
     for name in _PATH_SETTINGS:
         if record.get(name):

@@ -2,7 +2,7 @@
 
 An objective declares, in one module: its name and the config defaults it needs, how its parts are built (generator
 kind, discriminator head, head initialisation), the training step (batch -> loss and named metrics), what its FLOP
-accounting counts, what it exports, and how its export scores text. The model (`electra.model`), the training
+accounting counts, what it exports, and how its export scores text. The model (`electra.training.model`), the training
 engine, `flops`, `pll`, `compare` and `tlm` read these declarations through the registry
 (`electra.objectives.registry`), so adding an objective is one module and one `@register_objective`.
 """
@@ -16,22 +16,22 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForMaskedLM
 
-from electra.config import PretrainConfig
-from electra.errors import UserError
-from electra.export import ExportPart, load_pretrained, masked_lm_dir, save_hf_model
-from electra.masking import apply_mask_tokens
-from electra.outputs import SpecialIds, StepOutput
-from flops.analytic import FlopPlan
-from flops.shapes import shape_from_any
-from generators.base import Generator
-from generators.build import build_generator
-from generators.frozen import FrozenMaskedLMGenerator
-from generators.masked_lm import MaskedLMGenerator
-from generators.two_tower import TwoTowerGenerator
+from electra.core.config import PretrainConfig
+from electra.core.errors import UserError
+from electra.core.outputs import SpecialIds, StepOutput
+from electra.export.layout import ExportPart, load_pretrained, masked_lm_dir, save_hf_model
+from electra.flops.analytic import FlopPlan
+from electra.flops.shapes import shape_from_any
+from electra.generators.base import Generator
+from electra.generators.build import build_generator
+from electra.generators.frozen import FrozenMaskedLMGenerator
+from electra.generators.masked_lm import MaskedLMGenerator
+from electra.generators.two_tower import TwoTowerGenerator
+from electra.nn.masking import apply_mask_tokens
 
 
 class Parts(Protocol):
-    """What an objective sees of the model it builds and steps (an `electra.model.PretrainingModel`)."""
+    """What an objective sees of the model it builds and steps (an `electra.training.model.PretrainingModel`)."""
 
     config: PretrainConfig
     special: SpecialIds
@@ -78,7 +78,7 @@ class Objective:
         raise NotImplementedError
 
     def flop_plan(self, config: PretrainConfig) -> FlopPlan:
-        """What `flops.analytic.count_flops` charges for one training sequence of this objective."""
+        """What `electra.flops.analytic.count_flops` charges for one training sequence of this objective."""
         raise NotImplementedError
 
     def kept_encoder(self, model: Parts) -> nn.Module:
@@ -102,7 +102,7 @@ class Objective:
         return part.kind if part else None
 
     def export_parts(self, model: Parts) -> list[ExportPart]:
-        """The parts `electra.export` writes: the kept model, then the generator when it has weights."""
+        """The parts `electra.export.layout` writes: the kept model, then the generator when it has weights."""
         parts = [
             ExportPart(
                 "discriminator",
@@ -150,7 +150,7 @@ def build_generator_for(
     config: PretrainConfig, special: SpecialIds, discriminator_encoder: nn.Module, token_counts: Any = None
 ) -> Generator:
     """The configured generator: a frozen, loaded masked LM when `generator_from` names one, else a fresh one
-    (`generators.build`)."""
+    (`electra.generators.build`)."""
     if config.generator_from is None:
         return build_generator(config, special, discriminator_encoder, token_counts)
     directory = masked_lm_dir(config.generator_from)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from torch import nn
 
-from electra.config import PretrainConfig
-from electra.errors import UserError
-from electra.masking import candidate_mask, pick_positions
+from electra.core.config import PretrainConfig
+from electra.core.errors import UserError
+from electra.core.outputs import StepOutput
+from electra.flops.analytic import FlopPlan
+from electra.generators.two_tower import TwoTowerGenerator
+from electra.nn.masking import candidate_mask, pick_positions
 from electra.objectives.base import Objective, Parts, generator_export_part, require_generator
 from electra.objectives.registry import register_objective
-from electra.outputs import StepOutput
-from flops.analytic import FlopPlan
-from generators.two_tower import TwoTowerGenerator
 
 NO_KEPT_ENCODER = (
     "objective=cloze keeps no transformers encoder; start a cloze run from scratch (no --init-from)."
@@ -54,7 +54,7 @@ class Cloze(Objective):
         if model.config.cloze_span == "word" and model.word_starts is None:
             raise UserError(
                 "config: cloze_span=word needs the vocabulary's word starts; build the model from a "
-                "tokenizer (electra.model.build_pretraining_model)."
+                "tokenizer (electra.training.model.build_pretraining_model)."
             )
         model.generator = TwoTowerGenerator(model.config, word_starts=model.word_starts)
 

@@ -3,25 +3,25 @@
 The two-tower generator q reads the original sequence, is trained by maximum likelihood at every candidate
 position, and doubles as the noise distribution: k = ceil(mask_prob · n) positions are replaced at once by samples
 from q, and the discriminator's head, read as a negative energy -E(x)_t, is trained to tell data from noise
-(`discriminators.energy.electric_nce_loss`). The export scores a sentence in one pass: Σ -E(x)_t.
+(`electra.discriminators.energy.electric_nce_loss`). The export scores a sentence in one pass: Σ -E(x)_t.
 """
 
 from __future__ import annotations
 
 import torch
 
-from discriminators.energy import electric_nce_logits, electric_nce_loss, init_energy_offset
-from discriminators.replaced_token import ReplacedTokenDiscriminator
-from electra.config import PretrainConfig
-from electra.hf_configs import discriminator_hf_config
-from electra.masking import candidate_mask
-from electra.metrics import generator_metrics, masked_mean
+from electra.core.config import PretrainConfig
+from electra.core.outputs import StepOutput
+from electra.discriminators.energy import electric_nce_logits, electric_nce_loss, init_energy_offset
+from electra.discriminators.replaced_token import ReplacedTokenDiscriminator
+from electra.flops.analytic import FlopPlan
+from electra.generators.build import build_generator
+from electra.generators.two_tower import sample_noise
+from electra.nn.hf_configs import discriminator_hf_config
+from electra.nn.masking import candidate_mask
+from electra.nn.metrics import generator_metrics, masked_mean
 from electra.objectives.base import Objective, Parts, require_generator
 from electra.objectives.registry import register_objective
-from electra.outputs import StepOutput
-from flops.analytic import FlopPlan
-from generators.build import build_generator
-from generators.two_tower import sample_noise
 
 
 @register_objective

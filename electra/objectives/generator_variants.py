@@ -19,16 +19,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from discriminators.replaced_token import replaced_token_loss
-from electra.config import PretrainConfig
-from electra.errors import UserError
-from electra.masking import pick_positions, sample_from_probs, sample_tokens
-from electra.metrics import discriminator_metrics, generator_metrics, output_entropy, weighted_mean
+from electra.core.config import PretrainConfig
+from electra.core.errors import UserError
+from electra.core.outputs import StepOutput
+from electra.discriminators.replaced_token import replaced_token_loss
+from electra.flops.analytic import FlopPlan
+from electra.nn.masking import pick_positions, sample_from_probs, sample_tokens
+from electra.nn.metrics import discriminator_metrics, generator_metrics, output_entropy, weighted_mean
 from electra.objectives.base import Parts, masked_input, require_generator
 from electra.objectives.registry import register_objective
 from electra.objectives.replaced_token import Corruption, Electra, add_generator_loss, corrupt
-from electra.outputs import StepOutput
-from flops.analytic import FlopPlan
 
 
 def reinforce_loss(

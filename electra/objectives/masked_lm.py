@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from electra.config import PretrainConfig
-from electra.errors import UserError
-from electra.export import ExportPart, save_hf_model
-from electra.hf_configs import discriminator_hf_config
-from electra.masking import pick_positions
-from electra.metrics import generator_metrics
+from electra.core.config import PretrainConfig
+from electra.core.errors import UserError
+from electra.core.outputs import StepOutput
+from electra.export.layout import ExportPart, save_hf_model
+from electra.flops.analytic import FlopPlan
+from electra.generators.masked_lm import MaskedLMGenerator
+from electra.nn.hf_configs import discriminator_hf_config
+from electra.nn.masking import pick_positions
+from electra.nn.metrics import generator_metrics
 from electra.objectives.base import Objective, Parts, masked_input
 from electra.objectives.registry import register_objective
-from electra.outputs import StepOutput
-from flops.analytic import FlopPlan
-from generators.masked_lm import MaskedLMGenerator
 
 
 @register_objective

@@ -21,10 +21,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from electra.errors import UserError
+from electra.core.errors import UserError
+from electra.core.plugin_sources import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
 from electra.objectives.base import Objective
 from electra.objectives.registry import objective_names, register_objective
-from electra.plugin_sources import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
 
 
 def load_plugins(environ: Mapping[str, str] | None = None) -> list[str]:

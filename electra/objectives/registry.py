@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from electra.config import PretrainConfig, assemble_config
-from electra.errors import UserError
+from electra.core.config import PretrainConfig, assemble_config
+from electra.core.errors import UserError
+from electra.core.plugin_sources import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
+from electra.flops.analytic import FlopReport, count_flops
 from electra.objectives.base import Objective
-from electra.plugin_sources import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
-from flops.analytic import FlopReport, count_flops
 
 _REGISTRY: dict[str, Objective] = {}
 
@@ -59,5 +59,5 @@ def check_config(config: PretrainConfig) -> PretrainConfig:
 
 
 def flop_report(config: PretrainConfig, **kwargs: Any) -> FlopReport:
-    """`flops.analytic.count_flops` with what the config's objective declares it computes."""
+    """`electra.flops.analytic.count_flops` with what the config's objective declares it computes."""
     return count_flops(config, plan=get_objective(config.objective).flop_plan(config), **kwargs)

@@ -17,11 +17,16 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_token_loss
-from electra.config import PretrainConfig
-from electra.hf_configs import discriminator_hf_config
-from electra.masking import Picked, pick_positions, sample_from_probs, sample_tokens
-from electra.metrics import discriminator_metrics, generator_metrics, output_entropy, weighted_mean
+from electra.core.config import PretrainConfig
+from electra.core.outputs import StepOutput
+from electra.discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_token_loss
+from electra.flops.analytic import FlopPlan
+from electra.generators import fused_nll
+from electra.generators.fused_nll import SampledHead
+from electra.generators.two_tower import TwoTowerGenerator
+from electra.nn.hf_configs import discriminator_hf_config
+from electra.nn.masking import Picked, pick_positions, sample_from_probs, sample_tokens
+from electra.nn.metrics import discriminator_metrics, generator_metrics, output_entropy, weighted_mean
 from electra.objectives.base import (
     Objective,
     Parts,
@@ -32,11 +37,6 @@ from electra.objectives.base import (
     require_generator,
 )
 from electra.objectives.registry import register_objective
-from electra.outputs import StepOutput
-from flops.analytic import FlopPlan
-from generators import fused_nll
-from generators.fused_nll import SampledHead
-from generators.two_tower import TwoTowerGenerator
 
 
 class Corruption(NamedTuple):

@@ -14,7 +14,7 @@ input (which fine-tuning never sees). Each shares ELECTRA's generator and its co
 
       p(x_t | .) = D(t) · 1[x_t == input_t] + (1 - D(t)) · softmax(MLM head(h_t))[x_t]
 
-  and the loss is the mean of -log p(x_t | .) over those positions (`discriminators.masked_lm.copy_mechanism_nll`).
+  and the loss is the mean of -log p(x_t | .) over those positions (`electra.discriminators.masked_lm.copy_mechanism_nll`).
 
 For Replace MLM and All-Tokens MLM the kept model sits where ELECTRA's discriminator does, so `discriminator/` of
 the export holds an `ElectraForMaskedLM`, fine-tuning loads its encoder, and masked-LM scoring reads it.
@@ -25,15 +25,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from discriminators.masked_lm import MaskedLMDiscriminator, copy_mechanism_nll
-from electra.config import PretrainConfig
-from electra.hf_configs import discriminator_hf_config
-from electra.masking import Picked, pick_positions
+from electra.core.config import PretrainConfig
+from electra.core.outputs import StepOutput
+from electra.discriminators.masked_lm import MaskedLMDiscriminator, copy_mechanism_nll
+from electra.flops.analytic import FlopPlan
+from electra.nn.hf_configs import discriminator_hf_config
+from electra.nn.masking import Picked, pick_positions
 from electra.objectives.base import Objective, Parts, build_generator_for, generator_scoring
 from electra.objectives.registry import register_objective
 from electra.objectives.replaced_token import Electra, add_generator_loss, corrupt, corruption_flop_plan
-from electra.outputs import StepOutput
-from flops.analytic import FlopPlan
 
 
 @register_objective

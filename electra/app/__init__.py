@@ -1,0 +1,1 @@
+"""The application floor: the `electra` command, the Python API, `electra compare`, plots and the FLOP report."""

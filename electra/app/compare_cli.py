@@ -1,0 +1,200 @@
+"""`electra compare`: pretrain objectives to equal training FLOPs and compare their GLUE scores.
+
+Only the argument parser lives here; the work (`electra.app.compare`) is imported when the command runs, so `electra
+--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+from electra.app.compare_settings import (
+    COMPARE_CONTROLS,
+    CPU_SIZE_GLUE_LEARNING_RATE,
+    DEFAULT_BUDGET,
+    DEFAULT_GLUE_EPOCHS,
+    DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
+    DEFAULT_OBJECTIVES,
+    DEFAULT_TASKS,
+    CompareSettings,
+)
+from electra.core.errors import UserError
+from electra.core.flags import DefaultsHelpFormatter, add_output_option, require_counts
+
+
+def _list(value: str) -> list[str]:
+    items = []
+    for part in value.split(","):
+        part = part.strip()
+        if part and part not in items:
+            items.append(part)
+    return items
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="pretrain objectives to equal FLOPs and compare their GLUE scores (paper Figure 5.1)",
+        description="Pretrain objectives to equal training FLOPs and compare their GLUE scores (paper Figure 5.1).",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    parser.add_argument("--corpus", required=True, help="text file or directory every objective pretrains on")
+    add_output_option(parser, "out", "output directory (rerun with the same one to resume)", required=True)
+    parser.add_argument("--size", default="tiny", help="model size preset (tiny, mini, small, base, large)")
+    parser.add_argument(
+        "--objectives",
+        default=DEFAULT_OBJECTIVES,
+        help="comma list of arms: a registered objective (`electra pretrain --help` lists them), optionally with "
+        "config fields and a label, [LABEL:]OBJECTIVE[+KEY=VALUE]..., e.g. electra+embedding_sharing=gdes or "
+        "fast:electra+generator_from=runs/gen",
+    )
+    parser.add_argument(
+        "--flops-budget", type=float, default=DEFAULT_BUDGET, help="training FLOPs per objective"
+    )
+    parser.add_argument(
+        "--checkpoints", type=int, default=4, help="evenly spaced budget fractions to evaluate"
+    )
+    parser.add_argument("--glue-tasks", default=DEFAULT_TASKS, help="comma list of GLUE tasks, or none")
+    parser.add_argument(
+        "--probes",
+        default="",
+        help="comma list of linear probes run on every checkpoint and on a random encoder (sst2, pos; "
+        "`electra probe --help`)",
+    )
+    parser.add_argument(
+        "--probe-data",
+        default=None,
+        help="folder holding glue/SST-2/ and corpus/brown/ (default: the GLUE folder's parent, or $ELECTRA_DATA)",
+    )
+    parser.add_argument(
+        "--probe-max-train",
+        type=int,
+        default=None,
+        help="training sentences each probe seed draws (default: the probe's own, sst2 10000, pos 2000)",
+    )
+    parser.add_argument(
+        "--vocab",
+        default=None,
+        help="tokenizer every arm uses (default: train one on the corpus, or a frozen generator's)",
+    )
+    parser.add_argument(
+        "--glue-data", default=None, help="GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR"
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task (median reported)")
+    parser.add_argument(
+        "--glue-max-train-examples",
+        type=int,
+        default=DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
+        help="fixed random subset of each task's train set; 0 = all",
+    )
+    parser.add_argument(
+        "--glue-epochs", type=float, default=DEFAULT_GLUE_EPOCHS, help="fine-tuning epochs; 0 = the paper's"
+    )
+    parser.add_argument(
+        "--glue-max-steps", type=int, default=None, help="fine-tuning updates (overrides epochs)"
+    )
+    parser.add_argument("--glue-batch-size", type=int, default=32)
+    parser.add_argument(
+        "--glue-learning-rate",
+        type=float,
+        default=None,
+        help=f"fine-tuning peak rate (default {CPU_SIZE_GLUE_LEARNING_RATE:g} for tiny/mini, the paper's by width "
+        "for small/base/large)",
+    )
+    parser.add_argument("--cache-dir", default=None, help="tokenizer/example cache (default OUT/cache)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a pretraining config field"
+    )
+    parser.add_argument("--plan", action="store_true", help="print the steps and runs it would do, and exit")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="evaluate with other GLUE/probe settings than the report in --out was made with, replacing it; or "
+        "start over with other pretraining settings where no arm has pretrained yet",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from electra.app.compare import describe_plan, run_compare
+    from electra.core.config import parse_overrides
+    from electra.glue.tasks import parse_task_list, resolve_data_dir
+    from electra.probes.run import parse_probe_list
+
+    if args.seeds < 1 or args.checkpoints < 1:
+        raise UserError("--seeds and --checkpoints must be at least 1.")
+    # --glue-max-steps 0 had fine-tuned by epochs, --glue-batch-size 0 stopped the first cell with a
+    # ZeroDivisionError and --probe-max-train 0 the first probe, both after every arm had pretrained
+    require_counts(args, ("glue_batch_size",), optional=("glue_max_steps", "probe_max_train"))
+    if not math.isfinite(args.flops_budget) or args.flops_budget <= 0:  # nan, inf: a traceback
+        raise UserError("--flops-budget must be a positive, finite number (e.g. 2e13).")
+    if args.glue_learning_rate is not None and not (
+        math.isfinite(args.glue_learning_rate) and args.glue_learning_rate > 0
+    ):  # 0 had meant "the default", as GLUE's own flag once did
+        raise UserError(
+            f"--glue-learning-rate must be a positive, finite number, got {args.glue_learning_rate:g}; leave it "
+            "out for the default."
+        )
+    objectives = _list(args.objectives)
+    if not objectives:
+        raise UserError("--objectives is empty; name at least one (e.g. electra,mlm).")
+    named = [part.strip() for part in args.objectives.split(",") if part.strip()]
+    twice = sorted({name for name in named if named.count(name) > 1})
+    if twice:  # had been merged into one arm in silence
+        raise UserError(
+            f"--objectives names {', '.join(twice)} more than once; name each arm once (two arms of one "
+            "objective differ by their settings, e.g. electra,gdes:electra+embedding_sharing=gdes)."
+        )
+    overrides = parse_overrides(args.set)
+    tasks = [] if args.glue_tasks.strip().lower() in ("", "none") else parse_task_list(args.glue_tasks)
+    probes = [spec.name for spec in parse_probe_list(args.probes)] if args.probes.strip() else []
+    if not tasks and not probes:
+        raise UserError("nothing to evaluate: give --glue-tasks or --probes (or both).")
+    glue_data = (
+        resolve_data_dir(args.glue_data, "--glue-data")
+        if tasks or not (args.probe_data or os.environ.get("ELECTRA_DATA"))
+        else None
+    )
+    probe_data = Path(args.probe_data or os.environ.get("ELECTRA_DATA") or glue_data.parent)
+    if probes and not probe_data.is_dir():
+        raise UserError(
+            f"--probe-data {probe_data}: not a folder; give the folder holding glue/ and corpus/."
+        )
+    if args.vocab is not None and not Path(args.vocab).exists():
+        raise UserError(f"--vocab {args.vocab}: not found; give a vocab.txt or a tokenizer directory.")
+    if "objective" in overrides:
+        raise UserError("--set objective=... is not allowed here; list objectives with --objectives.")
+    for key in overrides:
+        if key in COMPARE_CONTROLS:
+            raise UserError(f"--set {key}=...: compare controls {key} ({COMPARE_CONTROLS[key]}); drop it.")
+    settings = CompareSettings(
+        corpus=args.corpus,
+        out=Path(args.out),
+        objectives=objectives,
+        tasks=[spec.name for spec in tasks],
+        glue_data=glue_data,
+        size=args.size,
+        budget=args.flops_budget,
+        checkpoints=args.checkpoints,
+        seeds=[1 + i for i in range(args.seeds)],
+        overrides=overrides,
+        cache_dir=args.cache_dir,
+        glue_max_train_examples=args.glue_max_train_examples or None,
+        glue_epochs=args.glue_epochs or None,
+        glue_max_steps=args.glue_max_steps,
+        glue_batch_size=args.glue_batch_size,
+        glue_learning_rate=args.glue_learning_rate,
+        vocab=args.vocab,
+        probes=probes,
+        probe_data=probe_data,
+        probe_max_train=args.probe_max_train,
+        overwrite=args.overwrite,
+    )
+    if args.plan:
+        print(describe_plan(settings))
+        return 0
+    run_compare(settings)
+    return 0

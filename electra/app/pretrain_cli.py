@@ -1,0 +1,290 @@
+"""`electra pretrain` and `pretrain.py`: one argument parser for both, so their flags can never drift apart."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from electra.app.plot import plot_run
+from electra.core.config import GENERATORS, SCHEDULE_CLOCKS, SIZES
+from electra.core.errors import UserError
+from electra.core.files import require_file
+from electra.core.flags import add_output_option, require_counts
+
+
+class RegisteredObjectives:
+    """argparse `choices` read from the objective registry only when used (a check or `pretrain --help`), so
+    `electra --help` and the other commands start without importing the models."""
+
+    def _names(self) -> tuple[str, ...]:
+        from electra.objectives import objective_names
+
+        return objective_names()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+
+OBJECTIVE_CHOICES = RegisteredObjectives()
+
+
+def registered_objective(name: str) -> str:
+    """`--objective`'s check: argparse's own "invalid choice" could not say how a name of one's own gets in."""
+    if name not in OBJECTIVE_CHOICES:
+        from electra.core.plugin_sources import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
+
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {name!r} (choose from {', '.join(OBJECTIVE_CHOICES)}; an objective of your own: "
+            f"name its module in {PLUGINS_VARIABLE}, or declare it as an {ENTRY_POINT_GROUP} entry point)"
+        )
+    return name
+
+
+def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--size",
+        default=None,
+        choices=list(SIZES),
+        help="model size preset (paper Table 5.1, plus CPU sizes); default: tiny, or with --init-from the "
+        "checkpoint's own size",
+    )
+    parser.add_argument(
+        "--config",
+        dest="config_file",
+        help="JSON or YAML (.yaml/.yml) file of config fields (overrides the size preset)",
+    )
+    parser.add_argument(
+        "--corpus",
+        help="text file, directory, .jsonl or saved dataset; default: the embedded stdlib-docs corpus",
+    )
+    parser.add_argument(
+        "--vocab",
+        help="BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus",
+    )
+    add_output_option(parser, "output", "run directory (default: runs/<size>-<objective>)", default=None)
+    parser.add_argument(
+        "--objective",
+        type=registered_objective,
+        metavar="NAME",
+        help="pretraining objective: a registered name (electra, mlm, electric, electra-tt, ...; an unknown name "
+        "is answered with the full list)",
+    )
+    parser.add_argument("--generator", choices=GENERATORS, help="generator (noise distribution)")
+    parser.add_argument(
+        "--generator-from",
+        metavar="DIR",
+        help="a frozen, already trained masked LM as the generator (Fast-ELECTRA): a run of this library or a "
+        "transformers ...ForMaskedLM directory; its vocabulary is used",
+    )
+    parser.add_argument(
+        "--init-from",
+        metavar="DIR",
+        help="continued pretraining: start from this checkpoint (a run of this library, or a transformers ELECTRA "
+        "or BERT directory; its size and tokenizer are used; fresh optimizer and schedule)",
+    )
+    parser.add_argument("--max-steps", type=int, help="optimizer steps")
+    parser.add_argument(
+        "--batch-size",
+        "--global-batch-size",
+        type=int,
+        dest="train_batch_size",
+        help="global batch size: sequences per optimizer step over all processes and accumulation steps",
+    )
+    parser.add_argument(
+        "--per-device-batch-size",
+        "--per-device-train-batch-size",
+        type=int,
+        help="sequences per process per forward, as Trainer's --per_device_train_batch_size (the global batch is "
+        "this x processes x accumulation)",
+    )
+    parser.add_argument("--learning-rate", type=float)
+    parser.add_argument("--gradient-accumulation-steps", type=int)
+    parser.add_argument("--max-seq-length", type=int)
+    parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"))
+    parser.add_argument("--seed", type=int)
+    parser.add_argument(
+        "--flops-budget", type=float, help="stop once this many training FLOPs are spent (e.g. 1e15)"
+    )
+    parser.add_argument(
+        "--time-budget",
+        dest="time_budget_minutes",
+        type=float,
+        metavar="MINUTES",
+        help="stop after this many minutes of training, saving a checkpoint and the curves (the schedule still "
+        "runs to --max-steps: the run is that schedule's first minutes; --resume continues it; with "
+        "--schedule-clock time the decay ends there instead)",
+    )
+    parser.add_argument(
+        "--schedule-clock",
+        choices=SCHEDULE_CLOCKS,
+        help="what the learning-rate decay runs on: steps (to --max-steps, the default) or time (to --max-steps or "
+        "--time-budget, whichever comes first, measured as it trains: one command fits any host; the budget then "
+        "counts every resumption too)",
+    )
+    parser.add_argument("--save-every", type=int)
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the model (slow first steps); default: on when one GPU trains, off on a CPU",
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config field"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the run in --output from its latest checkpoint"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start over in an --output that holds an earlier run (that run's files are deleted, nothing else), or "
+        "write beside the files of a non-empty folder (never over them)",
+    )
+    parser.add_argument(
+        "--cache-dir", help="where tokenizers and packed examples are cached (default ~/.cache/electra)"
+    )
+    parser.add_argument("--num-proc", type=int, help="processes for building examples")
+    parser.add_argument(
+        "--doc-boundary", default="auto", choices=("auto", "file", "blank"), help="what separates documents"
+    )
+    parser.add_argument(
+        "--strict-utf8", action="store_true", help="reject non-UTF-8 files instead of reading them as Latin-1"
+    )
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG of training curves at the end")
+    parser.add_argument(
+        "--help-config",
+        action="store_true",
+        help="list every config field with its value for this --size/--config/--set and exit",
+    )
+
+
+# the flags whose names are not their config field's
+_FLAG_OF = {
+    "train_batch_size": "--batch-size",
+    "time_budget_minutes": "--time-budget",
+    "compile": "--compile/--no-compile",
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    from electra.core.config import parse_overrides
+
+    check_paths(args)  # before the models are imported: a wrong path answers at once
+    from electra.objectives import build_config
+
+    overrides = parse_overrides(args.set)
+    for name in (
+        "objective",
+        "generator",
+        "max_steps",
+        "train_batch_size",
+        "learning_rate",
+        "gradient_accumulation_steps",
+        "max_seq_length",
+        "mixed_precision",
+        "seed",
+        "flops_budget",
+        "time_budget_minutes",
+        "schedule_clock",
+        "save_every",
+        "compile",
+        "generator_from",
+    ):
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if name in overrides:
+            # the flag won, and the --set value was never read (nor checked: max_steps=5e-1 passed)
+            flag = _FLAG_OF.get(name, f"--{name.replace('_', '-')}")
+            raise UserError(f"{flag} and --set {name}={overrides[name]} both set {name}; give one of them.")
+        overrides[name] = value
+    from electra.training.continued import run_settings
+    from electra.training.engine import main_process_print
+
+    args.size, overrides, from_file, note = run_settings(
+        args.size, args.config_file, overrides, args.init_from
+    )
+    if note:
+        main_process_print(note)
+    if args.per_device_batch_size is not None:
+        if args.train_batch_size is not None:
+            raise UserError("give --batch-size (global) or --per-device-batch-size, not both.")
+        from electra.training.engine import process_count
+
+        accumulation = int(overrides.get("gradient_accumulation_steps") or 1)
+        overrides["train_batch_size"] = args.per_device_batch_size * process_count() * accumulation
+    config = build_config(args.size, args.config_file, overrides)
+    explicit = {**from_file, **overrides}
+    if args.help_config:
+        for name, value in sorted(config.to_dict().items()):
+            print(f"{name} = {value!r}")
+        return 0
+
+    from electra.training.pretraining import RunInputs, pretrain
+
+    corpus = args.corpus
+    if corpus is None:
+        from electra.data.embedded_corpus import ensure_embedded_corpus
+
+        corpus = str(ensure_embedded_corpus(Path(args.cache_dir) / "corpus" if args.cache_dir else None))
+        from electra.training.engine import main_process_print
+
+        main_process_print(f"no --corpus given: training on the embedded Python-docs corpus ({corpus})")
+    output = Path(args.output or f"runs/{args.size}-{config.objective}")
+    inputs = RunInputs(
+        corpus=corpus,
+        output_dir=output,
+        vocab=args.vocab,
+        cache_dir=args.cache_dir,
+        num_proc=args.num_proc,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        size_to_budget=config.flops_budget is not None and "max_steps" not in explicit,
+        keep_warmup="warmup_steps" in explicit,
+        doc_boundary=args.doc_boundary,
+        strict_utf8=args.strict_utf8,
+    )
+    result = pretrain(config, inputs)
+    curves = result.output_dir / "metrics.csv"
+    if not args.no_plot and result.is_main_process and result.trained and curves.is_file():
+        print(f"curves: {plot_run(result.output_dir)}")
+    return 0
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """The mistakes that need no model to spot: a corpus, vocabulary or config file that is not there, and flags
+    that contradict each other."""
+    if args.resume and args.overwrite:
+        raise UserError(
+            "--resume continues the run in --output and --overwrite deletes it; give one of them."
+        )
+    require_counts(args, (), ("num_proc", "per_device_batch_size"))  # --num-proc 0 had been taken as 1
+    if args.corpus is not None and not Path(args.corpus).exists():
+        raise UserError(
+            f"corpus {args.corpus} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset."
+        )
+    if args.vocab is not None and not Path(args.vocab).exists():
+        raise UserError(
+            f"vocabulary {args.vocab} does not exist; pass a BERT-style vocab.txt or omit --vocab."
+        )
+    if args.init_from is not None and not Path(args.init_from).is_dir():
+        raise UserError(
+            f"--init-from {args.init_from}: not a directory; give a run of this library or a transformers ELECTRA "
+            "or BERT directory."
+        )
+    if args.generator_from is not None and not Path(args.generator_from).is_dir():
+        raise UserError(
+            f"--generator-from {args.generator_from}: not a directory; give a run of this library or a "
+            "transformers ...ForMaskedLM directory."
+        )
+    if args.config_file is not None:
+        require_file(args.config_file, "config file")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("pretrain", help="pretrain ELECTRA / Electric / an MLM baseline")
+    add_pretrain_arguments(parser)
+    parser.set_defaults(func=run, several_processes=True)

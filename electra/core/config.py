@@ -1,0 +1,746 @@
+"""One flat pretraining configuration, the paper's model sizes, and strict overrides.
+
+A single flat dataclass (as the reference `configure_pretraining.py` does) keeps every knob greppable and makes a
+run reproducible from its saved `config.json`. Unknown keys are errors: a typo must not silently train the default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import numbers
+import os
+from collections.abc import Callable, Collection, Hashable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from electra.core.errors import UserError
+from electra.core.files import decode_user_text, refusing_duplicate_keys, require_file, write_json_atomically
+from electra.core.text_form import TEXT_FORMS
+
+CPU_DROPOUT = ("lanes", "torch")  # electra.nn.dropout
+GENERATORS = ("mlm", "unigram", "two-tower")
+EMBEDDING_SHARING = ("none", "embeddings", "all", "gdes")
+MIXED_PRECISION = ("no", "bf16", "fp16")
+LR_SCHEDULES = ("linear", "reference")  # electra.training.optim.lr_schedule
+SCHEDULE_CLOCKS = ("steps", "time")  # electra.training.optim.schedule_on_clock
+CLOZE_SPANS = ("piece", "word")  # electra.generators.two_tower
+# Integer fields that count something: zero of them trains nothing (or divides by zero).
+COUNTS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "intermediate_size",
+    "num_attention_heads",
+    "embedding_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "max_seq_length",
+    "tokenizer_vocab_size",
+    "max_steps",
+    "train_batch_size",
+    "gradient_accumulation_steps",
+    "log_every",
+    "save_every",
+)
+
+# Float fields outside these ranges would not fail where they are read: a negative max_grad_norm turns clipping
+# into a sign flip (gradient ascent), a negative loss weight trains the wrong way, a dropout rate or Adam beta of 1
+# or more fails only once the model or optimizer is built, after the corpus is read. Each range: (test, wording).
+Range = tuple[Callable[[float], bool], str]
+_RATE: Range = (lambda v: 0.0 <= v < 1.0, "in [0, 1)")
+_FRACTION: Range = (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+_NON_NEGATIVE: Range = (lambda v: v >= 0.0, "at least 0")
+_POSITIVE: Range = (lambda v: v > 0.0, "positive")
+_DECAY: Range = (lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+RANGES: dict[str, Range] = {
+    **dict.fromkeys(
+        ("hidden_dropout_prob", "attention_probs_dropout_prob", "adam_beta1", "adam_beta2"), _RATE
+    ),
+    **dict.fromkeys(
+        ("mask_token_prob", "random_token_prob", "single_segment_prob", "short_seq_prob"), _FRACTION
+    ),
+    **dict.fromkeys(
+        (
+            "adam_epsilon",
+            "weight_decay",
+            "max_grad_norm",  # 0: no clipping
+            "generator_loss_weight",
+            "discriminator_loss_weight",
+            "initializer_range",
+            "layer_norm_eps",
+        ),
+        _NON_NEGATIVE,
+    ),
+    **dict.fromkeys(("generator_hidden_multiplier", "sampling_temperature"), _POSITIVE),
+}
+
+# The fine-tuners' (GLUE's, SQuAD's) float settings, for the same reasons; None means "the default" and passes.
+FINETUNE_RANGES: dict[str, Range] = {
+    **dict.fromkeys(("learning_rate", "epochs"), _POSITIVE),
+    "layer_decay": _DECAY,
+    "warmup_fraction": _FRACTION,
+    **dict.fromkeys(("weight_decay", "adam_epsilon", "max_grad_norm", "answerable_weight"), _NON_NEGATIVE),
+}
+
+# TLM's and TARTAN's (`electra.tlm.train.TLMSettings`): stage 1's and META-TARTAN's rates, stage 2's fine-tuning.
+TASK_AWARE_RANGES: dict[str, Range] = {
+    **dict.fromkeys(("learning_rate", "finetune_lr", "meta_lr", "meta_head_lr"), _POSITIVE),
+    "finetune_layer_decay": _DECAY,
+    **dict.fromkeys(("rho1", "rho2", "finetune_epochs"), _NON_NEGATIVE),  # 0 epochs: no stage 2
+}
+
+
+def check_ranges(settings: Any, ranges: Mapping[str, Range], source: str = "") -> None:
+    """One line naming the first of `settings`' fields (those it has of `ranges`) that lies outside its range."""
+    for name, (within, wording) in ranges.items():
+        value = getattr(settings, name, None)
+        if value is not None and not (math.isfinite(value) and within(value)):  # inf passes v > 0
+            raise UserError(f"{source + ': ' if source else ''}{name} must be {wording}, got {value}.")
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+@dataclass
+class PretrainConfig:
+    # ---- model: discriminator (the model that is kept) ----
+    vocab_size: int = 30522  # replaced by the tokenizer's size when a vocabulary is trained or loaded
+    hidden_size: int = 256
+    num_hidden_layers: int = 12
+    intermediate_size: int = 1024
+    num_attention_heads: int = 4
+    embedding_size: int = 128  # ELECTRA factorises embeddings: Small uses 128 < hidden 256
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+    # ---- model: generator ----
+    generator: str = "mlm"  # mlm | unigram | two-tower
+    generator_hidden_multiplier: float = (
+        0.25  # of hidden size, FFN size and heads (paper: 1/4 Small, 1/3 Base)
+    )
+    generator_num_layers: int | None = None  # None: same depth as the discriminator (the paper's choice)
+    # none | embeddings | all ('all' needs a same-size generator) | gdes (DeBERTa-v3's gradient-disentangled
+    # sharing: the discriminator reads stop_gradient(generator table) + its own zero-initialised residual)
+    embedding_sharing: str = "embeddings"
+    # A frozen, already trained masked LM as the generator (Fast-ELECTRA): an export of this library or a local
+    # `transformers` ...ForMaskedLM directory with the run's vocabulary. No generator loss, no generator backward;
+    # its sampling temperature falls linearly from generator_temperature_start to 1 over max_steps.
+    generator_from: str | None = None
+    # Continued pretraining: start from this checkpoint (an export of this library or a transformers ELECTRA or BERT
+    # directory; its shape and tokenizer are used), with a fresh optimizer and schedule (electra.training.continued).
+    init_from: str | None = None
+    generator_temperature_start: float = 2.0
+    # objective=electra-two-stage: steps that train the generator alone before the discriminator (0: half the run)
+    two_stage_generator_steps: int = 0
+    # ---- objective ----
+    objective: str = "electra"  # a registered objective (electra.objectives.objective_names())
+    mask_prob: float = 0.15  # 0.25 for Large
+    mask_token_prob: float = (
+        0.85  # of the picked positions: [MASK]; the rest keep their token (no random tokens)
+    )
+    random_token_prob: float = 0.0  # BERT's 10% random replacement; used by the MLM baseline
+    generator_loss_weight: float = 1.0
+    discriminator_loss_weight: float = 50.0
+    sampling_temperature: float = 1.0
+    # objective=cloze: what the prediction of piece t may not read on its right. "piece": x_t only (q(x_t | x_\\t));
+    # "word": x_t and the rest of its word, so a word's pieces chain into log q(word | the other words)
+    cloze_span: str = "piece"
+    # ---- data ----
+    max_seq_length: int = 128
+    tokenizer_vocab_size: int = 30522  # size of a WordPiece vocabulary trained on the corpus
+    lowercase: bool = True
+    # "words": the tokenizer keeps only lowercase letters and apostrophes (hyphens split words), the form ASR output
+    # and WER references take, so a scorer for n-best rescoring trains on text shaped like what it will score.
+    text_form: str = "raw"
+    single_segment_prob: float = 0.1  # ELECTRA's data builder: ~10% single-segment examples
+    short_seq_prob: float = 0.05  # ~5% of examples get a random shorter target length
+    # ---- optimisation ----
+    learning_rate: float = 5e-4
+    warmup_steps: int = 10000
+    max_steps: int = 1_000_000
+    train_batch_size: int = 128  # global batch: per-device batch x processes x accumulation
+    gradient_accumulation_steps: int = 1
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    lr_schedule: str = "linear"  # linear warmup, then linear decay to 0 at max_steps
+    # ---- run ----
+    seed: int = 42
+    mixed_precision: str = "no"
+    attn_implementation: str = "sdpa"  # sdpa | eager
+    # dropout masks on a CPU: "lanes" draws four 16-bit lanes from one 64-bit random word (electra.nn.dropout; same
+    # rates, ~2x cheaper than torch's Bernoulli draw, and attention keeps to four plain ops), "torch" is torch's own
+    cpu_dropout: str = "lanes"
+    # torch.compile the model; None: yes when one GPU trains (measured 2.3x the eager step on an H100 after ~90 s of
+    # compilation), no on a CPU or several processes (electra.training.pretraining.compile_plan)
+    compile: bool | None = None
+    # torch.compile's mode; None: reduce-overhead on a GPU (CUDA graphs: the step is replayed, not relaunched
+    # kernel by kernel), default on a CPU
+    compile_mode: str | None = None
+    log_every: int = 50
+    save_every: int = 1000
+    keep_checkpoints: int = 2
+    flops_budget: float | None = None  # stop once this many training FLOPs are spent
+    time_budget_minutes: float | None = None  # stop (saving a checkpoint) after this much training time
+    # what the learning-rate decay runs on: "steps" (to max_steps), or "time" (to max_steps or the time budget,
+    # whichever comes first: a run sized in minutes gets its whole schedule on any host; electra.training.optim)
+    schedule_clock: str = "steps"
+    # held-out evaluation (as the reference's do_eval): this fraction of the examples, at most eval_examples of
+    # them, is never trained on; every eval_every steps and at the end the objective's metrics on it are logged as
+    # eval/... (0 for eval_every: at the end only; 0 for eval_fraction: no held-out set)
+    eval_fraction: float = 0.01
+    eval_examples: int = 512
+    eval_every: int = 0
+    # processes that collate batches beside training: None = 2 when a GPU trains (its step is short enough for
+    # the host's collation to show), 0 on a CPU (where they would take cores from the step)
+    dataloader_workers: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)  # free-form notes (never read by code)
+
+    # ------------------------------------------------------------------
+    def validate(self) -> PretrainConfig:
+        """Reject inconsistent settings early, with the field name in the message.
+
+        The objective's name and its own constraints are checked by `electra.objectives.check_config`, which
+        reads the registry (this module sits below it and knows no objective).
+        """
+        for name in COUNTS:
+            if getattr(self, name) < 1:
+                raise UserError(f"config: {name} must be at least 1, got {getattr(self, name)}.")
+        _choice("generator", self.generator, GENERATORS)
+        _choice("embedding_sharing", self.embedding_sharing, EMBEDDING_SHARING)
+        _choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
+        _choice("attn_implementation", self.attn_implementation, ("sdpa", "eager"))
+        _choice("cpu_dropout", self.cpu_dropout, CPU_DROPOUT)
+        _choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        _choice("schedule_clock", self.schedule_clock, SCHEDULE_CLOCKS)
+        _choice("text_form", self.text_form, TEXT_FORMS)
+        _choice("cloze_span", self.cloze_span, CLOZE_SPANS)
+        if self.cloze_span != "piece" and self.objective != "cloze":
+            raise UserError(
+                f"config: cloze_span={self.cloze_span} changes what the two-tower model conditions on, which "
+                f"objective={self.objective}'s noise and estimates assume; use it with objective=cloze only."
+            )
+        if self.text_form == "words" and not self.lowercase:
+            raise UserError("config: text_form=words keeps lowercase letters only; drop lowercase=false.")
+        if self.hidden_size % self.num_attention_heads:
+            raise UserError(
+                f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads "
+                f"{self.num_attention_heads}; pick sizes whose ratio is the head size (64 in the paper)."
+            )
+        if not 0.0 < self.mask_prob < 1.0:
+            raise UserError(f"config: mask_prob must be in (0, 1), got {self.mask_prob}.")
+        if self.mask_token_prob + self.random_token_prob > 1.0 + 1e-9:
+            raise UserError("config: mask_token_prob + random_token_prob must not exceed 1.")
+        if self.max_seq_length > self.max_position_embeddings:
+            raise UserError(
+                f"config: max_seq_length {self.max_seq_length} exceeds max_position_embeddings "
+                f"{self.max_position_embeddings}."
+            )
+        if self.embedding_sharing == "gdes" and self.generator == "unigram":
+            raise UserError(
+                "config: embedding_sharing=gdes shares a generator's embeddings; generator=unigram has none "
+                "(use mlm or two-tower)."
+            )
+        if self.embedding_sharing == "gdes" and self.init_from is not None:  # said before the corpus work
+            raise UserError(
+                "config: --init-from with embedding_sharing=gdes is not supported yet; use embeddings or none."
+            )
+        if self.generator_from is not None:
+            if self.generator != "mlm":
+                raise UserError(
+                    f"config: generator_from loads a masked LM, so it needs generator=mlm, not {self.generator!r}."
+                )
+            if self.embedding_sharing != "none":
+                raise UserError(
+                    "config: generator_from is frozen and brings its own embeddings, so nothing is shared: set "
+                    "embedding_sharing=none (--generator-from does)."
+                )
+            if not self.generator_temperature_start >= 1.0:
+                raise UserError(
+                    f"config: generator_temperature_start must be at least 1, got {self.generator_temperature_start}."
+                )
+        if self.embedding_sharing == "all" and self.generator_hidden_multiplier != 1.0:
+            raise UserError(
+                "config: embedding_sharing=all ties every weight, so it needs generator_hidden_multiplier=1.0."
+            )
+        if not 0.0 <= self.eval_fraction < 1.0:
+            raise UserError(f"config: eval_fraction must be in [0, 1), got {self.eval_fraction}.")
+        for name in ("warmup_steps", "dataloader_workers", "keep_checkpoints", "eval_every", "eval_examples"):
+            if (getattr(self, name) or 0) < 0:
+                raise UserError(f"config: {name} must not be negative, got {getattr(self, name)}.")
+        if self.time_budget_minutes is not None and not self.time_budget_minutes > 0:
+            raise UserError(f"config: time_budget_minutes must be positive, got {self.time_budget_minutes}.")
+        if self.schedule_clock == "time" and self.time_budget_minutes is None:
+            raise UserError(
+                "config: schedule_clock=time decays the learning rate over the time budget; give one "
+                "(--time-budget MINUTES)."
+            )
+        if self.compile_mode is not None and self.compile_mode not in COMPILE_MODES:
+            raise UserError(
+                f"config: compile_mode must be one of {', '.join(COMPILE_MODES)}, got {self.compile_mode!r}."
+            )
+        if self.flops_budget is not None and not self.flops_budget > 0:
+            raise UserError(f"config: flops_budget must be positive (e.g. 1e15), got {self.flops_budget}.")
+        if not self.learning_rate > 0:
+            raise UserError(f"config: learning_rate must be positive, got {self.learning_rate}.")
+        # numpy's seeds, which set_seed sets: outside them, a traceback once the corpus work was done
+        if not 0 <= self.seed < 2**32:
+            raise UserError(
+                f"config: seed must be in 0..{2**32 - 1} (the range numpy seeds), got {self.seed}."
+            )
+        check_ranges(self, RANGES, "config")
+        return self
+
+    # ---- derived generator shape ----
+    @property
+    def generator_hidden_size(self) -> int:
+        return self._generator_heads() * self.head_size
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def _generator_heads(self) -> int:
+        return max(1, round(self.num_attention_heads * self.generator_hidden_multiplier))
+
+    @property
+    def generator_num_attention_heads(self) -> int:
+        return self._generator_heads()
+
+    @property
+    def generator_intermediate_size(self) -> int:
+        return max(1, round(self.intermediate_size * self.generator_hidden_size / self.hidden_size))
+
+    @property
+    def generator_layers(self) -> int:
+        return self.generator_num_layers or self.num_hidden_layers
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        write_json_atomically(path, self.to_dict(), sort_keys=True)
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise UserError(f"config: {name}={value!r} is not one of {', '.join(allowed)}.")
+
+
+# The paper's Table 5.1 (ELECTRA dissertation; Table 6 of the ELECTRA paper), plus two CPU sizes.
+# tiny/mini are ours: chosen so tiny learns visibly in a few CPU minutes and mini in under an hour. They drop
+# attention dropout: on a CPU, SDPA with dropout falls back to the unfused kernel (~15% of a step), and runs this
+# short do not need the regularisation.
+SIZES: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        hidden_size=128,
+        num_hidden_layers=4,
+        intermediate_size=512,
+        num_attention_heads=2,
+        embedding_size=128,
+        generator_hidden_multiplier=0.5,
+        max_position_embeddings=128,
+        max_seq_length=128,
+        tokenizer_vocab_size=8192,
+        learning_rate=1e-3,
+        warmup_steps=50,
+        max_steps=600,
+        train_batch_size=32,
+        save_every=200,
+        log_every=20,
+        eval_every=100,
+        attention_probs_dropout_prob=0.0,
+    ),
+    "mini": dict(
+        hidden_size=256,
+        num_hidden_layers=4,
+        intermediate_size=1024,
+        num_attention_heads=4,
+        embedding_size=128,
+        generator_hidden_multiplier=0.25,
+        max_position_embeddings=128,
+        max_seq_length=128,
+        tokenizer_vocab_size=16384,
+        learning_rate=1e-3,
+        warmup_steps=500,
+        max_steps=10000,
+        train_batch_size=64,
+        save_every=1000,
+        log_every=50,
+        eval_every=500,
+        attention_probs_dropout_prob=0.0,
+    ),
+    "small": dict(
+        eval_every=10000,
+        hidden_size=256,
+        num_hidden_layers=12,
+        intermediate_size=1024,
+        num_attention_heads=4,
+        embedding_size=128,
+        generator_hidden_multiplier=0.25,
+        max_seq_length=128,
+        mask_prob=0.15,
+        learning_rate=5e-4,
+        warmup_steps=10000,
+        train_batch_size=128,
+        max_steps=1_000_000,
+    ),
+    "base": dict(
+        eval_every=10000,
+        hidden_size=768,
+        num_hidden_layers=12,
+        intermediate_size=3072,
+        num_attention_heads=12,
+        embedding_size=768,
+        generator_hidden_multiplier=1 / 3,
+        max_seq_length=512,
+        mask_prob=0.15,
+        learning_rate=2e-4,
+        warmup_steps=10000,
+        train_batch_size=256,
+        max_steps=766_000,
+    ),
+    "large": dict(
+        eval_every=10000,
+        hidden_size=1024,
+        num_hidden_layers=24,
+        intermediate_size=4096,
+        num_attention_heads=16,
+        embedding_size=1024,
+        generator_hidden_multiplier=0.25,
+        max_seq_length=512,
+        mask_prob=0.25,
+        learning_rate=2e-4,
+        warmup_steps=10000,
+        train_batch_size=2048,
+        max_steps=400_000,
+    ),
+}
+
+
+def field_names() -> set[str]:
+    return {f.name for f in fields(PretrainConfig)}
+
+
+def _coerce(name: str, raw: Any, source: str = "config") -> Any:
+    """Turn a CLI string or a JSON value into the config field's type, strictly (`coerce_value`)."""
+    return coerce_value(name, raw, str({f.name: f for f in fields(PretrainConfig)}[name].type), source)
+
+
+def coerce_value(name: str, raw: Any, kind: str, source: str = "config") -> Any:
+    """Turn a CLI string or a JSON value into the type `kind` ("int", "float | None", ...), strictly; errors name
+    the field.
+
+    An integer field takes an integral number only (2, 2.0, "1e3"; not 2.5 or "5e-1", which would floor to another
+    value silently), a boolean field a boolean (or yes/no words from the command line), a float field a number, a
+    string field a string.
+    """
+    nullable = "None" in kind
+    if nullable and isinstance(raw, str) and raw.lower() in ("none", "null"):
+        return None
+    if raw is None:
+        if nullable:
+            return None
+        raise UserError(f"{source}: {name} cannot be empty (null); give a {kind}.")
+    if kind.startswith("dict"):
+        if not isinstance(raw, dict):
+            raise UserError(f"{source}: {name} must be a JSON object, got {raw!r}.")
+        return raw
+    wrong = UserError(f"{source}: {name}={raw!r} is not a valid {kind.replace(' | None', '')}.")
+    if kind.startswith("bool"):
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            return raw.lower() in ("1", "true", "yes", "on")
+        raise wrong
+    if kind.startswith("int") or kind.startswith("float"):
+        if isinstance(raw, bool):
+            raise wrong
+        try:
+            number = float(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            raise wrong from None
+        if isinstance(number, numbers.Integral):  # numpy's integers (np.arange, astype(int)) had been refused
+            number = int(number)
+        elif isinstance(number, numbers.Real):  # and its float32
+            number = float(number)
+        if not isinstance(number, (int, float)) or number != number:  # not a number, or NaN
+            raise wrong
+        if number in (float("inf"), float("-inf")):  # no field means "unbounded" by inf (None says "none")
+            raise UserError(
+                f"{source}: {name}={raw!r} is not a finite number; give a {kind.replace(' | None', '')}."
+            )
+        if kind.startswith("int"):
+            if number != int(number):
+                raise UserError(f"{source}: {name}={raw!r} is not a whole number; give an integer.")
+            return int(number)
+        return float(number)
+    if isinstance(raw, os.PathLike):  # a path field given a pathlib.Path
+        raw = os.fspath(raw)
+    if not isinstance(raw, str):
+        raise wrong
+    return raw
+
+
+def settings_from(cls: type, values: Mapping[str, Any], source: str) -> Any:
+    """`cls(**values)` for a settings dataclass (GLUE's, SQuAD's) given from Python: each value coerced to its
+    field's type as config fields are (`coerce_value`: "200" for an int is 200, "fast" for a float is refused,
+    where the dataclass took anything and failed deep inside training), and an unknown name refused (TypeError,
+    as for any unknown keyword) with the names it may have meant."""
+    known = {f.name: str(f.type) for f in fields(cls) if f.init}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        close = sorted({m for name in unknown for m in difflib.get_close_matches(name, known, n=2)})
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise TypeError(
+            f"{source}: unknown setting(s) {', '.join(unknown)}{hint}; the settings are {', '.join(known)}."
+        )
+    return cls(**{name: coerce_value(name, value, known[name], source) for name, value in values.items()})
+
+
+def assemble_config(
+    size: str,
+    config_file: str | Path | None,
+    overrides: dict[str, Any] | None,
+    objective_defaults: Callable[[str], Mapping[str, Any]],
+) -> PretrainConfig:
+    """Size preset < the objective's defaults < config file < explicit overrides (later wins); generic checks only.
+
+    `objective_defaults(name)` gives the named objective's defaults: the objective registry passes it in
+    (`electra.objectives.build_config`, the function to call).
+    """
+    if size not in SIZES:
+        raise UserError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}.")
+    values: dict[str, Any] = dict(SIZES[size])
+    from_file = load_config_file(config_file) if config_file is not None else {}
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise TypeError(
+            "overrides must be a dict of config field: value (e.g. {'max_steps': 200}), not "
+            f"{type(overrides).__name__}."
+        )
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    for layer in (from_file, given):
+        unknown = sorted(set(layer) - field_names())
+        if unknown:
+            where = f" in {config_file}" if layer is from_file else ""
+            raise UserError(
+                f"unknown config key(s){where}: {', '.join(unknown)}. Run `electra pretrain --help-config` for "
+                "the list."
+            )
+    layered = {k: _coerce(k, v, f"config file {config_file}") for k, v in from_file.items()}
+    layered.update({k: _coerce(k, v) for k, v in given.items()})
+    objective = layered.get("objective", values.get("objective", "electra"))
+    values.update(objective_defaults(objective))
+    values.update(layered)
+    if "vocab_size" not in layered:  # until a tokenizer says otherwise, the vocabulary a run would train
+        values["vocab_size"] = values.get("tokenizer_vocab_size", PretrainConfig.tokenizer_vocab_size)
+    return PretrainConfig(**values).validate()
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A JSON object, or YAML (`.yaml`/`.yml`) mapping, of field: value.
+
+    The text is read as every user file is (`decode_user_text`: UTF-8 through a byte-order mark, UTF-16 with its
+    mark; NUL or undecodable bytes are one line). A key given twice in a file is refused, naming it: JSON and
+    YAML readers keep the last value silently, and the first was often the one meant."""
+    path = require_file(path, "config file")
+    yaml_file = path.suffix.lower() in (".yaml", ".yml")
+    expected = "a YAML mapping of field: value" if yaml_file else "a JSON object of field: value"
+    text = decode_user_text(path.read_bytes(), f"config file {path}", expected)
+    if yaml_file:
+        try:
+            data = yaml.load(text, Loader=_UniqueKeyLoader)
+        except _DuplicateKey as exc:
+            raise UserError(
+                f"config file {path}:{exc.line}: key {exc.key!r} is given more than once; keep the one you mean."
+            ) from None
+        except yaml.YAMLError as exc:
+            raise UserError(f"config file {path} is not valid YAML ({str(exc).splitlines()[0]}).") from None
+        kind = "YAML mapping"
+    else:
+        try:
+            data = json.loads(text, object_pairs_hook=_refusing_duplicates(path))
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"config file {path} is not valid JSON ({exc}); write it as a JSON object (or YAML, as .yaml)."
+            ) from None
+        kind = "JSON object"
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path} must hold a {kind} of field: value.")
+    return data
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int) -> None:
+        super().__init__(key, line)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (no tags that build Python objects) refusing a mapping key written twice; keys a merge
+    (`<<: *defaults`) brings in may still be overridden, which is what merges are for."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, Hashable):  # else the loader's own error names it
+                if key in seen:
+                    raise _DuplicateKey(key, key_node.start_mark.line + 1)
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _refusing_duplicates(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A `json.loads` object_pairs_hook that refuses a key given twice in one object of the config file `path`."""
+    return refusing_duplicate_keys(
+        lambda key: f"config file {path}: key {key!r} is given more than once; keep the one you mean."
+    )
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`key=value` strings from `--set` into a dict (types are coerced later, per field)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"override {item!r} must look like key=value (for example hidden_size=128).")
+        key, value = item.split("=", 1)
+        if not key.strip():
+            raise UserError(
+                f"override {item!r}: the KEY is empty; write it as KEY=VALUE (for example hidden_size=128)."
+            )
+        out[key.strip().replace("-", "_")] = value.strip()
+    return out
+
+
+def load_saved_config(path: str | Path) -> PretrainConfig:
+    """Read a run's config.json back; unknown keys mean the file came from another version or tool."""
+    data = load_config_file(path)
+    unknown = sorted(set(data) - field_names())
+    if unknown:
+        raise UserError(
+            f"{path}: unknown config key(s) {', '.join(unknown)}; was it written by this library?"
+        )
+    return PretrainConfig(**{k: _coerce(k, v, str(path)) for k, v in data.items()}).validate()
+
+
+# What a refused `--resume` of a consumer (glue, squad, tlm) says to do instead: the flags all of them take.
+RESUME_FIX = "resume with the saved settings, use another --output, or drop --resume and pass --overwrite to start over."
+
+
+def refuse_changed_settings(
+    record: str | Path,
+    saved: Mapping[str, Any],
+    current: Mapping[str, Any],
+    fix: str,
+    ignore: Collection[str] = (),
+) -> None:
+    """Stop a `--resume` whose settings differ from the ones its output was started with, in one line naming each
+    differing setting with its saved and new value, before any work.
+
+    Every command that resumes (pretrain, glue, squad, tlm) shares this refusal: continuing checkpoints, or
+    reusing finished results, under other settings would label numbers with settings that did not produce them.
+    Values are compared as JSON (what `record` holds), so tuples, lists and paths given as str compare alike. A
+    setting only one side has (a record written before the setting existed) is not compared. `fix` says what to
+    do instead (the command's own flags)."""
+    old, new = (json.loads(json.dumps(dict(values), default=str)) for values in (saved, current))
+    changed = [
+        f"{name} (saved {json.dumps(old[name])}, now {json.dumps(new[name])})"
+        for name in new
+        if name in old and name not in ignore and old[name] != new[name]
+    ]
+    if changed:
+        raise UserError(f"--resume: {record} differs from this run in {', '.join(changed)}; {fix}")
+
+
+def read_run_record(path: str | Path) -> dict[str, Any] | None:
+    """A run's saved settings (a JSON object), or None when there is none; a damaged record is one line naming
+    the file, since a resume must not go on without it."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(
+            f"{path}: not valid JSON ({exc}); restore it, or start over: drop --resume and pass --overwrite."
+        ) from None
+    if not isinstance(data, dict):
+        raise UserError(
+            f"{path}: must hold a JSON object of settings; restore it, or start over: drop --resume and pass --overwrite."
+        )
+    return data
+
+
+def write_run_record(path: str | Path, settings: Mapping[str, Any]) -> None:
+    """Save the settings a later `--resume` must match, atomically (a kill mid-write leaves the old record)."""
+    write_json_atomically(path, dict(settings), default=str)
+
+
+# OUTPUT/run.json: what a `--resume` must match (pretrain: corpus, vocabulary, processes; glue, squad, tlm: the
+# model and settings)
+RUN_RECORD = "run.json"
+
+
+def check_run_record(
+    output: Path,
+    record: Mapping[str, Any],
+    from_results: Callable[[dict[str, Any]], Mapping[str, Any] | None] | None = None,
+) -> None:
+    """A consumer's (glue, squad, tlm) `--resume` check: `record` against OUTPUT/run.json, or, for an output from
+    before run.json existed, against what `from_results` recovers from its results.json (None: nothing to
+    compare). Refused in one line, before any work: an input file whose contents changed at the same path
+    (`INPUT_DIGESTS`), then any other setting (`refuse_changed_settings`)."""
+    where = output / RUN_RECORD
+    saved = read_run_record(where)
+    if saved is None and from_results is not None:
+        results = read_run_record(output / "results.json")
+        saved, where = (from_results(results) if results else None), output / "results.json"
+    if saved is None:
+        return
+    digests, saved_digests = record.get(INPUT_DIGESTS) or {}, saved.get(INPUT_DIGESTS) or {}
+    changed = [name for name, digest in digests.items() if saved_digests.get(name, digest) != digest]
+    if changed:
+        paths = ", ".join(str(record.get(name, name)) for name in changed)
+        raise UserError(
+            f"--resume: {paths} changed since {output} was started with {'them' if len(changed) > 1 else 'it'} "
+            "(other contents at the same path); restore the files it was started with, or drop --resume and "
+            "pass --overwrite to start over (or choose another output)."
+        )
+
+    def settings_of(values: Mapping[str, Any]) -> dict[str, Any]:
+        return {name: value for name, value in values.items() if name != INPUT_DIGESTS}
+
+    refuse_changed_settings(where, settings_of(saved), settings_of(record), RESUME_FIX)
+
+
+# run.json's record of what each input file held (setting name -> SHA-256 or a corpus sample): the same path can
+# hold another file by a resume (a task file relabelled, a training file edited), and a run continued on it mixes
+# two datasets under one set of results. `check_run_record` refuses that, naming the file (the setting's value).
+INPUT_DIGESTS = "input_sha256"
+
+
+def keep_run_record(output: Path, record: Mapping[str, Any], resume: bool) -> None:
+    """Write OUTPUT/run.json, except where a resume finds one: the first run's settings stay the reference."""
+    if not (resume and (output / RUN_RECORD).is_file()):
+        write_run_record(output / RUN_RECORD, record)
+
+
+def with_frozen_generator(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Overrides naming `generator_from` get `embedding_sharing=none` unless they set it: a frozen generator owns
+    its embeddings, and the default (share them) would otherwise be refused."""
+    if overrides.get("generator_from") and "embedding_sharing" not in overrides:
+        return {**overrides, "embedding_sharing": "none"}
+    return overrides

@@ -1,0 +1,1 @@
+"""Text in, batches out: corpus readers, WordPiece tokenizers, sentence-aware packing, and the embedded corpus."""

@@ -1,0 +1,833 @@
+"""The one training loop: pretraining, GLUE, SQuAD and TLM each plug a `Task` into it.
+
+The engine owns everything a training run needs that is not about the task: AdamW over parameter groups with one
+no-decay rule (`electra.training.optim`), the warmup/decay schedule, gradient accumulation, clipping, mixed precision
+(Accelerate), `torch.compile`, a progress bar, CSV and TensorBoard logs with namespaced scalars (`train/...`,
+`eval/...`), a FLOP meter, periodic atomic checkpoints with exact resume (`electra.export.checkpoint`), evaluation with
+early stopping and best-state restore, and the stop rules (max steps, FLOP budget, early stopping).
+
+A task supplies only what is its own: the model, its batches (from any step, so a resumed run sees the data an
+uninterrupted one would), how a batch becomes a loss and metrics, and optionally how to evaluate, how many tokens
+and FLOPs a step costs, and any state of its own that a checkpoint must keep.
+
+Per update the order is fixed: forward and backward of every micro-batch, clip, optimizer step, scheduler step,
+zero the gradients. Metrics stay on the device until a logging step, so an update never waits for the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate import Accelerator, PartialState
+from accelerate.state import AcceleratorState
+from safetensors.torch import load_file
+from torch import nn
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from electra.core.config import CPU_DROPOUT, SCHEDULE_CLOCKS
+from electra.core.cpu_memory import keep_freed_memory
+from electra.core.errors import UserError
+from electra.core.output_lock import output_lock
+from electra.core.outputs import StepOutput
+from electra.export.checkpoint import (
+    checkpoint_processes,
+    checkpoint_step,
+    latest_intact_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    save_tensors_atomically,
+)
+from electra.flops.peak import cached_matmul_peak, matmul_peak, native_precision, peak_dtype
+from electra.nn.lane_attention import use_lanes
+from electra.training.optim import (
+    TimeBudgetClock,
+    build_adamw,
+    layerwise_lr_groups,
+    parameter_groups,
+    schedule_on_clock,
+)
+from electra.training.run_log import default_report_to, progress_off
+from electra.training.trackers import RunLog
+
+BEST_WEIGHTS = "best.safetensors"
+# How often a run reads the matmul peak again: a neighbour's burst can only lower a reading, so the run keeps the
+# highest one, and a start-up reading taken in a burst would otherwise inflate every MFU of the run. The second
+# reading comes after FIRST_PEAK_REREAD_SECONDS, later ones every PEAK_REREAD_SECONDS, and the last log of a run
+# takes one more where the latest is older than FIRST_PEAK_REREAD_SECONDS (so the model card's MFU of a run of a
+# few minutes rests on more than its start-up reading; runs shorter than that, a test's, pay for none).
+FIRST_PEAK_REREAD_SECONDS = 60.0
+PEAK_REREAD_SECONDS = 600.0
+# An MFU above 1 can only mean the reading was taken in a burst (a 20-step run has only its start-up one): the
+# peak is read again at once, at most IMPOSSIBLE_MFU_REREADS times a run and this many seconds apart, since a host
+# that stays busy would otherwise pay a reading (up to ~2.5 s on a CPU) at every log.
+IMPOSSIBLE_MFU_REREAD_SECONDS = 5.0
+IMPOSSIBLE_MFU_REREADS = 3
+
+
+@dataclass
+class EarlyStopping:
+    """Watch one evaluation metric: remember the best state, stop after `patience` evaluations without a gain."""
+
+    metric: str
+    mode: str = "max"  # max | min
+    patience: int | None = None  # None: never stop early, only keep the best state
+    restore_best: bool = True  # load the best state's weights when training ends
+    evaluate_at_start: bool = False  # the starting weights compete too (step 0)
+
+    def better(self, value: float, best: float | None) -> bool:
+        if value is None or math.isnan(value):
+            return False
+        if best is None:
+            return True
+        return value > best if self.mode == "max" else value < best
+
+
+@dataclass
+class TrainArgs:
+    """How to train, independent of what is trained."""
+
+    max_steps: int
+    learning_rate: float
+    warmup_steps: int = 0
+    schedule: str = "linear"  # electra.training.optim.lr_schedule: linear | reference
+    weight_decay: float = 0.0
+    layer_decay: float | None = None  # layer-wise learning-rate decay (fine-tuning); None: one rate
+    original_layer_decay: bool = False  # the reference code's layer-wise rates (electra.training.optim)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0  # 0: no clipping
+    gradient_accumulation_steps: int = 1
+    compile: bool = False
+    compile_mode: str = "default"  # torch.compile's mode (reduce-overhead: CUDA graphs)
+    output_dir: Path | None = None  # logs and checkpoints go here; None: neither
+    log_every: int = 50
+    save_every: int = 0  # 0: no periodic checkpoints (nor the final one)
+    keep_checkpoints: int = 2
+    flops_budget: float | None = None  # stop at the first update that spends it
+    # seconds of training in this invocation: stop (and save) at the first log step past it. Under schedule_clock
+    # "time" it is the whole run's (resumptions included), and the decay ends there
+    time_budget: float | None = None
+    schedule_clock: str = "steps"  # electra.training.optim.schedule_on_clock: steps | time
+    eval_every: int = 0  # 0: evaluate only at the end (when the task can evaluate)
+    early_stopping: EarlyStopping | None = None
+    progress: bool = True
+    description: str = "training"
+    report_to: tuple[str, ...] = field(default_factory=default_report_to)  # csv, tensorboard, wandb
+    cpu_dropout: str = "lanes"  # electra.nn.dropout's cheap masks on a CPU ("torch": torch's own)
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise UserError(f"training needs at least 1 step, got max_steps={self.max_steps}.")
+        if self.gradient_accumulation_steps < 1 or self.log_every < 1:
+            raise UserError("gradient_accumulation_steps and log_every must be at least 1.")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise UserError(f"the time budget must be positive, got {self.time_budget} s.")
+        if self.schedule_clock not in SCHEDULE_CLOCKS:
+            raise UserError(
+                f"schedule_clock must be one of {', '.join(SCHEDULE_CLOCKS)}, got {self.schedule_clock!r}."
+            )
+        if self.schedule_clock == "time" and self.time_budget is None:
+            raise UserError("schedule_clock=time decays the learning rate over the time budget; give one.")
+        if self.save_every < 0 or self.eval_every < 0:
+            raise UserError("save_every and eval_every must not be negative (0 turns them off).")
+        if self.cpu_dropout not in CPU_DROPOUT:
+            raise UserError(f"cpu_dropout must be one of {', '.join(CPU_DROPOUT)}, got {self.cpu_dropout!r}.")
+        if self.output_dir is not None:
+            self.output_dir = Path(self.output_dir)
+
+
+@dataclass
+class TrainResult:
+    step: int
+    stop_reason: str  # max_steps | flops_budget | time_budget | early_stopping
+    metrics: dict[str, float]  # the last logged training window (namespace stripped)
+    flops: float
+    seconds: float
+    evaluations: list[dict[str, float]] = field(default_factory=list)
+    best: dict[str, Any] | None = None  # {"step", "metric", "value", "metrics"} under early stopping
+
+
+class Task:
+    """What a training run trains. Subclasses set `model` and implement `batches` and `step`."""
+
+    model: nn.Module
+    progress_keys: dict[str, str] = {}  # metric -> short name shown on the progress bar
+    # Matmul FLOPs one counted token really executes in training (a measured forward plus a backward of twice it),
+    # set by `before_training` at the latest; the engine then logs MFU against the device's measured matmul peak
+    executed_flops_per_token: float | None = None
+
+    def parameter_groups(self, model: nn.Module, args: TrainArgs) -> list[dict[str, Any]]:
+        """Optimizer groups; the default applies the one no-decay rule, layer-wise when `args.layer_decay`."""
+        if args.layer_decay is not None:
+            return layerwise_lr_groups(
+                model, args.learning_rate, args.layer_decay, args.weight_decay, args.original_layer_decay
+            )
+        return parameter_groups(model, args.learning_rate, args.weight_decay)
+
+    def batches(self, start: int) -> Iterator[Any]:
+        """Host batches forever, from micro-batch number `start` (0 for a fresh run) in a fixed order."""
+        raise NotImplementedError
+
+    def step(self, model: nn.Module, batch: Any) -> StepOutput:
+        """Loss (and detached metrics) of one micro-batch already on the device; called under autocast."""
+        raise NotImplementedError
+
+    def tokens(self, batch: Any) -> int:
+        """Tokens a host batch holds, for tokens/s (0 when it does not matter)."""
+        return 0
+
+    def flops(self, micro_batches: list[Any]) -> float | None:
+        """Training FLOPs of one update over these host micro-batches; None turns the FLOP meter off."""
+        return None
+
+    def evaluate(self, model: nn.Module) -> dict[str, float] | None:
+        """Metrics on held-out data (the unwrapped model, in eval mode); None when the task has none."""
+        return None
+
+    def before_training(self, model: nn.Module, resumed: bool) -> None:
+        """Called once with the unwrapped model on its device, right before the first update."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able task state a checkpoint must keep beyond weights, optimizer and RNG."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+# Said at the start of an fp32 run on a CPU that multiplies bf16 natively: the step is then mostly bf16 GEMMs, and on
+# a 2-core Xeon with AMX ELECTRA-Small's step ran 1.9x as fast (README "Speed").
+BF16_HINT = (
+    "note: this CPU multiplies bf16 natively (AMX or AVX-512-BF16): mixed precision bf16 trains faster here, about "
+    "1.9x at ELECTRA-Small's shape on one such CPU (--mixed-precision bf16, or --set mixed_precision=bf16 where a "
+    "command has no such flag)."
+)
+_hinted = False  # the hint is said once per process, not once per GLUE task and seed
+
+
+def make_accelerator(mixed_precision: str = "no") -> Accelerator:
+    """The Accelerator every command trains and evaluates through. Without a GPU it asks for the CPU outright:
+    Accelerate then joins the processes `torchrun` or `accelerate launch` started into one gloo group (left to
+    itself on a CPU-only machine, each of them would run alone, on all the data, writing the same files).
+
+    Accelerate keeps one precision per process and refuses another: a Python caller's second run (a bf16
+    `electra.pretrain`, then `electra.finetune_glue`) would fail. The earlier precision is dropped here; the
+    processes and their group (Accelerate's PartialState) stay as they are."""
+    # Accelerate's own (private) state: read defensively, so a release that renames it only loses the reset
+    shared = getattr(AcceleratorState, "_shared_state", {})
+    reset = getattr(AcceleratorState, "_reset_state", None)
+    if reset is not None and shared.get("_mixed_precision", mixed_precision) != mixed_precision:
+        reset()
+    return Accelerator(mixed_precision=mixed_precision, cpu=not torch.cuda.is_available())
+
+
+def process_count() -> int:
+    """How many processes the launcher started, before an Accelerator exists (for sizes that depend on it).
+    Accelerate's process state is made once per process, so it is made here as `make_accelerator` would."""
+    return PartialState(cpu=not torch.cuda.is_available()).num_processes
+
+
+def main_process_print(text: str) -> None:
+    """`print` from the main process only, before an Accelerator exists: a note every process of a launch would
+    otherwise print once each."""
+    PartialState(cpu=not torch.cuda.is_available()).print(text)
+
+
+def per_process_batch(batch_size: int, processes: int, flag: str = "--batch-size") -> int:
+    """The sequences each process takes per optimizer step when `batch_size` is the whole step's, over all
+    processes (as `pretrain`'s --batch-size is): a launch with more processes trains the same recipe. A batch
+    the processes cannot share evenly is refused (every process decides alike) rather than quietly changed."""
+    if batch_size % processes:
+        raise UserError(
+            f"{flag} {batch_size} is the batch of one optimizer step over all processes and does not split evenly "
+            f"over {processes}; give a multiple of {processes}."
+        )
+    return batch_size // processes
+
+
+class Engine:
+    def __init__(self, args: TrainArgs, accelerator: Any = None):
+        if accelerator is None:
+            accelerator = make_accelerator()
+        self.args = args
+        self.accelerator = accelerator
+
+    @property
+    def checkpoints_dir(self) -> Path | None:
+        """Where checkpoints are, whether or not this run writes any: a `--resume` without the first run's
+        `--save-every` (the consumers' default is 0, and it is a setting a resume may change) had looked nowhere,
+        and trained a killed seed or stage again from its first step beside the checkpoints it could continue."""
+        return None if self.args.output_dir is None else self.args.output_dir / "checkpoints"
+
+    @property
+    def saves_checkpoints(self) -> bool:
+        return self.args.output_dir is not None and self.args.save_every > 0
+
+    def latest_checkpoint(self) -> Path | None:
+        """The newest intact checkpoint to resume from (damaged newer ones are reported and skipped)."""
+        directory = self.checkpoints_dir
+        return latest_intact_checkpoint(directory, self._notice) if directory is not None else None
+
+    def resume_checkpoint(self, resume: bool, what: str, finished: bool = False) -> Path | None:
+        """`latest_checkpoint()` when `resume`; a resume that finds none, where an earlier run left its folder,
+        says that `what` trains again from its first step (`finished`: it had ended, but kept no weights). That
+        was silent, and a run started without `--save-every` (which keeps none) looked continued."""
+        if not resume:
+            return None
+        found = self.latest_checkpoint()
+        if found is None and self.args.output_dir is not None and self.args.output_dir.is_dir():
+            state = "finished but kept no checkpoint of its weights" if finished else "holds no checkpoint"
+            self._notice(
+                f"--resume: {self.args.output_dir} {state} (checkpoints are kept with --save-every N); {what} "
+                "trains again from its first step."
+            )
+        return found
+
+    def _notice(self, text: str) -> None:
+        """A line for the user beside the results, on standard error (once, from the main process): on standard
+        output it ended up inside `electra squad ... > results.json`, which then did not parse."""
+        self.accelerator.print(text, file=sys.stderr)
+
+    def _warn_if_the_budget_ends_in_warmup(self, end_step: int) -> bool:
+        """On the time clock the warmup stays in steps: where the budget ends inside it, the rate never reaches its
+        peak, let alone decays, and the run had said nothing (a Small preset's 10,000 warmup steps on a CPU).
+        Returns whether it warned."""
+        warmup = self.args.warmup_steps
+        if end_step > warmup:
+            return False
+        self._notice(
+            f"WARNING: the time budget ends around step {end_step:,}, inside the {warmup:,}-step warmup: the "
+            "learning rate will not reach its peak, let alone decay; pass a shorter warmup (--set "
+            f"warmup_steps={max(1, end_step // 10):,}, a tenth of the steps that fit) or a larger budget."
+        )
+        return True
+
+    def _hint_bf16(self) -> None:
+        global _hinted
+        if not _hinted:
+            _hinted = True
+            self._notice(BF16_HINT)
+
+    def _refuse_earlier_checkpoints(self) -> None:
+        """A fresh run must not start beside another run's checkpoints: pruning keeps the highest steps, so its
+        own would be deleted as it wrote them, and a later --resume would continue the other run."""
+        directory = self.checkpoints_dir
+        earlier = (
+            sorted(p.name for p in directory.glob("step-*") if p.is_dir()) if directory is not None else []
+        )
+        if earlier:
+            raise UserError(
+                f"{directory} holds an earlier run's checkpoints (up to {earlier[-1]}); continue that run with "
+                "--resume, or start over with --overwrite or another output."
+            )
+
+    def _refuse_other_process_count(self, checkpoint: Path) -> None:
+        """A checkpoint continues only with as many processes as wrote it: each process restores its own random
+        stream, and a task's batches are sharded by process. Every process reads the same files, so all of them
+        refuse together (none is left waiting for another at a collective)."""
+        saved, now = checkpoint_processes(checkpoint), self.accelerator.num_processes
+        if saved and saved != now:
+            launch = (
+                "in one process (no launcher)"
+                if saved == 1
+                else f"with {saved} (torchrun --nproc_per_node {saved}, or accelerate launch --num_processes {saved})"
+            )
+            raise UserError(
+                f"--resume: {checkpoint} was written by {saved} process(es), this launch has {now}; resume it "
+                f"{launch}, or start over with --overwrite."
+            )
+
+    # ------------------------------------------------------------------------------------------------------
+    def fit(self, task: Task, resume_from: Path | None = None) -> TrainResult:
+        """Train `task` from scratch, or from the checkpoint `resume_from`, until a stop rule fires.
+
+        The main process holds the output folder's lock throughout: a second run there is refused."""
+        writer = self.args.output_dir if self.accelerator.is_main_process else None
+        with output_lock(writer):
+            return self._fit(task, resume_from)
+
+    def _fit(self, task: Task, resume_from: Path | None) -> TrainResult:
+        args, acc = self.args, self.accelerator
+        if resume_from is None:
+            self._refuse_earlier_checkpoints()
+        else:
+            self._refuse_other_process_count(resume_from)
+        accumulation = args.gradient_accumulation_steps
+        model = task.model
+        split_rng_per_process(acc.process_index, acc.num_processes)  # a resumed run then restores its own
+        # On the device before the optimizer exists: fused AdamW needs CUDA parameters to choose itself.
+        model.to(acc.device)
+        if acc.device.type == "cpu":
+            keep_freed_memory()  # the next step reuses this step's blocks instead of faulting them in again
+        if not native_precision(acc.device, _matmul_dtype(acc)):
+            self._notice(
+                f"WARNING: this CPU has no native {acc.mixed_precision} matmuls: the run will be far slower than in "
+                "fp32 (--mixed-precision no)."
+            )
+        elif (
+            acc.device.type == "cpu"
+            and acc.mixed_precision == "no"
+            and native_precision("cpu", torch.bfloat16)
+        ):
+            self._hint_bf16()
+        if args.cpu_dropout == "lanes":
+            use_lanes(model)  # a no-op where the task built it so; other devices keep torch's path inside
+        optimizer = build_adamw(
+            task.parameter_groups(model, args),
+            args.learning_rate,
+            args.adam_betas,
+            args.adam_epsilon,
+            args.weight_decay,
+        )
+        multiplier, clock = schedule_on_clock(
+            args.schedule, args.warmup_steps, args.max_steps, args.schedule_clock, args.time_budget
+        )
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
+        if args.schedule == "linear" and args.warmup_steps >= args.max_steps and resume_from is None:
+            self._notice(
+                f"WARNING: warmup_steps={args.warmup_steps} is not below max_steps={args.max_steps}: the learning "
+                f"rate only warms up (to {args.learning_rate * args.max_steps / args.warmup_steps:.3g}) and never "
+                "decays; pass a smaller warmup (--set warmup_steps=N) for the whole schedule."
+            )
+        step = 0
+        if resume_from is not None:
+            step = checkpoint_step(resume_from)
+        batches = task.batches(step * accumulation)  # may draw from the RNG: before it is restored below
+        flops_spent, elapsed_before, best, evaluations = 0.0, 0.0, None, []
+        saved_window: dict[str, Any] = {}
+        if resume_from is not None:
+            state = load_checkpoint(resume_from, model, optimizer, scheduler, rank=acc.process_index)
+            saved_window = state.get("log_window") or {}
+            flops_spent, elapsed_before = state.get("flops_spent", 0.0), state.get("elapsed_seconds", 0.0)
+            best, evaluations = state.get("best"), state.get("evaluations", [])
+            if clock is not None:
+                clock.load_state_dict(state.get("schedule_clock", {}))
+            task.load_state_dict(state.get("task", {}))
+            self._notice(f"resumed from {resume_from} at step {step}")
+        model, optimizer = acc.prepare(model, optimizer)
+        if args.compile:
+            model = torch.compile(model, mode=None if args.compile_mode == "default" else args.compile_mode)
+
+        log = RunLog(
+            args.output_dir or Path("."),
+            enabled=args.output_dir is not None and acc.is_main_process,
+            accelerator=acc,
+            resume_step=step,
+            report_to=args.report_to,
+            run_name=args.description,
+        )
+        progress = _progress_bar(args, step, enabled=args.progress and acc.is_main_process)
+        if clock is not None:
+            clock.start(step, elapsed_before)
+        task.before_training(self._plain(model), resumed=resume_from is not None)
+        peak = self._matmul_peak(task)
+        peak_read_at, peak_readings, impossible_rereads = time.perf_counter(), 1, 0
+        stopping = args.early_stopping
+        if stopping is not None and stopping.evaluate_at_start and resume_from is None:
+            best = self._evaluate(task, model, 0, log, evaluations, best)
+
+        model.train()
+        # The steps since the last log, with their metric sums; a resume continues the window its checkpoint was
+        # taken in, so the first row after it averages as many steps as the uninterrupted run's.
+        window = {k: torch.tensor(v, device=acc.device) for k, v in saved_window.get("sums", {}).items()}
+        window_steps, window_tokens, window_start = saved_window.get("steps", 0), 0, time.perf_counter()
+        run_start = time.perf_counter()
+        last: dict[str, float] = {}
+        stop_reason = "max_steps"
+        # the step the processes agreed the time budget runs out at: the steps clock's, and either clock's before
+        # the first log step (`_probe_budget`)
+        deadline: int | None = None
+        start_step, first_step_end, warned_warmup = step, None, False
+        first_log = (step // args.log_every + 1) * args.log_every
+        if resume_from is not None:  # a resumed run whose budget was already spent takes no further step
+            stop_reason = self._budget_spent_before(flops_spent, elapsed_before, clock) or stop_reason
+        try:
+            while step < args.max_steps and stop_reason == "max_steps":
+                micro_batches = []
+                for micro in range(accumulation):
+                    host_batch = next(batches)
+                    micro_batches.append(host_batch)
+                    window_tokens += task.tokens(host_batch)  # counted on the host: no device sync
+                    batch = _to_device(host_batch, acc.device)
+                    sync = micro == accumulation - 1
+                    with contextlib.nullcontext() if sync else acc.no_sync(model):
+                        with acc.autocast():
+                            output = task.step(model, batch)
+                        acc.backward(output.loss / accumulation)
+                    for name, value in output.metrics.items():
+                        window[name] = window.get(name, 0.0) + value / accumulation
+                grad_norm = (
+                    acc.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    if args.max_grad_norm
+                    else None
+                )
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                window_steps += 1
+                step_flops = task.flops(micro_batches)
+                if step_flops is not None:
+                    flops_spent += step_flops
+                progress.update(1)
+                budget_spent = args.flops_budget is not None and flops_spent >= args.flops_budget
+                done = step == args.max_steps or budget_spent
+                if clock is not None and not done and clock.finished(step):  # the decay has reached zero
+                    stop_reason, done = "time_budget", True
+                if first_step_end is None:
+                    first_step_end = time.perf_counter()
+                # the time clock's budget is the whole run's, the steps clock's this invocation's
+                spent_before = 0.0 if clock is None else elapsed_before
+                if not done and step < first_log and _is_power_of_two(step - start_step):
+                    out_of_time, deadline = self._probe_budget(
+                        step - start_step, step, run_start, first_step_end, spent_before
+                    )
+                    if out_of_time:
+                        stop_reason, done = "time_budget", True
+                if not done and self._past_deadline(step, deadline, run_start, spent_before):
+                    stop_reason, done = "time_budget", True
+                if step % args.log_every == 0 or done:
+                    seconds = time.perf_counter() - window_start
+                    means = {k: v / window_steps for k, v in window.items()}
+                    reduced = (
+                        acc.reduce(torch.stack(list(means.values())).float(), reduction="mean")
+                        if means
+                        else []
+                    )
+                    tokens = acc.reduce(
+                        torch.tensor(float(window_tokens), device=acc.device), reduction="sum"
+                    )
+                    last = {k: float(v) for k, v in zip(means, reduced.tolist() if means else [])}
+                    last.update(
+                        learning_rate=scheduler.get_last_lr()[0],
+                        grad_norm=float(grad_norm) if grad_norm is not None else math.nan,
+                        tokens_per_second=float(tokens) / max(seconds, 1e-9),
+                        elapsed_seconds=elapsed_before + time.perf_counter() - run_start,
+                    )
+                    if step_flops is not None:
+                        last["flops"] = flops_spent
+                    if peak and time.perf_counter() - peak_read_at >= _peak_reread_interval(
+                        peak_readings, done
+                    ):
+                        peak = max(peak, self._matmul_peak(task, fresh=True) or 0.0)
+                        peak_read_at, peak_readings = time.perf_counter(), peak_readings + 1
+                    if peak:
+                        per_token = task.executed_flops_per_token
+                        last["mfu"] = last["tokens_per_second"] * per_token / (peak * acc.num_processes)
+                        if (
+                            last["mfu"] > 1.0
+                            and impossible_rereads < IMPOSSIBLE_MFU_REREADS
+                            and time.perf_counter() - peak_read_at >= IMPOSSIBLE_MFU_REREAD_SECONDS
+                        ):
+                            peak = max(peak, self._matmul_peak(task, fresh=True) or 0.0)
+                            peak_read_at, peak_readings = time.perf_counter(), peak_readings + 1
+                            impossible_rereads += 1
+                            last["mfu"] = last["tokens_per_second"] * per_token / (peak * acc.num_processes)
+                    if not math.isfinite(last.get("loss", 0.0)):
+                        raise UserError(
+                            f"{args.description} step {step}: the loss is not finite ({last['loss']}); lower the "
+                            "learning rate or use fp32."
+                        )
+                    log.log(step, {f"train/{k}": v for k, v in last.items()})
+                    progress.set_postfix(_postfix(last, task.progress_keys))
+                    if progress_off():  # --no-progress: "logs only", a line per log step (main process)
+                        total = clock.end_step() if clock is not None else None
+                        self._notice(_log_line(args.description, step, total or args.max_steps, last, task))
+                    step_seconds = seconds / max(window_steps, 1)
+                    window, window_steps, window_tokens, window_start = {}, 0, 0, time.perf_counter()
+                    if not done:
+                        out_of_time, deadline = self._out_of_time(
+                            run_start, elapsed_before, clock, step, step_seconds
+                        )
+                        if out_of_time:
+                            stop_reason, done = "time_budget", True
+                    # on the time clock the bar counts the steps that fit in the budget
+                    if clock is not None and clock.end_step() is not None:
+                        progress.total = clock.end_step()
+                        progress.refresh()
+                        if not done and not warned_warmup:
+                            warned_warmup = self._warn_if_the_budget_ends_in_warmup(clock.end_step())
+                if budget_spent:
+                    stop_reason = "flops_budget"
+                if (args.eval_every and step % args.eval_every == 0) or done:
+                    previous = best
+                    best = self._evaluate(task, model, step, log, evaluations, best)
+                    stalled = best is previous and best is not None and stopping is not None
+                    if stalled and stopping.patience is not None:
+                        if step - best["step"] >= stopping.patience * args.eval_every:
+                            stop_reason = "early_stopping"
+                if self.saves_checkpoints and (
+                    step % args.save_every == 0 or done or stop_reason != "max_steps"
+                ):
+                    trainer_state = {
+                        "flops_spent": flops_spent,
+                        "elapsed_seconds": elapsed_before + time.perf_counter() - run_start,
+                        "best": best,
+                        "evaluations": evaluations,
+                        "task": task.state_dict(),
+                        "log_window": self._window_state(window, window_steps),
+                    }
+                    if clock is not None:
+                        trainer_state["schedule_clock"] = clock.state_dict()
+                    save_checkpoint(
+                        self.checkpoints_dir,
+                        step,
+                        self._plain(model),
+                        optimizer,
+                        scheduler,
+                        trainer_state,
+                        rank=acc.process_index,
+                        is_main=acc.is_main_process,
+                        barrier=acc.wait_for_everyone,
+                        keep=args.keep_checkpoints,
+                    )
+                if stop_reason != "max_steps":
+                    break
+        finally:  # an error leaves its one line last, not a progress bar drawn after it
+            progress.close()
+            log.close()
+        if stopping is not None and stopping.restore_best and best is not None:
+            self._restore_best(self._plain(model))
+        seconds = elapsed_before + time.perf_counter() - run_start
+        return TrainResult(step, stop_reason, last, flops_spent, seconds, evaluations, best)
+
+    def _window_state(self, window: dict[str, Any], steps: int) -> dict[str, Any]:
+        """The open log window for a checkpoint: its step count and metric sums, the mean over processes (every
+        process resumes with that mean, and the logged mean of means is unchanged)."""
+        if not window:
+            return {"steps": steps, "sums": {}}
+        names = list(window)
+        sums = torch.stack(
+            [torch.as_tensor(window[name], device=self.accelerator.device).float() for name in names]
+        )
+        sums = self.accelerator.reduce(sums, reduction="mean")
+        return {"steps": steps, "sums": dict(zip(names, sums.tolist()))}
+
+    def _matmul_peak(self, task: Task, fresh: bool = False) -> float | None:
+        """The device's dense matmul rate in the run's precision (fp32's where that precision is emulated), in
+        FLOP/s, where the task measured what a token executes and this process logs; None otherwise. The first
+        reading is shared by the runs of a process; `fresh` takes a new one."""
+        acc = self.accelerator
+        if not task.executed_flops_per_token or not acc.is_main_process:
+            return None
+        read = matmul_peak if fresh else cached_matmul_peak
+        return read(str(acc.device), peak_dtype(acc.device, _matmul_dtype(acc)))
+
+    def _plain(self, model: nn.Module) -> nn.Module:
+        """The module itself, without Accelerate's or torch.compile's wrapper: what checkpoints store (no
+        `_orig_mod.` prefixes), what evaluation runs (eager: no recompilation for eval mode or another batch
+        size) and what the start-up FLOP check measures (FlopCounterMode does not run inside a compiled graph)."""
+        return self.accelerator.unwrap_model(model, keep_torch_compile=False)
+
+    def _budget_spent_before(
+        self, flops_spent: float, elapsed_before: float, clock: TimeBudgetClock | None
+    ) -> str | None:
+        """The budget a checkpoint has already spent, if any: resuming it under the same or a smaller budget
+        must not train one more step (and re-export) before the check after that step notices. Only the time
+        clock's budget is the whole run's; on the steps clock `--time-budget` counts from each start."""
+        if self.args.flops_budget is not None and flops_spent >= self.args.flops_budget:
+            return "flops_budget"
+        if (
+            clock is not None
+            and self.args.time_budget is not None
+            and elapsed_before >= self.args.time_budget
+        ):
+            return "time_budget"
+        return None
+
+    def _out_of_time(
+        self,
+        run_start: float,
+        elapsed_before: float,
+        clock: TimeBudgetClock | None,
+        step: int,
+        step_seconds: float,
+    ) -> tuple[bool, int | None]:
+        """At a log step: whether the time budget is spent, decided the same on every process (they must stop at
+        one step), and on the steps clock the step it will run out at, from each process's last window
+        (`step_seconds` a step), agreed as the earliest: between log steps the processes stop there without
+        talking (`_past_deadline`); a Small run logging every 50 steps of 9 s had run on for up to 7 minutes. On
+        the time clock the budget is the whole run's, and the time agreed here re-anchors the clock."""
+        budget = self.args.time_budget
+        if budget is None:
+            return False, None
+        here = time.perf_counter() - run_start
+        if clock is None:
+            return self._agreed_end(here, step, step_seconds)
+        seconds = torch.tensor([elapsed_before + here], dtype=torch.float64, device=self.accelerator.device)
+        agreed = float(self.accelerator.gather(seconds).max())  # the slowest process's time
+        clock.observe(step, agreed)
+        return agreed >= budget, None
+
+    def _agreed_end(self, spent: float, step: int, step_seconds: float | None) -> tuple[bool, int | None]:
+        """Whether any process has spent the time budget (`spent` seconds of it here), and the earliest step at
+        which one projects it spent from its own pace (`step_seconds` an update; None before it has one)."""
+        budget = self.args.time_budget
+        ends = math.inf
+        if step_seconds is not None:
+            ends = step + max(1, math.ceil(max(budget - spent, 0.0) / max(step_seconds, 1e-9)))
+        mine = torch.tensor([spent, float(ends)], dtype=torch.float64, device=self.accelerator.device)
+        every = self.accelerator.gather(mine).reshape(-1, 2)
+        soonest = float(every[:, 1].min())
+        return bool(every[:, 0].max() >= budget), None if math.isinf(soonest) else int(soonest)
+
+    def _probe_budget(
+        self, updates: int, step: int, run_start: float, first_step_end: float, spent_before: float
+    ) -> tuple[bool, int | None]:
+        """Before this invocation's first log step, several processes agree on the time budget after updates 1,
+        2, 4, 8, ...: whether it is spent, and (from update 2 on) the step it runs out at, projected from the
+        pace since the first update (which carries start-up and compilation). Why: they otherwise first agree at
+        the first log step, and a budget that ended before it ran on to it (one process reads its own clock
+        after every step instead). A handful of waits per run, none after the first log step."""
+        if self.args.time_budget is None or self.accelerator.num_processes == 1:
+            return False, None
+        now = time.perf_counter()
+        pace = (now - first_step_end) / (updates - 1) if updates > 1 else None
+        return self._agreed_end(spent_before + now - run_start, step, pace)
+
+    def _past_deadline(
+        self, step: int, deadline: int | None, run_start: float, spent_before: float = 0.0
+    ) -> bool:
+        """Between log steps, whether the time budget is spent: one process reads its own clock after every step
+        (no device work), on either schedule clock (`spent_before`: what earlier invocations spent, which the time
+        clock's budget includes); several stop at the step they agreed at the last log step (the steps clock) or
+        probe (`_probe_budget`, before the first log step), or where the time clock's projection ends
+        (`TimeBudgetClock.finished`). Why on the time clock too: until its first log step it has no pace to project
+        from, and a run whose budget ended inside that window ran on to it (a 0.3-minute budget logging every 100
+        steps of 4 s trained for 6.7 minutes)."""
+        if self.args.time_budget is None:
+            return False
+        if self.accelerator.num_processes == 1:
+            return spent_before + time.perf_counter() - run_start >= self.args.time_budget
+        return deadline is not None and step >= deadline
+
+    # ------------------------------------------------------------------------------------------------------
+    def _evaluate(self, task: Task, model, step: int, log: RunLog, evaluations: list, best):
+        """Evaluate, log `eval/...`, and keep the best state when the watched metric improves."""
+        unwrapped = self._plain(model)
+        was_training = unwrapped.training
+        unwrapped.eval()
+        with torch.no_grad():
+            metrics = task.evaluate(unwrapped)
+        unwrapped.train(was_training)
+        if metrics is None:
+            return best
+        evaluations.append({"step": step, **metrics})
+        log.log(step, {f"eval/{k}": v for k, v in metrics.items()})
+        stopping = self.args.early_stopping
+        if stopping is None:
+            return best
+        value = metrics.get(stopping.metric)
+        if value is None:
+            raise ValueError(f"early stopping watches {stopping.metric!r}, which evaluate() did not return")
+        if stopping.better(value, None if best is None else best["value"]):
+            best = {"step": step, "metric": stopping.metric, "value": value, "metrics": metrics}
+            if stopping.restore_best:
+                self._keep_best(unwrapped)
+        return best
+
+    def _keep_best(self, model: nn.Module) -> None:
+        """The best weights: in memory, and beside the checkpoints so a resumed run can still restore them."""
+        self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        if self.saves_checkpoints and self.accelerator.is_main_process:
+            save_tensors_atomically(self._best_state, self.checkpoints_dir / BEST_WEIGHTS)
+
+    def _restore_best(self, model: nn.Module) -> None:
+        state = getattr(self, "_best_state", None)
+        if state is None and self.checkpoints_dir is not None:
+            path = self.checkpoints_dir / BEST_WEIGHTS
+            state = load_file(str(path)) if path.is_file() else None
+        if state is not None:
+            model.load_state_dict(state, strict=False)
+
+
+def split_rng_per_process(rank: int, world: int) -> None:
+    """Give every process its own random stream (masking, sampling, dropout), derived from the shared one.
+
+    All processes are seeded alike so that they build identical models; left so, each would mask the same positions
+    of its rows and draw the same samples. One draw from the shared stream plus the process index reseeds torch,
+    numpy and `random`. A single process keeps its stream untouched, so one-process runs are unchanged.
+    """
+    if world <= 1:
+        return
+    base = int(torch.randint(0, 2**31 - 1, (1,)).item())
+    seed = base + 7919 * (rank + 1)
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
+def shuffled_epochs(dataset: Any, batch_size: int, seed: int, collate: Any, accelerator: Any, start: int = 0):
+    """Batches of `dataset` reshuffled every epoch by a generator seeded with `seed` (so the order is a function
+    of seed and step), sharded over processes by Accelerate, forever, from batch number `start`: what a
+    fine-tuning task's `batches` returns. Skipping replays the order without training on it."""
+    generator = torch.Generator().manual_seed(seed)
+    loader = accelerator.prepare(
+        DataLoader(dataset, batch_size=batch_size, shuffle=True, collate_fn=collate, generator=generator)
+    )
+    skip = start
+    while True:
+        for batch in loader:
+            if skip:
+                skip -= 1
+                continue
+            yield batch
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if torch.is_tensor(batch):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch
+
+
+def _is_power_of_two(count: int) -> bool:
+    return count > 0 and count & (count - 1) == 0
+
+
+def _peak_reread_interval(readings: int, last_log: bool) -> float:
+    """Seconds after the latest matmul-peak reading at which a log reads it again (see PEAK_REREAD_SECONDS)."""
+    interval = FIRST_PEAK_REREAD_SECONDS if readings == 1 else PEAK_REREAD_SECONDS
+    return min(interval, FIRST_PEAK_REREAD_SECONDS) if last_log else interval
+
+
+def _matmul_dtype(accelerator: Any) -> torch.dtype:
+    """The precision the run's matmuls execute in under Accelerate's autocast."""
+    precisions = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    return precisions.get(str(accelerator.mixed_precision), torch.float32)
+
+
+def _progress_bar(args: TrainArgs, step: int, enabled: bool):
+    return tqdm(
+        total=args.max_steps, initial=step, disable=not enabled or progress_off(), desc=args.description
+    )
+
+
+def _log_line(description: str, step: int, total: int, metrics: dict[str, float], task: Task) -> str:
+    """The progress bar's figures as one line, for a run whose bar is off (`--no-progress`, a batch job's log):
+    before, such a run wrote nothing between its start and its end."""
+    shown = ", ".join(f"{name} {value}" for name, value in _postfix(metrics, task.progress_keys).items())
+    return f"{description} step {step}/{total}: {shown}"
+
+
+def _postfix(metrics: dict[str, float], keys: dict[str, str]) -> dict[str, str]:
+    out = {"loss": f"{metrics['loss']:.3f}"} if "loss" in metrics else {}
+    out.update({short: f"{metrics[key]:.3f}" for key, short in keys.items() if key in metrics})
+    out["tok/s"] = f"{metrics['tokens_per_second']:.0f}"
+    if "mfu" in metrics:
+        out["mfu"] = f"{metrics['mfu']:.0%}"
+    return out

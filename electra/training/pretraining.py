@@ -1,0 +1,702 @@
+"""Pretraining: corpus -> tokenizer -> packed examples -> `PretrainingModel` -> the engine -> an export.
+
+`pretrain(config, inputs)` is the whole run behind `electra pretrain` and `python pretrain.py`: it guards the
+output directory (a finished run is never overwritten; `--resume` must match the saved config), builds the model of
+the configured objective, trains it through `electra.training.engine` (checkpoints, logs, FLOP meter, exact resume), and
+writes the export (`electra.export.layout`), `summary.json` and the training curves.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import hashlib
+import json
+import math
+import shutil
+import warnings
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import PartialState
+from accelerate.utils import set_seed
+
+from electra.core.config import (
+    RUN_RECORD,
+    PretrainConfig,
+    load_saved_config,
+    refuse_changed_settings,
+    write_run_record,
+)
+from electra.core.errors import ElectraWarning, UserError
+from electra.core.files import read_json_record, write_json_atomically
+from electra.core.output_lock import refuse_live_run
+from electra.core.outputs import StepOutput
+from electra.core.overwrite import refuse_file_as_directory, refuse_foreign_directory
+from electra.core.version import __version__
+from electra.data.corpus import read_corpus_bytes
+from electra.data.packing import (
+    PretrainingCollator,
+    ResumableBatchOrder,
+    build_pretraining_dataset,
+    corpus_fingerprint,
+    token_counts,
+    tokenizer_fingerprint,
+)
+from electra.data.tokenization import (
+    load_or_train_tokenizer,
+    load_saved_tokenizer,
+    load_vocab_tokenizer,
+    text_form_of,
+)
+from electra.export.checkpoint import checkpoint_step, latest_checkpoint, latest_intact_checkpoint
+from electra.export.layout import masked_lm_dir, read_export, save_tokenizer
+from electra.export.model_card import CardFacts, write_export_cards
+from electra.flops.measured import startup_check
+from electra.generators.fused_nll import plain_head
+from electra.objectives import check_config, flop_report, get_objective
+from electra.training.continued import init_vocabulary, load_initial_weights
+from electra.training.engine import Engine, Task, TrainArgs, make_accelerator
+from electra.training.model import PretrainingModel, build_pretraining_model
+
+# Settings that may change between the interrupted run and its resumption without changing the result.
+RESUMABLE_CHANGES = {
+    "log_every",
+    "save_every",
+    "keep_checkpoints",
+    "dataloader_workers",
+    "flops_budget",
+    "time_budget_minutes",
+    "eval_every",
+    "extra",
+}
+
+
+@dataclass
+class PretrainResult:
+    step: int
+    stop_reason: str
+    metrics: dict[str, float]  # the last logged training window
+    output_dir: Path
+    is_main_process: bool
+    trained: bool = (
+        True  # False: a finished run resumed with nothing left to do (its files stay as they were)
+    )
+
+
+@dataclass
+class RunInputs:
+    """Where a pretraining run reads from and writes to (the config says how it trains)."""
+
+    corpus: str
+    output_dir: Path
+    vocab: str | None = None
+    cache_dir: str | None = None
+    num_proc: int | None = None
+    resume: bool = False
+    overwrite: bool = False  # start over in a directory that holds a run, or write into a non-empty one
+    # Size max_steps (and warmup, unless `keep_warmup`) to config.flops_budget once the vocabulary is known, so
+    # the schedule decays over the budget and the progress bar counts the steps it buys (the CLI's --flops-budget).
+    size_to_budget: bool = False
+    keep_warmup: bool = False
+    doc_boundary: str = "auto"
+    strict_utf8: bool = False
+
+
+class PretrainingTask(Task):
+    """Batches of packed examples in a seeded order that any step can restart from; the objective's step."""
+
+    progress_keys = {
+        "discriminator_accuracy": "disc_acc",
+        "generator_accuracy": "gen_acc",
+        "mlm_accuracy": "mlm_acc",
+    }
+
+    def __init__(
+        self,
+        model: PretrainingModel,
+        dataset,
+        collate,
+        order: ResumableBatchOrder,
+        config: PretrainConfig,
+        held_out=None,
+        eval_batch_size: int = 32,
+    ):
+        self.model = model
+        self.dataset, self.collate, self.order, self.config = dataset, collate, order, config
+        self.held_out, self.eval_batch_size = held_out, eval_batch_size
+        self.flops_per_step = float(flop_report(config).train_flops_per_step)
+        self.flop_check: dict[str, Any] | None = None
+
+    def batches(self, start: int) -> Iterator[dict[str, torch.Tensor]]:
+        loader = torch.utils.data.DataLoader(
+            self.dataset,
+            batch_sampler=_MicroBatches(self.order, start),
+            collate_fn=self.collate,
+            num_workers=self.workers(),
+            pin_memory=torch.cuda.is_available(),  # lets the engine's non_blocking copy overlap the step
+        )
+        return iter(loader)  # creating the iterator draws from the RNG
+
+    def workers(self) -> int:
+        configured = self.config.dataloader_workers
+        if configured is not None:
+            return configured
+        return 2 if torch.cuda.is_available() else 0
+
+    def step(self, model, batch) -> StepOutput:
+        return model(**batch)
+
+    def tokens(self, batch) -> int:
+        return int(batch["attention_mask"].sum())
+
+    def flops(self, micro_batches) -> float:
+        return self.flops_per_step
+
+    def evaluate(self, model) -> dict[str, float] | None:
+        """The objective's metrics on the held-out examples, with the same masks and samples every time (a fixed
+        seed inside a forked RNG: the training stream is left exactly as it was)."""
+        if self.held_out is None:
+            return None
+        device = next(model.parameters()).device
+        sums: dict[str, float] = {}
+        n = len(self.held_out)
+        batches = 0
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(self.config.seed)
+            for start in range(0, n, self.eval_batch_size):
+                rows = self.held_out[start : min(n, start + self.eval_batch_size)]
+                batch = self.collate([dict(zip(rows, values)) for values in zip(*rows.values())])
+                output = model(**{k: v.to(device) for k, v in batch.items()})
+                for name, value in output.metrics.items():
+                    sums[name] = sums.get(name, 0.0) + float(value)
+                batches += 1
+        return {name: total / batches for name, total in sums.items()}
+
+    def before_training(self, model, resumed: bool) -> None:
+        """Measure one real forward against the analytic count, so a miscounted objective shows at once; the same
+        count, three times the forward, is what a token executes in training, which the engine's MFU divides by.
+        Objectives whose step changes shape mid-run (a generator trained alone first) are not measured."""
+        objective = get_objective(self.config.objective)
+        if not _is_main_process() or not objective.startup_flop_check:
+            return
+        batch = self.collate([self.dataset[0], self.dataset[1]])
+        device = next(model.parameters()).device
+        plan = objective.flop_plan(self.config)
+        # RNG and buffers (step counters of scheduled objectives) are left as they were: the check is not a step.
+        buffers = {name: value.clone() for name, value in model.named_buffers()}
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), plain_head():
+            self.flop_check = startup_check(
+                model, {k: v.to(device) for k, v in batch.items()}, self.config, plan
+            )
+        with torch.no_grad():
+            for name, value in model.named_buffers():
+                value.copy_(buffers[name])
+        slots = self.flop_check["batch_size"] * self.flop_check["seq_len"]
+        self.executed_flops_per_token = 3.0 * self.flop_check["measured_forward"] / slots
+        print(
+            f"FLOP counter check: measured/analytic matmul FLOPs = {self.flop_check['ratio']:.4f}"
+            + (
+                ""
+                if self.flop_check["ok"]
+                else "  (WARNING: more than 2% apart; the logged FLOPs may be off)"
+            )
+        )
+
+
+def run_vocabulary(config: PretrainConfig, vocab: str | None) -> str | None:
+    """The vocabulary a run uses: `--vocab`, or the one of the checkpoint it continues or of its frozen generator
+    (token ids must keep their meaning), which a differing `--vocab` may not replace."""
+    for flag, directory in (("--init-from", config.init_from), ("--generator-from", config.generator_from)):
+        if directory is None:
+            continue
+        own = init_vocabulary(directory) if flag == "--init-from" else masked_lm_dir(directory)
+        if not ((own / "vocab.txt").is_file() or (own / "tokenizer.json").is_file()):
+            continue
+        if vocab is None:
+            vocab = str(own)
+        elif load_vocab_tokenizer(vocab).get_vocab() != load_vocab_tokenizer(own).get_vocab():
+            raise UserError(
+                f"--vocab {vocab}: differs from the vocabulary of {flag} {directory} ({own}); omit --vocab to "
+                "use that one."
+            )
+    return vocab
+
+
+def size_to_budget(config: PretrainConfig, budget: float, keep_warmup: bool = False) -> int:
+    """Fit the schedule to a FLOP budget: max_steps = the steps it buys, warmup at most a tenth of them (unless
+    `keep_warmup`), and the budget as the stop rule. Returns the steps. The vocabulary must be final: it sets the
+    cost of a step."""
+    per_step = flop_report(config).train_flops_per_step
+    steps = max(1, math.ceil(budget / per_step - 1e-9))
+    config.max_steps = steps
+    if not keep_warmup:
+        config.warmup_steps = min(config.warmup_steps, max(1, steps // 10))
+    config.flops_budget = budget
+    return steps
+
+
+def split_held_out(dataset, config: PretrainConfig):
+    """(training examples, held-out examples or None): the last `eval_fraction` of the examples (at most
+    `eval_examples`, at least one), never trained on."""
+    n = len(dataset)
+    if config.eval_fraction <= 0 or n < 2:
+        return dataset, None
+    held = min(config.eval_examples, max(1, int(n * config.eval_fraction)), n - 1)
+    return dataset.select(range(n - held)), dataset.select(range(n - held, n))
+
+
+# Under 2.7, dynamo fails inside transformers' encoder wrapper (README, "Libraries, and why").
+COMPILE_NEEDS_TORCH = (2, 7)
+
+
+def torch_release() -> tuple[int, int]:
+    """(major, minor) of the running torch, compared as numbers: 2.10 is newer than 2.7."""
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def compile_plan(config: PretrainConfig, on_gpu: bool, processes: int = 1) -> tuple[bool, str]:
+    """Whether and how to torch.compile: the config's choice, else what was measured to pay. On one H100 the
+    compiled ELECTRA-Small step with CUDA graphs ran 2.3x the eager one after ~90 s of compilation, so it wins any
+    run past ~2 minutes; on CPUs compilation did not pay, and CUDA graphs under several processes are left to
+    users who opt in."""
+    compile = config.compile if config.compile is not None else (on_gpu and processes == 1)
+    mode = config.compile_mode or ("reduce-overhead" if on_gpu else "default")
+    if compile and torch_release() < COMPILE_NEEDS_TORCH:
+        # pyproject asks for 2.7, but an install with --no-deps keeps whatever torch it finds
+        if config.compile:
+            raise UserError(
+                f"--compile needs torch >= 2.7 (this is {torch.__version__}, whose compiler fails inside "
+                "transformers' encoder); upgrade torch or drop --compile."
+            )
+        warnings.warn(
+            f"torch {torch.__version__} cannot compile this step (2.7+ can): training eagerly",
+            ElectraWarning,
+            stacklevel=2,
+        )
+        compile = False
+    return compile, mode
+
+
+def train_args(
+    config: PretrainConfig, output_dir: Path | None, on_gpu: bool = False, processes: int = 1
+) -> TrainArgs:
+    """The engine's settings of a pretraining config."""
+    compile, compile_mode = compile_plan(config, on_gpu, processes)
+    return TrainArgs(
+        max_steps=config.max_steps,
+        learning_rate=config.learning_rate,
+        warmup_steps=config.warmup_steps,
+        schedule=config.lr_schedule,
+        weight_decay=config.weight_decay,
+        adam_betas=(config.adam_beta1, config.adam_beta2),
+        adam_epsilon=config.adam_epsilon,
+        max_grad_norm=config.max_grad_norm,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        compile=compile,
+        compile_mode=compile_mode,
+        output_dir=output_dir,
+        log_every=config.log_every,
+        save_every=config.save_every,
+        keep_checkpoints=config.keep_checkpoints,
+        flops_budget=config.flops_budget,
+        time_budget=None if config.time_budget_minutes is None else 60.0 * config.time_budget_minutes,
+        schedule_clock=config.schedule_clock,
+        eval_every=config.eval_every,
+        description="pretraining",
+        cpu_dropout=config.cpu_dropout,
+    )
+
+
+def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
+    """Run (or resume) one pretraining run; returns the final metrics, the step and why it stopped."""
+    # the run fills in its vocabulary size and budget-sized schedule on its own copy: a caller's config, reused for
+    # a second run on another corpus, must not carry the first one's
+    config = copy.deepcopy(config)
+    check_config(config)
+    output_dir = inputs.output_dir
+    resume_from = _check_output_dir(
+        config, output_dir, output_dir / "checkpoints", inputs.resume, inputs.overwrite, inputs.size_to_budget
+    )
+
+    accelerator = make_accelerator(config.mixed_precision)
+    world = accelerator.num_processes
+    if config.train_batch_size % (world * config.gradient_accumulation_steps):
+        raise UserError(
+            f"train_batch_size {config.train_batch_size} is not divisible by processes ({world}) x "
+            f"gradient_accumulation_steps ({config.gradient_accumulation_steps})."
+        )
+    micro_batch = config.train_batch_size // (world * config.gradient_accumulation_steps)
+    set_seed(config.seed)
+
+    if resume_from is not None:
+        check_resume(output_dir, inputs, world, config.lowercase, config.text_form)
+    with accelerator.main_process_first():
+        if resume_from is not None:  # the run's own vocabulary: token ids must keep their meaning
+            tokenizer = load_saved_tokenizer(output_dir / "tokenizer")
+        else:
+            tokenizer = load_or_train_tokenizer(
+                run_vocabulary(config, inputs.vocab),
+                inputs.corpus,
+                config.tokenizer_vocab_size,
+                config.lowercase,
+                _sub(inputs.cache_dir, "tokenizers"),
+                text_form=config.text_form,
+            )
+        dataset = build_pretraining_dataset(
+            inputs.corpus,
+            tokenizer,
+            config,
+            cache_dir=_sub(inputs.cache_dir, "examples"),
+            num_proc=inputs.num_proc,
+            doc_boundary=inputs.doc_boundary,
+            show_progress=accelerator.is_main_process,
+            strict_utf8=inputs.strict_utf8,
+        )
+    dataset, held_out = split_held_out(dataset, config)
+    config.vocab_size = len(tokenizer)
+    if inputs.size_to_budget and config.flops_budget and resume_from is None:
+        steps = size_to_budget(config, config.flops_budget, inputs.keep_warmup)
+        accelerator.print(
+            f"--flops-budget {config.flops_budget:.3g} buys {steps} steps (warmup {config.warmup_steps})"
+        )
+    counts = token_counts(dataset, len(tokenizer)) if config.generator == "unigram" else None
+    model = build_pretraining_model(config, tokenizer, token_counts=counts)
+    if config.init_from is not None and resume_from is None:
+        fresh = load_initial_weights(model, config.init_from)
+        accelerator.print(
+            f"continuing from {config.init_from}: "
+            + "; ".join(f"{part}: {len(names)} tensor(s) fresh" for part, names in fresh.items())
+            + ("" if "generator" in fresh or model.generator is None else "; generator: fresh")
+        )
+    if resume_from is None and accelerator.is_main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        config.save(output_dir / "config.json")
+        save_tokenizer(tokenizer, output_dir / "tokenizer", config)
+        record = {"corpus": str(Path(inputs.corpus).resolve()), "corpus_sample": corpus_sample(inputs.corpus)}
+        record.update(tokenizer_sha256=tokenizer_sha256(tokenizer), world_size=world)
+        write_run_record(output_dir / RUN_RECORD, record)
+
+    order = ResumableBatchOrder(len(dataset), micro_batch, config.seed, accelerator.process_index, world)
+    args = train_args(config, output_dir, accelerator.device.type == "cuda", world)
+    collate = PretrainingCollator(
+        tokenizer.pad_token_id, pad_to=config.max_seq_length if args.compile else None
+    )
+    task = PretrainingTask(model, dataset, collate, order, config, held_out, micro_batch)
+    accelerator.print(
+        f"{len(dataset):,} examples | {sum(p.numel() for p in model.parameters()):,} parameters | batch "
+        f"{config.train_batch_size} = {world} process{'es' if world != 1 else ''} x {micro_batch} x "
+        f"{config.gradient_accumulation_steps} accumulation | {task.flops_per_step:.3g} train FLOPs/step"
+        + (f" | {len(held_out):,} held out" if held_out is not None else "")
+        + (
+            f" | torch.compile ({args.compile_mode}): the first step compiles for a minute or two"
+            if args.compile
+            else ""
+        )
+    )
+    resumed_at = checkpoint_step(resume_from) if resume_from is not None else None
+    result = Engine(args, accelerator).fit(task, resume_from)
+
+    last = dict(result.metrics, step=result.step)
+    finished_before = result.step == resumed_at and (output_dir / "summary.json").is_file()
+    if finished_before:
+        # A finished run resumed with nothing left to do: its exports, cards and summary describe the training
+        # that happened; rewritten from this invocation they would lose every metric.
+        how = _how_to_go_on(result.stop_reason, output_dir)
+        accelerator.print(f"{output_dir} already finished at step {result.step}; nothing to do ({how}).")
+    elif accelerator.is_main_process:
+        written = model.export(output_dir, tokenizer)
+        facts = card_facts(config, inputs, model, tokenizer, result, len(dataset), held_out)
+        write_export_cards(output_dir, written, read_export(output_dir).kinds, facts)
+        summary = dict(last, stop_reason=result.stop_reason, exports={k: str(v) for k, v in written.items()})
+        if task.flop_check is not None:
+            summary["flop_counter_check"] = task.flop_check
+        write_json_atomically(output_dir / "summary.json", summary)
+        accelerator.print(
+            f"done at step {result.step} ({result.stop_reason}); exports: "
+            + ", ".join(str(v) for v in written.values())
+        )
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return PretrainResult(
+        result.step,
+        result.stop_reason,
+        result.metrics,
+        output_dir,
+        accelerator.is_main_process,
+        trained=not finished_before,
+    )
+
+
+def card_facts(
+    config: PretrainConfig,
+    inputs: RunInputs,
+    model: Any,
+    tokenizer: Any,
+    result: Any,
+    examples: int,
+    held_out: Any,
+) -> CardFacts:
+    """What the export's model cards state, all read from the run (electra.export.model_card renders them)."""
+    objective = get_objective(config.objective)
+    encoder = objective.kept_encoder(model)
+    shape = (
+        f"hidden {config.hidden_size}, {config.num_hidden_layers} layers, {config.num_attention_heads} heads, "
+        f"intermediate {config.intermediate_size}, embeddings {config.embedding_size}, "
+        f"{config.max_position_embeddings} positions; {sum(p.numel() for p in encoder.parameters()):,} parameters"
+    )
+    generator = "none"
+    if model.generator is not None:
+        generator = f"{config.generator}, {sum(p.numel() for p in model.generator.parameters()):,} parameters"
+    held = f", {len(held_out):,} held out for eval/..." if held_out is not None else ""
+    mfu = f", MFU {result.metrics['mfu']:.1%} in the last logged window" if "mfu" in result.metrics else ""
+    rows = [
+        ("objective", f"`{config.objective}`: {objective.summary}"),
+        ("generator", generator),
+        (
+            "corpus",
+            f"`{Path(inputs.corpus).name}`, sha256 of names, sizes and first 64 KiB "
+            f"`{corpus_sample(inputs.corpus)[:16]}`; {examples:,} training examples{held}",
+        ),
+        (
+            "vocabulary",
+            f"{len(tokenizer):,} WordPiece pieces, "
+            f"{'words form' if text_form_of(tokenizer) == 'words' else 'lowercased' if config.lowercase else 'cased'}, "
+            f"sha256 `{tokenizer_sha256(tokenizer)[:16]}`",
+        ),
+        ("model", shape),
+        ("steps", f"{result.step:,} of {config.max_steps:,} (stopped by {result.stop_reason})"),
+        (
+            "batch",
+            f"{config.train_batch_size} sequences of up to {config.max_seq_length} tokens, "
+            f"learning rate {config.learning_rate:g}, warmup {config.warmup_steps:,}, seed {config.seed}",
+        ),
+        (
+            "compute",
+            f"{result.flops:.3g} training FLOPs (the ELECTRA paper's accounting), {result.seconds / 60:.1f} "
+            f"minutes, precision {config.mixed_precision}{mfu}",
+        ),
+        ("software", f"electra {__version__}"),
+    ]
+    # in the table already, or how fast the machine ran rather than what the model learnt
+    run_figures = ("learning_rate", "flops", "elapsed_seconds", "tokens_per_second", "mfu")
+    metrics = {f"train/{k}": v for k, v in result.metrics.items() if k not in run_figures}
+    if result.evaluations:
+        metrics.update({f"eval/{k}": v for k, v in result.evaluations[-1].items() if k != "step"})
+    return CardFacts(
+        title=f"{Path(inputs.output_dir).name}: `{config.objective}` pretraining",
+        summary=f"An encoder pretrained with the `{config.objective}` objective by the `electra` library "
+        "(ELECTRA / Electric). Fine-tune the discriminator (or the masked LM of the `mlm` baseline); "
+        "`export.json` beside it says which part is which.",
+        facts=rows,
+        metrics=metrics,
+        tags=(config.objective, "pretraining"),
+    )
+
+
+def corpus_sample(corpus: str | Path) -> str:
+    """A digest of the corpus that changes when it does: each file's name, size and first 64 KiB."""
+    digest = hashlib.sha256()
+    for name, size, _ in corpus_fingerprint(corpus):
+        digest.update(f"{Path(name).name}\0{size}\0".encode())
+        digest.update(read_corpus_bytes(Path(name), 65536))
+    return digest.hexdigest()
+
+
+def tokenizer_sha256(tokenizer: Any) -> str:
+    return tokenizer_fingerprint(tokenizer)
+
+
+def check_resume(
+    output_dir: Path, inputs: RunInputs, world: int, lowercase: bool = True, text_form: str = "raw"
+) -> None:
+    """Refuse to continue a run on another corpus, vocabulary or number of processes (one line, before any work):
+    token ids would change meaning, or every process would read other data than the checkpoint expects."""
+    path = output_dir / RUN_RECORD
+    if not path.is_file():
+        return  # a run from before the record existed
+    record = read_json_record(path)
+    if record is None or not {"world_size", "corpus_sample", "tokenizer_sha256"} <= record.keys():
+        raise UserError(
+            f"--resume: {path} is damaged (not the run record this command writes), so this resume cannot be "
+            f"checked against the corpus and vocabulary {output_dir} trained on; delete it to resume unchecked "
+            "(with that corpus), or start a new --output."
+        )
+    if record["world_size"] != world:
+        raise UserError(
+            f"--resume: {output_dir} was trained with {record['world_size']} process(es), this launch has {world}; "
+            f"resume with {record['world_size']} (accelerate launch --num_processes {record['world_size']})."
+        )
+    if corpus_sample(inputs.corpus) != record["corpus_sample"]:
+        raise UserError(
+            f"--resume: the corpus {inputs.corpus} is not the one {output_dir} trained on ({record['corpus']}, "
+            "unchanged); resume with that corpus or start a new --output."
+        )
+    if inputs.vocab is not None:
+        given = load_or_train_tokenizer(inputs.vocab, None, 1, lowercase, text_form=text_form)
+        if tokenizer_sha256(given) != record["tokenizer_sha256"]:
+            raise UserError(
+                f"--resume: --vocab {inputs.vocab} is not the vocabulary {output_dir} trained with "
+                f"({output_dir / 'tokenizer'}); drop --vocab to use the run's own."
+            )
+
+
+class _MicroBatches:
+    """A DataLoader batch sampler over the resumable order, starting at a given micro-batch."""
+
+    def __init__(self, order: ResumableBatchOrder, start: int):
+        self.order, self.start = order, start
+
+    def __iter__(self):
+        return self.order.batches(self.start)
+
+
+# What a pretraining run writes into its directory (`--overwrite` removes these, in a run's own directory only).
+RUN_FILES = (
+    "checkpoints",
+    "logs",
+    "metrics.csv",
+    "summary.json",
+    "run.json",
+    "config.json",
+    "tokenizer",
+    "curves.png",
+    "export.json",
+    "discriminator",
+    "generator",
+    "mlm",
+    "README.md",  # the export's model card
+    "wandb",  # --report-to wandb's local files
+)
+
+
+# Inside the folders a run writes, the names it writes there (fnmatch patterns of the path below the folder; "*"
+# crosses folders). Anything else in them was put there by someone else, and --overwrite keeps it.
+_EXPORT_NAMES = (
+    "config.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "README.md",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "added_tokens.json",
+    "generation_config.json",
+    "two_tower_config.json",
+)
+_WRITTEN_INSIDE = {
+    "checkpoints": ("latest", "step-*", ".*"),
+    "logs": ("events.out.tfevents.*", "*/events.out.tfevents.*"),
+    "tokenizer": _EXPORT_NAMES,
+    "discriminator": _EXPORT_NAMES,
+    "generator": _EXPORT_NAMES,
+    "mlm": _EXPORT_NAMES,
+    "wandb": ("*",),
+}
+
+
+def _files_not_written_by_a_run(path: Path) -> list[Path]:
+    """The files under one of RUN_FILES's folders that a run does not write there (a user's notes in
+    discriminator/, say): `--overwrite` deletes the folder, so it must not hold them."""
+    patterns = _WRITTEN_INSIDE.get(path.name)
+    if patterns is None or not path.is_dir():
+        return []
+    return sorted(
+        file
+        for file in path.rglob("*")
+        if not file.is_dir()
+        and not any(fnmatch.fnmatchcase(file.relative_to(path).as_posix(), p) for p in patterns)
+    )
+
+
+def _holds_own_run(output_dir: Path) -> bool:
+    """True when `output_dir` was started by `electra pretrain`: its run record is there and is one of ours.
+
+    Only then are RUN_FILES names in it this command's own, and `--overwrite` may delete them; a user's
+    `config.json` or `logs/` in a folder of their own never is."""
+    try:
+        record = json.loads((output_dir / RUN_RECORD).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and {"corpus_sample", "tokenizer_sha256", "world_size"} <= record.keys()
+
+
+def _check_output_dir(
+    config: PretrainConfig,
+    output_dir: Path,
+    checkpoints_dir: Path,
+    resume: bool,
+    overwrite: bool = False,
+    sized: bool = False,
+) -> Path | None:
+    refuse_file_as_directory(output_dir)
+    refuse_live_run(output_dir)  # before anything there is deleted, or taken for a checkpoint to resume
+    existing = latest_checkpoint(checkpoints_dir)
+    if not resume:
+        if not _holds_own_run(output_dir):  # new, empty, or the user's: written beside, never over
+            refuse_foreign_directory(output_dir, overwrite, produced=RUN_FILES)
+            return None
+        ours = [name for name in RUN_FILES if (output_dir / name).exists()]
+        holds_run = existing is not None or (output_dir / "summary.json").exists()
+        if holds_run and not overwrite:
+            raise UserError(
+                f"{output_dir} already holds a run; pass --resume to continue it, --overwrite to delete that run's "
+                f"files ({', '.join(ours)}; nothing else) and start over, or choose another --output."
+            )
+        # A run killed before its first checkpoint, or --overwrite: this command's files go, nothing else.
+        strangers = [path for name in ours for path in _files_not_written_by_a_run(output_dir / name)]
+        if strangers:
+            listing = ", ".join(str(path.relative_to(output_dir)) for path in strangers[:3])
+            raise UserError(
+                f"{output_dir}: --overwrite would delete {listing}{', ...' if len(strangers) > 3 else ''}, which no "
+                "run writes; move them out of the run's folders first."
+            )
+        for name in ours:
+            target = output_dir / name
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                target.unlink(missing_ok=True)
+        return None
+    if existing is None:
+        raise UserError(f"--resume: {checkpoints_dir} has no complete checkpoint to resume from.")
+    existing = latest_intact_checkpoint(checkpoints_dir)
+    saved = load_saved_config(output_dir / "config.json")
+    saved.vocab_size = config.vocab_size
+    if sized:  # derived from the budget when the run started: take them as they were
+        config.max_steps, config.warmup_steps = saved.max_steps, saved.warmup_steps
+    refuse_changed_settings(
+        output_dir / "config.json",
+        asdict(saved),
+        asdict(config),
+        f"rerun with the saved settings (`--config {output_dir / 'config.json'} --resume` repeats them all) or "
+        "start a new --output.",
+        ignore=RESUMABLE_CHANGES | {"vocab_size"},
+    )
+    return existing
+
+
+def _how_to_go_on(stop_reason: str, output_dir: Path) -> str:
+    """What trains a finished run further. Its schedule decayed to zero at max_steps, which a resume must keep
+    (`RESUMABLE_CHANGES`), so only a budget can be raised; past max_steps it is continued pretraining."""
+    if stop_reason == "flops_budget":
+        return "raise --flops-budget to train further"
+    if stop_reason == "time_budget":
+        return "raise --time-budget to train further"
+    return (
+        f"its schedule ends at max_steps, which a resume keeps; to train further, continue from it with "
+        f"--init-from {output_dir} and a new --output"
+    )
+
+
+def _is_main_process() -> bool:
+    return PartialState().is_main_process
+
+
+def _sub(root: str | None, name: str) -> str | None:
+    return str(Path(root) / name) if root else None
