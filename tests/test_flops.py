@@ -598,24 +598,24 @@ def test_export_scoring_of_an_electra_discriminator(objective, generator, expect
     assert list(get_objective(objective).scoring(model)) == expected
 
 
-# ------------------------------------------------------------------------------------------------ README
-def test_readme_states_every_paper_row_that_differs():
-    """README's "Counting compute" names each `--paper` row outside the tolerance with both figures and the
-    difference `electra flops --paper` prints (before: it said all agreed within 3%)."""
+# ------------------------------------------------------------------------------------------------ docs
+def test_flops_page_states_every_paper_row_that_differs():
+    """The site's "Counting FLOPs" page (docs/flops.md, once README's "Counting compute") names each `--paper` row
+    outside the tolerance with both figures and the difference `electra flops --paper` prints (before: it said all
+    agreed within 3%)."""
     from pathlib import Path
 
     from electra.flops.report import sci  # the table's format
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## Counting compute", 1)[1].split("\n## ", 1)[0]
-    flat = " ".join(section.split())
+    page = (Path(__file__).resolve().parents[1] / "docs" / "flops.md").read_text()
+    flat = " ".join(page.split())
     assert "all agree within 3%" not in flat
     differing = [row for row in reproduce_all() if row["status"] == "differs (see note)"]
     assert len(differing) == 2
     for row in differing:
         name = row["name"].split(" (")[0] if row["name"].startswith("ELECTRA-Small") else row["name"]
         assert name in flat, name
-        assert sci(row["ours_train_flops"]).replace("e+", "e") in flat, row["name"]  # README writes 1.29e18
+        assert sci(row["ours_train_flops"]).replace("e+", "e") in flat, row["name"]  # the page writes 1.29e18
         assert f"{100 * row['train_rel_diff']:.1f}%".replace("-", "−") in flat, row["name"]
 
 

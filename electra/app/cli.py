@@ -97,7 +97,10 @@ class CommandParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(
-        prog="electra", description="Pretrain, count, fine-tune and score ELECTRA / Electric models."
+        prog="electra",
+        description="Pretrain, count, fine-tune and score ELECTRA / Electric models.",
+        epilog="`electra COMMAND --help` gives a command's flags. The guide is the documentation site in docs/ "
+        "(mkdocs serve, or read docs/index.md); it starts at docs/getting-started.md.",
     )
     parser.add_argument("--version", action="version", version=f"electra {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
