@@ -12,10 +12,13 @@ from safetensors.torch import load_file
 from torch import nn
 
 import electra.training.engine as engine_module
+import electra.training.meters as meters
+import electra.training.stop_rules as stop_rules
 from electra.core.errors import UserError
 from electra.core.outputs import StepOutput
 from electra.training.engine import EarlyStopping, Engine, Task, TrainArgs
 from electra.training.run_log import read_csv, read_metrics
+from electra.training.stop_rules import StopRules
 
 
 class Regression(Task):
@@ -190,8 +193,6 @@ def test_a_time_budget_stops_at_the_step_that_spends_it_saves_and_resumes_exactl
     assert engine.fit(resumed, engine.latest_checkpoint()).step == 6
     a, b = _weights(straight.model), _weights(resumed.model)
     assert all(torch.equal(a[k], b[k]) for k in a)  # the schedule ran on as if never stopped
-    with pytest.raises(UserError, match="time budget must be positive"):
-        _args(tmp_path, time_budget=0.0)
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -201,9 +202,9 @@ def test_a_time_budget_between_log_steps_stops_within_a_step(processes, tmp_path
     agree at each log step on the step their budget ends at (from the last window's pace) and stop there, with
     no talk between log steps. (Two processes are simulated: this one answers for both.)"""
     now = [0.0]
-    monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    _fake_clock(monkeypatch, now)
     if processes == 2:
-        monkeypatch.setattr(Engine, "_past_deadline", _as_if_two_processes(Engine._past_deadline))
+        monkeypatch.setattr(StopRules, "_past_deadline", _as_if_two_processes(StopRules._past_deadline))
     args = _args(tmp_path, max_steps=1000, log_every=4, save_every=1000, time_budget=10.5)
     result = Engine(args).fit(TimedRegression(now))
     assert (result.stop_reason, result.step) == ("time_budget", 11)  # 1 s a step: step 11 ends at 11 s
@@ -215,7 +216,7 @@ def test_the_time_clock_stops_within_a_step_before_it_has_a_pace(tmp_path, monke
     before the first one (here 10.5 s at 1 s an update, logging every 100, a warmup of 500) ran on to step 100.
     One process now also reads its clock after every step, as on the steps clock."""
     now = [0.0]
-    monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    _fake_clock(monkeypatch, now)
     args = _args(
         tmp_path,
         max_steps=6000,
@@ -239,9 +240,9 @@ def test_several_processes_stop_within_a_step_when_the_budget_ends_before_the_fi
     after updates 1, 2, 4, ... until then, on the step it runs out at from the pace since update 1. (Two processes
     are simulated: this one answers for both, and its gather returns its own figures.)"""
     now = [0.0]
-    monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    _fake_clock(monkeypatch, now)
     for name in ("_past_deadline", "_probe_budget"):
-        monkeypatch.setattr(Engine, name, _as_if_two_processes(getattr(Engine, name)))
+        monkeypatch.setattr(StopRules, name, _as_if_two_processes(getattr(StopRules, name)))
     args = _args(
         tmp_path,
         max_steps=1000,
@@ -264,7 +265,7 @@ def test_a_time_budget_that_ends_inside_the_warmup_is_warned_of(
     at a fraction of the peak rate, never decaying, and said nothing. The first log step that projects the end
     now warns, once, with a warmup that fits."""
     now = [0.0]
-    monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    _fake_clock(monkeypatch, now)
     args = _args(
         tmp_path,
         max_steps=6000,
@@ -279,6 +280,13 @@ def test_a_time_budget_that_ends_inside_the_warmup_is_warned_of(
     assert err.count("inside the 500-step warmup") == (1 if warned else 0)
     if warned:
         assert "the time budget ends around step 21" in err and "--set warmup_steps=2," in err
+
+
+def _fake_clock(monkeypatch, now: list[float]) -> None:
+    """The engine's clocks (stop rules, log window) read `now[0]` instead of the real time."""
+    fake = SimpleNamespace(perf_counter=lambda: now[0])
+    for module in (stop_rules, meters):
+        monkeypatch.setattr(module, "time", fake)
 
 
 def _as_if_two_processes(check_budget):
@@ -310,7 +318,7 @@ def test_the_time_clock_anneals_to_zero_at_the_budget_stops_there_and_resumes_ex
     """Sized for 1,000 updates but given 20 s at 1 s an update: the decay must end, and the run stop, at update 20
     (not a log step), a killed run must resume onto the same rates, and the budget counts both invocations."""
     now = [0.0]
-    monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    _fake_clock(monkeypatch, now)
     timed = dict(max_steps=1000, log_every=3, save_every=9, time_budget=20.0, schedule_clock="time")
     straight = TimedRegression(now)
     torch.manual_seed(5)
@@ -344,10 +352,7 @@ def test_the_time_clock_anneals_to_zero_at_the_budget_stops_there_and_resumes_ex
     again = engine.fit(TimedRegression(now), engine.latest_checkpoint())
     assert (again.step, again.stop_reason) == (20, "time_budget")
     assert rows(tmp_path / "b") == rows(tmp_path / "a")
-    with pytest.raises(UserError, match="give one"):
-        _args(tmp_path, schedule_clock="time")
-    with pytest.raises(UserError, match="schedule_clock must be one of"):
-        _args(tmp_path, schedule_clock="flops")
+    # a time clock without a budget, or an unknown clock, is refused where settings come in (tests/test_config.py)
 
 
 @pytest.mark.slow
@@ -577,9 +582,15 @@ def test_a_warmup_as_long_as_the_run_is_warned_of(warmup, warned, tmp_path, caps
         assert f"(to {0.05 * 6 / warmup:.3g})" in err
 
 
-def test_an_unknown_cpu_dropout_is_refused_in_one_line():
-    with pytest.raises(UserError, match="cpu_dropout must be one of lanes, torch"):
-        TrainArgs(max_steps=1, learning_rate=0.1, cpu_dropout="fast")
+def test_an_unknown_cpu_dropout_is_refused_in_one_line_where_settings_come_in(tmp_path):
+    """The fine-tuners' settings are the boundary (pretraining's is its config, tests/test_config.py)."""
+    from electra.glue.finetune import FinetuneSettings
+    from electra.squad.train import SquadSettings
+
+    with pytest.raises(UserError, match="cpu_dropout must be one of lanes, torch, got 'fast'"):
+        FinetuneSettings(cpu_dropout="fast")
+    with pytest.raises(UserError, match="cpu_dropout must be one of lanes, torch, got 'fast'"):
+        SquadSettings(model=str(tmp_path), output=str(tmp_path), cpu_dropout="fast")
 
 
 def test_mfu_is_tokens_per_second_times_the_tasks_flops_over_the_peak(tmp_path, monkeypatch):
@@ -624,8 +635,8 @@ def test_mfu_is_charged_against_the_highest_peak_read_so_far(
     readings = iter(readings)
     monkeypatch.setattr(engine_module, "cached_matmul_peak", lambda device, dtype: 1.0e6)
     monkeypatch.setattr(engine_module, "matmul_peak", lambda device, dtype: next(readings))
-    monkeypatch.setattr(engine_module, "FIRST_PEAK_REREAD_SECONDS", 0.0)
-    monkeypatch.setattr(engine_module, "PEAK_REREAD_SECONDS", later_interval)
+    monkeypatch.setattr(meters, "FIRST_PEAK_REREAD_SECONDS", 0.0)
+    monkeypatch.setattr(meters, "PEAK_REREAD_SECONDS", later_interval)
     task = Regression()
     task.executed_flops_per_token = 1000.0
     Engine(_args(tmp_path)).fit(task)
@@ -739,8 +750,8 @@ def test_an_impossible_mfu_reads_the_peak_again_at_once(tmp_path, monkeypatch):
         engine_module, "cached_matmul_peak", lambda device, dtype: 1.0
     )  # a reading in a burst
     monkeypatch.setattr(engine_module, "matmul_peak", fresh)
-    monkeypatch.setattr(engine_module, "FIRST_PEAK_REREAD_SECONDS", 1.0e9)
-    monkeypatch.setattr(engine_module, "IMPOSSIBLE_MFU_REREAD_SECONDS", 0.0)
+    monkeypatch.setattr(meters, "FIRST_PEAK_REREAD_SECONDS", 1.0e9)
+    monkeypatch.setattr(meters, "IMPOSSIBLE_MFU_REREAD_SECONDS", 0.0)
     task = Regression()
     task.executed_flops_per_token = 1000.0
     Engine(_args(tmp_path)).fit(task)
@@ -753,5 +764,5 @@ def test_an_impossible_mfu_reads_the_peak_again_at_once(tmp_path, monkeypatch):
     readings.clear()
     monkeypatch.setattr(engine_module, "matmul_peak", lambda device, dtype: readings.append(1.0) or 1.0)
     Engine(_args(tmp_path / "busy")).fit(task)
-    assert len(read_metrics(tmp_path / "busy")) > engine_module.IMPOSSIBLE_MFU_REREADS
-    assert len(readings) == engine_module.IMPOSSIBLE_MFU_REREADS
+    assert len(read_metrics(tmp_path / "busy")) > meters.IMPOSSIBLE_MFU_REREADS
+    assert len(readings) == meters.IMPOSSIBLE_MFU_REREADS

@@ -71,8 +71,11 @@ def test_every_objective_trains_as_recorded(trace):
 
 @pytest.mark.slow
 def test_glue_fine_tune_scores_as_recorded(trace):
+    """Held to 1e-3 on the recording's kernels; on others (an AVX-512 host against an AVX2 recording moved the
+    Pearson correlation by 1.3e-3) to the 3e-3 the trace allows every continuous value there."""
+    relative = 1e-3 if _same_kernels(trace["recorded"]) else 3e-3
     for name, value in trace["recorded"]["glue_stsb"].items():
-        assert trace["now"]["glue_stsb"][name] == pytest.approx(value, rel=1e-3, abs=1e-4), name
+        assert trace["now"]["glue_stsb"][name] == pytest.approx(value, rel=relative, abs=1e-4), name
 
 
 @pytest.mark.slow

@@ -20,7 +20,6 @@ import contextlib
 import math
 import random
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,6 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from electra.core.config import CPU_DROPOUT, SCHEDULE_CLOCKS
 from electra.core.cpu_memory import keep_freed_memory
 from electra.core.errors import UserError
 from electra.core.output_lock import output_lock
@@ -50,6 +48,7 @@ from electra.export.checkpoint import (
 )
 from electra.flops.peak import cached_matmul_peak, matmul_peak, native_precision, peak_dtype
 from electra.nn.lane_attention import use_lanes
+from electra.training.meters import LogWindow, MfuMeter
 from electra.training.optim import (
     TimeBudgetClock,
     build_adamw,
@@ -58,21 +57,10 @@ from electra.training.optim import (
     schedule_on_clock,
 )
 from electra.training.run_log import default_report_to, progress_off
+from electra.training.stop_rules import StopRules
 from electra.training.trackers import RunLog
 
 BEST_WEIGHTS = "best.safetensors"
-# How often a run reads the matmul peak again: a neighbour's burst can only lower a reading, so the run keeps the
-# highest one, and a start-up reading taken in a burst would otherwise inflate every MFU of the run. The second
-# reading comes after FIRST_PEAK_REREAD_SECONDS, later ones every PEAK_REREAD_SECONDS, and the last log of a run
-# takes one more where the latest is older than FIRST_PEAK_REREAD_SECONDS (so the model card's MFU of a run of a
-# few minutes rests on more than its start-up reading; runs shorter than that, a test's, pay for none).
-FIRST_PEAK_REREAD_SECONDS = 60.0
-PEAK_REREAD_SECONDS = 600.0
-# An MFU above 1 can only mean the reading was taken in a burst (a 20-step run has only its start-up one): the
-# peak is read again at once, at most IMPOSSIBLE_MFU_REREADS times a run and this many seconds apart, since a host
-# that stays busy would otherwise pay a reading (up to ~2.5 s on a CPU) at every log.
-IMPOSSIBLE_MFU_REREAD_SECONDS = 5.0
-IMPOSSIBLE_MFU_REREADS = 3
 
 
 @dataclass
@@ -127,22 +115,12 @@ class TrainArgs:
     cpu_dropout: str = "lanes"  # electra.nn.dropout's cheap masks on a CPU ("torch": torch's own)
 
     def __post_init__(self) -> None:
+        """The counts the loop divides by. The rest was checked where the settings came in (PretrainConfig,
+        GlueSettings, SquadSettings, TLMSettings), which is where a bad value gets its one line."""
         if self.max_steps < 1:
             raise UserError(f"training needs at least 1 step, got max_steps={self.max_steps}.")
         if self.gradient_accumulation_steps < 1 or self.log_every < 1:
             raise UserError("gradient_accumulation_steps and log_every must be at least 1.")
-        if self.time_budget is not None and not self.time_budget > 0:
-            raise UserError(f"the time budget must be positive, got {self.time_budget} s.")
-        if self.schedule_clock not in SCHEDULE_CLOCKS:
-            raise UserError(
-                f"schedule_clock must be one of {', '.join(SCHEDULE_CLOCKS)}, got {self.schedule_clock!r}."
-            )
-        if self.schedule_clock == "time" and self.time_budget is None:
-            raise UserError("schedule_clock=time decays the learning rate over the time budget; give one.")
-        if self.save_every < 0 or self.eval_every < 0:
-            raise UserError("save_every and eval_every must not be negative (0 turns them off).")
-        if self.cpu_dropout not in CPU_DROPOUT:
-            raise UserError(f"cpu_dropout must be one of {', '.join(CPU_DROPOUT)}, got {self.cpu_dropout!r}.")
         if self.output_dir is not None:
             self.output_dir = Path(self.output_dir)
 
@@ -156,6 +134,24 @@ class TrainResult:
     seconds: float
     evaluations: list[dict[str, float]] = field(default_factory=list)
     best: dict[str, Any] | None = None  # {"step", "metric", "value", "metrics"} under early stopping
+
+
+@dataclass
+class _Run:
+    """A fit in progress: the counters a checkpoint keeps, and what its log steps and stop rules use."""
+
+    step: int = 0
+    flops_spent: float = 0.0
+    elapsed_before: float = 0.0  # training seconds of earlier invocations (a resumed run's)
+    best: dict[str, Any] | None = None
+    evaluations: list[dict[str, float]] = field(default_factory=list)
+    last: dict[str, float] = field(default_factory=dict)  # the latest logged row
+    warned_warmup: bool = False
+    log: RunLog | None = None
+    progress: Any = None  # the tqdm bar
+    window: LogWindow | None = None
+    mfu: MfuMeter | None = None
+    stops: StopRules | None = None
 
 
 class Task:
@@ -359,28 +355,75 @@ class Engine:
 
     def _fit(self, task: Task, resume_from: Path | None) -> TrainResult:
         args, acc = self.args, self.accelerator
+        model, optimizer, scheduler, clock = self._set_up(task, resume_from)
+        run, batches, saved_window = self._restore(task, model, optimizer, scheduler, clock, resume_from)
+        model, optimizer = acc.prepare(model, optimizer)
+        if args.compile:
+            model = torch.compile(model, mode=None if args.compile_mode == "default" else args.compile_mode)
+        run.log = RunLog(
+            args.output_dir or Path("."),
+            enabled=args.output_dir is not None and acc.is_main_process,
+            accelerator=acc,
+            resume_step=run.step,
+            report_to=args.report_to,
+            run_name=args.description,
+        )
+        run.progress = _progress_bar(args, run.step, enabled=args.progress and acc.is_main_process)
+        if clock is not None:
+            clock.start(run.step, run.elapsed_before)
+        task.before_training(self._plain(model), resumed=resume_from is not None)
+        run.mfu = MfuMeter(lambda fresh: self._matmul_peak(task, fresh), acc.num_processes)
+        stopping = args.early_stopping
+        if stopping is not None and stopping.evaluate_at_start and resume_from is None:
+            run.best = self._evaluate(task, model, 0, run.log, run.evaluations, run.best)
+        model.train()
+        run.window = LogWindow(acc.device, saved_window)
+        run.stops = stops = StopRules(args, acc, clock, run.step, run.elapsed_before)
+        if resume_from is not None:  # a resumed run whose budget was already spent takes no further step
+            stops.check_resumed(run.flops_spent)
+        try:
+            while run.step < args.max_steps and not stops.stopped:
+                micro_batches, grad_norm = self._update(
+                    task, model, optimizer, scheduler, batches, run.window
+                )
+                run.step += 1
+                step_flops = task.flops(micro_batches)
+                if step_flops is not None:
+                    run.flops_spent += step_flops
+                run.progress.update(1)
+                done = stops.after_update(run.step, run.flops_spent)
+                if run.step % args.log_every == 0 or done:
+                    done = self._log_step(task, run, scheduler, grad_norm, step_flops is not None, done)
+                if (args.eval_every and run.step % args.eval_every == 0) or done:
+                    self._evaluate_and_watch(task, model, run)
+                if self.saves_checkpoints and (run.step % args.save_every == 0 or done or stops.stopped):
+                    self._save(task, model, optimizer, scheduler, run)
+        finally:  # an error leaves its one line last, not a progress bar drawn after it
+            run.progress.close()
+            run.log.close()
+        if stopping is not None and stopping.restore_best and run.best is not None:
+            self._restore_best(self._plain(model))
+        seconds = stops.seconds()
+        return TrainResult(
+            run.step, stops.reason, run.last, run.flops_spent, seconds, run.evaluations, run.best
+        )
+
+    def _set_up(
+        self, task: Task, resume_from: Path | None
+    ) -> tuple[nn.Module, Any, Any, TimeBudgetClock | None]:
+        """The model on its device, its optimizer, schedule and schedule clock; refusals and warnings first."""
+        args, acc = self.args, self.accelerator
         if resume_from is None:
             self._refuse_earlier_checkpoints()
         else:
             self._refuse_other_process_count(resume_from)
-        accumulation = args.gradient_accumulation_steps
         model = task.model
         split_rng_per_process(acc.process_index, acc.num_processes)  # a resumed run then restores its own
         # On the device before the optimizer exists: fused AdamW needs CUDA parameters to choose itself.
         model.to(acc.device)
         if acc.device.type == "cpu":
             keep_freed_memory()  # the next step reuses this step's blocks instead of faulting them in again
-        if not native_precision(acc.device, _matmul_dtype(acc)):
-            self._notice(
-                f"WARNING: this CPU has no native {acc.mixed_precision} matmuls: the run will be far slower than in "
-                "fp32 (--mixed-precision no)."
-            )
-        elif (
-            acc.device.type == "cpu"
-            and acc.mixed_precision == "no"
-            and native_precision("cpu", torch.bfloat16)
-        ):
-            self._hint_bf16()
+        self._warn_about_precision()
         if args.cpu_dropout == "lanes":
             use_lanes(model)  # a no-op where the task built it so; other devices keep torch's path inside
         optimizer = build_adamw(
@@ -400,219 +443,151 @@ class Engine:
                 f"rate only warms up (to {args.learning_rate * args.max_steps / args.warmup_steps:.3g}) and never "
                 "decays; pass a smaller warmup (--set warmup_steps=N) for the whole schedule."
             )
-        step = 0
-        if resume_from is not None:
-            step = checkpoint_step(resume_from)
-        batches = task.batches(step * accumulation)  # may draw from the RNG: before it is restored below
-        flops_spent, elapsed_before, best, evaluations = 0.0, 0.0, None, []
-        saved_window: dict[str, Any] = {}
-        if resume_from is not None:
-            state = load_checkpoint(resume_from, model, optimizer, scheduler, rank=acc.process_index)
-            saved_window = state.get("log_window") or {}
-            flops_spent, elapsed_before = state.get("flops_spent", 0.0), state.get("elapsed_seconds", 0.0)
-            best, evaluations = state.get("best"), state.get("evaluations", [])
-            if clock is not None:
-                clock.load_state_dict(state.get("schedule_clock", {}))
-            task.load_state_dict(state.get("task", {}))
-            self._notice(f"resumed from {resume_from} at step {step}")
-        model, optimizer = acc.prepare(model, optimizer)
-        if args.compile:
-            model = torch.compile(model, mode=None if args.compile_mode == "default" else args.compile_mode)
+        return model, optimizer, scheduler, clock
 
-        log = RunLog(
-            args.output_dir or Path("."),
-            enabled=args.output_dir is not None and acc.is_main_process,
-            accelerator=acc,
-            resume_step=step,
-            report_to=args.report_to,
-            run_name=args.description,
-        )
-        progress = _progress_bar(args, step, enabled=args.progress and acc.is_main_process)
+    def _warn_about_precision(self) -> None:
+        acc = self.accelerator
+        if not native_precision(acc.device, _matmul_dtype(acc)):
+            self._notice(
+                f"WARNING: this CPU has no native {acc.mixed_precision} matmuls: the run will be far slower than in "
+                "fp32 (--mixed-precision no)."
+            )
+        elif (
+            acc.device.type == "cpu"
+            and acc.mixed_precision == "no"
+            and native_precision("cpu", torch.bfloat16)
+        ):
+            self._hint_bf16()
+
+    def _restore(
+        self,
+        task: Task,
+        model: nn.Module,
+        optimizer: Any,
+        scheduler: Any,
+        clock: Any,
+        resume_from: Path | None,
+    ) -> tuple[_Run, Iterator[Any], dict[str, Any]]:
+        """The run's counters, its batches from the step it starts at, and the log window a checkpoint kept."""
+        run = _Run()
+        if resume_from is not None:
+            run.step = checkpoint_step(resume_from)
+        # may draw from the RNG: before the checkpoint restores it
+        batches = task.batches(run.step * self.args.gradient_accumulation_steps)
+        if resume_from is None:
+            return run, batches, {}
+        state = load_checkpoint(resume_from, model, optimizer, scheduler, rank=self.accelerator.process_index)
+        run.flops_spent, run.elapsed_before = state.get("flops_spent", 0.0), state.get("elapsed_seconds", 0.0)
+        run.best, run.evaluations = state.get("best"), state.get("evaluations", [])
         if clock is not None:
-            clock.start(step, elapsed_before)
-        task.before_training(self._plain(model), resumed=resume_from is not None)
-        peak = self._matmul_peak(task)
-        peak_read_at, peak_readings, impossible_rereads = time.perf_counter(), 1, 0
-        stopping = args.early_stopping
-        if stopping is not None and stopping.evaluate_at_start and resume_from is None:
-            best = self._evaluate(task, model, 0, log, evaluations, best)
+            clock.load_state_dict(state.get("schedule_clock", {}))
+        task.load_state_dict(state.get("task", {}))
+        self._notice(f"resumed from {resume_from} at step {run.step}")
+        return run, batches, state.get("log_window") or {}
 
-        model.train()
-        # The steps since the last log, with their metric sums; a resume continues the window its checkpoint was
-        # taken in, so the first row after it averages as many steps as the uninterrupted run's.
-        window = {k: torch.tensor(v, device=acc.device) for k, v in saved_window.get("sums", {}).items()}
-        window_steps, window_tokens, window_start = saved_window.get("steps", 0), 0, time.perf_counter()
-        run_start = time.perf_counter()
-        last: dict[str, float] = {}
-        stop_reason = "max_steps"
-        # the step the processes agreed the time budget runs out at: the steps clock's, and either clock's before
-        # the first log step (`_probe_budget`)
-        deadline: int | None = None
-        start_step, first_step_end, warned_warmup = step, None, False
-        first_log = (step // args.log_every + 1) * args.log_every
-        if resume_from is not None:  # a resumed run whose budget was already spent takes no further step
-            stop_reason = self._budget_spent_before(flops_spent, elapsed_before, clock) or stop_reason
-        try:
-            while step < args.max_steps and stop_reason == "max_steps":
-                micro_batches = []
-                for micro in range(accumulation):
-                    host_batch = next(batches)
-                    micro_batches.append(host_batch)
-                    window_tokens += task.tokens(host_batch)  # counted on the host: no device sync
-                    batch = _to_device(host_batch, acc.device)
-                    sync = micro == accumulation - 1
-                    with contextlib.nullcontext() if sync else acc.no_sync(model):
-                        with acc.autocast():
-                            output = task.step(model, batch)
-                        acc.backward(output.loss / accumulation)
-                    for name, value in output.metrics.items():
-                        window[name] = window.get(name, 0.0) + value / accumulation
-                grad_norm = (
-                    acc.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                    if args.max_grad_norm
-                    else None
-                )
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                window_steps += 1
-                step_flops = task.flops(micro_batches)
-                if step_flops is not None:
-                    flops_spent += step_flops
-                progress.update(1)
-                budget_spent = args.flops_budget is not None and flops_spent >= args.flops_budget
-                done = step == args.max_steps or budget_spent
-                if clock is not None and not done and clock.finished(step):  # the decay has reached zero
-                    stop_reason, done = "time_budget", True
-                if first_step_end is None:
-                    first_step_end = time.perf_counter()
-                # the time clock's budget is the whole run's, the steps clock's this invocation's
-                spent_before = 0.0 if clock is None else elapsed_before
-                if not done and step < first_log and _is_power_of_two(step - start_step):
-                    out_of_time, deadline = self._probe_budget(
-                        step - start_step, step, run_start, first_step_end, spent_before
-                    )
-                    if out_of_time:
-                        stop_reason, done = "time_budget", True
-                if not done and self._past_deadline(step, deadline, run_start, spent_before):
-                    stop_reason, done = "time_budget", True
-                if step % args.log_every == 0 or done:
-                    seconds = time.perf_counter() - window_start
-                    means = {k: v / window_steps for k, v in window.items()}
-                    reduced = (
-                        acc.reduce(torch.stack(list(means.values())).float(), reduction="mean")
-                        if means
-                        else []
-                    )
-                    tokens = acc.reduce(
-                        torch.tensor(float(window_tokens), device=acc.device), reduction="sum"
-                    )
-                    last = {k: float(v) for k, v in zip(means, reduced.tolist() if means else [])}
-                    last.update(
-                        learning_rate=scheduler.get_last_lr()[0],
-                        grad_norm=float(grad_norm) if grad_norm is not None else math.nan,
-                        tokens_per_second=float(tokens) / max(seconds, 1e-9),
-                        elapsed_seconds=elapsed_before + time.perf_counter() - run_start,
-                    )
-                    if step_flops is not None:
-                        last["flops"] = flops_spent
-                    if peak and time.perf_counter() - peak_read_at >= _peak_reread_interval(
-                        peak_readings, done
-                    ):
-                        peak = max(peak, self._matmul_peak(task, fresh=True) or 0.0)
-                        peak_read_at, peak_readings = time.perf_counter(), peak_readings + 1
-                    if peak:
-                        per_token = task.executed_flops_per_token
-                        last["mfu"] = last["tokens_per_second"] * per_token / (peak * acc.num_processes)
-                        if (
-                            last["mfu"] > 1.0
-                            and impossible_rereads < IMPOSSIBLE_MFU_REREADS
-                            and time.perf_counter() - peak_read_at >= IMPOSSIBLE_MFU_REREAD_SECONDS
-                        ):
-                            peak = max(peak, self._matmul_peak(task, fresh=True) or 0.0)
-                            peak_read_at, peak_readings = time.perf_counter(), peak_readings + 1
-                            impossible_rereads += 1
-                            last["mfu"] = last["tokens_per_second"] * per_token / (peak * acc.num_processes)
-                    if not math.isfinite(last.get("loss", 0.0)):
-                        raise UserError(
-                            f"{args.description} step {step}: the loss is not finite ({last['loss']}); lower the "
-                            "learning rate or use fp32."
-                        )
-                    log.log(step, {f"train/{k}": v for k, v in last.items()})
-                    progress.set_postfix(_postfix(last, task.progress_keys))
-                    if progress_off():  # --no-progress: "logs only", a line per log step (main process)
-                        total = clock.end_step() if clock is not None else None
-                        self._notice(_log_line(args.description, step, total or args.max_steps, last, task))
-                    step_seconds = seconds / max(window_steps, 1)
-                    window, window_steps, window_tokens, window_start = {}, 0, 0, time.perf_counter()
-                    if not done:
-                        out_of_time, deadline = self._out_of_time(
-                            run_start, elapsed_before, clock, step, step_seconds
-                        )
-                        if out_of_time:
-                            stop_reason, done = "time_budget", True
-                    # on the time clock the bar counts the steps that fit in the budget
-                    if clock is not None and clock.end_step() is not None:
-                        progress.total = clock.end_step()
-                        progress.refresh()
-                        if not done and not warned_warmup:
-                            warned_warmup = self._warn_if_the_budget_ends_in_warmup(clock.end_step())
-                if budget_spent:
-                    stop_reason = "flops_budget"
-                if (args.eval_every and step % args.eval_every == 0) or done:
-                    previous = best
-                    best = self._evaluate(task, model, step, log, evaluations, best)
-                    stalled = best is previous and best is not None and stopping is not None
-                    if stalled and stopping.patience is not None:
-                        if step - best["step"] >= stopping.patience * args.eval_every:
-                            stop_reason = "early_stopping"
-                if self.saves_checkpoints and (
-                    step % args.save_every == 0 or done or stop_reason != "max_steps"
-                ):
-                    trainer_state = {
-                        "flops_spent": flops_spent,
-                        "elapsed_seconds": elapsed_before + time.perf_counter() - run_start,
-                        "best": best,
-                        "evaluations": evaluations,
-                        "task": task.state_dict(),
-                        "log_window": self._window_state(window, window_steps),
-                    }
-                    if clock is not None:
-                        trainer_state["schedule_clock"] = clock.state_dict()
-                    save_checkpoint(
-                        self.checkpoints_dir,
-                        step,
-                        self._plain(model),
-                        optimizer,
-                        scheduler,
-                        trainer_state,
-                        rank=acc.process_index,
-                        is_main=acc.is_main_process,
-                        barrier=acc.wait_for_everyone,
-                        keep=args.keep_checkpoints,
-                    )
-                if stop_reason != "max_steps":
-                    break
-        finally:  # an error leaves its one line last, not a progress bar drawn after it
-            progress.close()
-            log.close()
-        if stopping is not None and stopping.restore_best and best is not None:
-            self._restore_best(self._plain(model))
-        seconds = elapsed_before + time.perf_counter() - run_start
-        return TrainResult(step, stop_reason, last, flops_spent, seconds, evaluations, best)
+    def _update(
+        self,
+        task: Task,
+        model: nn.Module,
+        optimizer: Any,
+        scheduler: Any,
+        batches: Iterator[Any],
+        window: LogWindow,
+    ) -> tuple[list[Any], Any]:
+        """One optimizer update: forward and backward of every micro-batch, clip, step, schedule, zero."""
+        acc, accumulation = self.accelerator, self.args.gradient_accumulation_steps
+        micro_batches = []
+        for micro in range(accumulation):
+            host_batch = next(batches)
+            micro_batches.append(host_batch)
+            window.tokens += task.tokens(host_batch)  # counted on the host: no device sync
+            batch = _to_device(host_batch, acc.device)
+            with contextlib.nullcontext() if micro == accumulation - 1 else acc.no_sync(model):
+                with acc.autocast():
+                    output = task.step(model, batch)
+                acc.backward(output.loss / accumulation)
+            window.add(output.metrics, accumulation)
+        clip = self.args.max_grad_norm
+        grad_norm = acc.clip_grad_norm_(model.parameters(), clip) if clip else None
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        window.steps += 1
+        return micro_batches, grad_norm
 
-    def _window_state(self, window: dict[str, Any], steps: int) -> dict[str, Any]:
-        """The open log window for a checkpoint: its step count and metric sums, the mean over processes (every
-        process resumes with that mean, and the logged mean of means is unchanged)."""
-        if not window:
-            return {"steps": steps, "sums": {}}
-        names = list(window)
-        sums = torch.stack(
-            [torch.as_tensor(window[name], device=self.accelerator.device).float() for name in names]
+    def _log_step(
+        self, task: Task, run: _Run, scheduler: Any, grad_norm: Any, counts_flops: bool, done: bool
+    ) -> bool:
+        """Reduce the window into a row, write and show it; then, unless the run ends here, ask every process
+        whether the time budget is spent. Returns whether this update is the run's last."""
+        args, clock = self.args, run.stops.clock
+        metrics, tokens_per_second, step_seconds = run.window.close(self.accelerator)
+        metrics.update(
+            learning_rate=scheduler.get_last_lr()[0],
+            grad_norm=float(grad_norm) if grad_norm is not None else math.nan,
+            tokens_per_second=tokens_per_second,
+            elapsed_seconds=run.stops.seconds(),
         )
-        sums = self.accelerator.reduce(sums, reduction="mean")
-        return {"steps": steps, "sums": dict(zip(names, sums.tolist()))}
+        if counts_flops:
+            metrics["flops"] = run.flops_spent
+        mfu = run.mfu(tokens_per_second, task.executed_flops_per_token, done)
+        if mfu is not None:
+            metrics["mfu"] = mfu
+        if not math.isfinite(metrics.get("loss", 0.0)):
+            raise UserError(
+                f"{args.description} step {run.step}: the loss is not finite ({metrics['loss']}); lower the "
+                "learning rate or use fp32."
+            )
+        run.last = metrics
+        run.log.log(run.step, {f"train/{k}": v for k, v in metrics.items()})
+        run.progress.set_postfix(_postfix(metrics, task.progress_keys))
+        if progress_off():  # --no-progress: "logs only", a line per log step (main process)
+            total = (clock.end_step() if clock is not None else None) or args.max_steps
+            self._notice(_log_line(args.description, run.step, total, metrics, task))
+        run.window.reset()
+        if not done:
+            done = run.stops.at_log(run.step, step_seconds)
+        if clock is not None and clock.end_step() is not None:  # the bar counts the steps that fit the budget
+            run.progress.total = clock.end_step()
+            run.progress.refresh()
+            if not done and not run.warned_warmup:
+                run.warned_warmup = self._warn_if_the_budget_ends_in_warmup(clock.end_step())
+        return done
+
+    def _evaluate_and_watch(self, task: Task, model: nn.Module, run: _Run) -> None:
+        """Evaluate; under early stopping with patience, stop once the watched metric has stalled that long."""
+        previous = run.best
+        run.best = self._evaluate(task, model, run.step, run.log, run.evaluations, run.best)
+        stopping = self.args.early_stopping
+        stalled = run.best is previous and run.best is not None and stopping is not None
+        if stalled and stopping.patience is not None:
+            if run.step - run.best["step"] >= stopping.patience * self.args.eval_every:
+                run.stops.reason = "early_stopping"
+
+    def _save(self, task: Task, model: nn.Module, optimizer: Any, scheduler: Any, run: _Run) -> None:
+        acc = self.accelerator
+        trainer_state = {
+            "flops_spent": run.flops_spent,
+            "elapsed_seconds": run.stops.seconds(),
+            "best": run.best,
+            "evaluations": run.evaluations,
+            "task": task.state_dict(),
+            "log_window": run.window.state(acc),
+        }
+        if run.stops.clock is not None:
+            trainer_state["schedule_clock"] = run.stops.clock.state_dict()
+        save_checkpoint(
+            self.checkpoints_dir,
+            run.step,
+            self._plain(model),
+            optimizer,
+            scheduler,
+            trainer_state,
+            rank=acc.process_index,
+            is_main=acc.is_main_process,
+            barrier=acc.wait_for_everyone,
+            keep=self.args.keep_checkpoints,
+        )
 
     def _matmul_peak(self, task: Task, fresh: bool = False) -> float | None:
         """The device's dense matmul rate in the run's precision (fp32's where that precision is emulated), in
@@ -629,88 +604,6 @@ class Engine:
         `_orig_mod.` prefixes), what evaluation runs (eager: no recompilation for eval mode or another batch
         size) and what the start-up FLOP check measures (FlopCounterMode does not run inside a compiled graph)."""
         return self.accelerator.unwrap_model(model, keep_torch_compile=False)
-
-    def _budget_spent_before(
-        self, flops_spent: float, elapsed_before: float, clock: TimeBudgetClock | None
-    ) -> str | None:
-        """The budget a checkpoint has already spent, if any: resuming it under the same or a smaller budget
-        must not train one more step (and re-export) before the check after that step notices. Only the time
-        clock's budget is the whole run's; on the steps clock `--time-budget` counts from each start."""
-        if self.args.flops_budget is not None and flops_spent >= self.args.flops_budget:
-            return "flops_budget"
-        if (
-            clock is not None
-            and self.args.time_budget is not None
-            and elapsed_before >= self.args.time_budget
-        ):
-            return "time_budget"
-        return None
-
-    def _out_of_time(
-        self,
-        run_start: float,
-        elapsed_before: float,
-        clock: TimeBudgetClock | None,
-        step: int,
-        step_seconds: float,
-    ) -> tuple[bool, int | None]:
-        """At a log step: whether the time budget is spent, decided the same on every process (they must stop at
-        one step), and on the steps clock the step it will run out at, from each process's last window
-        (`step_seconds` a step), agreed as the earliest: between log steps the processes stop there without
-        talking (`_past_deadline`); a Small run logging every 50 steps of 9 s had run on for up to 7 minutes. On
-        the time clock the budget is the whole run's, and the time agreed here re-anchors the clock."""
-        budget = self.args.time_budget
-        if budget is None:
-            return False, None
-        here = time.perf_counter() - run_start
-        if clock is None:
-            return self._agreed_end(here, step, step_seconds)
-        seconds = torch.tensor([elapsed_before + here], dtype=torch.float64, device=self.accelerator.device)
-        agreed = float(self.accelerator.gather(seconds).max())  # the slowest process's time
-        clock.observe(step, agreed)
-        return agreed >= budget, None
-
-    def _agreed_end(self, spent: float, step: int, step_seconds: float | None) -> tuple[bool, int | None]:
-        """Whether any process has spent the time budget (`spent` seconds of it here), and the earliest step at
-        which one projects it spent from its own pace (`step_seconds` an update; None before it has one)."""
-        budget = self.args.time_budget
-        ends = math.inf
-        if step_seconds is not None:
-            ends = step + max(1, math.ceil(max(budget - spent, 0.0) / max(step_seconds, 1e-9)))
-        mine = torch.tensor([spent, float(ends)], dtype=torch.float64, device=self.accelerator.device)
-        every = self.accelerator.gather(mine).reshape(-1, 2)
-        soonest = float(every[:, 1].min())
-        return bool(every[:, 0].max() >= budget), None if math.isinf(soonest) else int(soonest)
-
-    def _probe_budget(
-        self, updates: int, step: int, run_start: float, first_step_end: float, spent_before: float
-    ) -> tuple[bool, int | None]:
-        """Before this invocation's first log step, several processes agree on the time budget after updates 1,
-        2, 4, 8, ...: whether it is spent, and (from update 2 on) the step it runs out at, projected from the
-        pace since the first update (which carries start-up and compilation). Why: they otherwise first agree at
-        the first log step, and a budget that ended before it ran on to it (one process reads its own clock
-        after every step instead). A handful of waits per run, none after the first log step."""
-        if self.args.time_budget is None or self.accelerator.num_processes == 1:
-            return False, None
-        now = time.perf_counter()
-        pace = (now - first_step_end) / (updates - 1) if updates > 1 else None
-        return self._agreed_end(spent_before + now - run_start, step, pace)
-
-    def _past_deadline(
-        self, step: int, deadline: int | None, run_start: float, spent_before: float = 0.0
-    ) -> bool:
-        """Between log steps, whether the time budget is spent: one process reads its own clock after every step
-        (no device work), on either schedule clock (`spent_before`: what earlier invocations spent, which the time
-        clock's budget includes); several stop at the step they agreed at the last log step (the steps clock) or
-        probe (`_probe_budget`, before the first log step), or where the time clock's projection ends
-        (`TimeBudgetClock.finished`). Why on the time clock too: until its first log step it has no pace to project
-        from, and a run whose budget ended inside that window ran on to it (a 0.3-minute budget logging every 100
-        steps of 4 s trained for 6.7 minutes)."""
-        if self.args.time_budget is None:
-            return False
-        if self.accelerator.num_processes == 1:
-            return spent_before + time.perf_counter() - run_start >= self.args.time_budget
-        return deadline is not None and step >= deadline
 
     # ------------------------------------------------------------------------------------------------------
     def _evaluate(self, task: Task, model, step: int, log: RunLog, evaluations: list, best):
@@ -793,16 +686,6 @@ def _to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, (list, tuple)):
         return type(batch)(_to_device(v, device) for v in batch)
     return batch
-
-
-def _is_power_of_two(count: int) -> bool:
-    return count > 0 and count & (count - 1) == 0
-
-
-def _peak_reread_interval(readings: int, last_log: bool) -> float:
-    """Seconds after the latest matmul-peak reading at which a log reads it again (see PEAK_REREAD_SECONDS)."""
-    interval = FIRST_PEAK_REREAD_SECONDS if readings == 1 else PEAK_REREAD_SECONDS
-    return min(interval, FIRST_PEAK_REREAD_SECONDS) if last_log else interval
 
 
 def _matmul_dtype(accelerator: Any) -> torch.dtype:
