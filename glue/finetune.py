@@ -33,6 +33,7 @@ from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoTokenizer
 
 from electra.core.config import (
+    CPU_DROPOUT,
     FINETUNE_RANGES,
     RUN_RECORD,
     check_ranges,
@@ -100,6 +101,8 @@ class FinetuneSettings:
     def __post_init__(self) -> None:
         # a learning rate of 0 read as "the default", a negative one trained the wrong way
         check_ranges(self, FINETUNE_RANGES)
+        if self.cpu_dropout not in CPU_DROPOUT:
+            raise UserError(f"cpu_dropout must be one of {', '.join(CPU_DROPOUT)}, got {self.cpu_dropout!r}.")
         if self.max_train_examples is not None and self.max_train_examples < 1:
             # 0 had read as "all of train", a negative count ended in random.sample's ValueError
             raise UserError(f"max_train_examples must be at least 1, got {self.max_train_examples}.")

@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from electra.core.config import (
+    CPU_DROPOUT,
     FINETUNE_RANGES,
     INPUT_DIGESTS,
     check_ranges,
@@ -103,6 +104,8 @@ class SquadSettings:
 
     def __post_init__(self) -> None:
         check_ranges(self, FINETUNE_RANGES)  # a negative rate would train the wrong way
+        if self.cpu_dropout not in CPU_DROPOUT:
+            raise UserError(f"cpu_dropout must be one of {', '.join(CPU_DROPOUT)}, got {self.cpu_dropout!r}.")
         self._check_counts()
         self.feature_settings().check()
 

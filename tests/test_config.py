@@ -125,6 +125,8 @@ def test_json_values_of_the_wrong_type_name_the_file(tmp_path, value, fragment):
         ({"train_batch_size": "-4"}, "train_batch_size must be at least 1"),
         ({"num_attention_heads": "0"}, "num_attention_heads must be at least 1"),
         ({"flops_budget": "0"}, "flops_budget must be positive"),
+        ({"time_budget_minutes": "0"}, "time_budget_minutes must be positive"),  # TrainArgs trusts it
+        ({"cpu_dropout": "fast"}, "cpu_dropout='fast' is not one of lanes, torch"),
         ({"warmup_steps": "-1"}, "warmup_steps must not be negative"),
         ({"lr_schedule": "cosine"}, "lr_schedule='cosine' is not one of linear, reference"),
         ({"schedule_clock": "flops"}, "schedule_clock='flops' is not one of steps, time"),
@@ -179,7 +181,7 @@ def test_compile_plan_stays_eager_on_a_torch_that_cannot_compile_the_step(monkey
 
 
 def test_an_unknown_compile_mode_is_refused():
-    with pytest.raises(UserError, match="compile_mode must be one of default, reduce-overhead"):
+    with pytest.raises(UserError, match="compile_mode='fast' is not one of default, reduce-overhead"):
         build_config("small", overrides={"compile_mode": "fast"})
 
 

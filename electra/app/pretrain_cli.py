@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 from pathlib import Path
 
 from electra.app.plot import plot_run
-from electra.core.config import GENERATORS, SCHEDULE_CLOCKS, SIZES
+from electra.core.config import SIZES, PretrainConfig
 from electra.core.errors import UserError
 from electra.core.files import require_file
-from electra.core.flags import add_output_option, require_counts
+from electra.core.flags import add_output_option, add_setting_flags, flagged_fields, require_counts
 
 
 class RegisteredObjectives:
@@ -29,6 +30,7 @@ class RegisteredObjectives:
 
 
 OBJECTIVE_CHOICES = RegisteredObjectives()
+DECLARED = {spec.name: spec for spec in fields(PretrainConfig)}
 
 
 def registered_objective(name: str) -> str:
@@ -65,71 +67,15 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         help="BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus",
     )
     add_output_option(parser, "output", "run directory (default: runs/<size>-<objective>)", default=None)
-    parser.add_argument(
-        "--objective",
-        type=registered_objective,
-        metavar="NAME",
-        help="pretraining objective: a registered name (electra, mlm, electric, electra-tt, ...; an unknown name "
-        "is answered with the full list)",
-    )
-    parser.add_argument("--generator", choices=GENERATORS, help="generator (noise distribution)")
-    parser.add_argument(
-        "--generator-from",
-        metavar="DIR",
-        help="a frozen, already trained masked LM as the generator (Fast-ELECTRA): a run of this library or a "
-        "transformers ...ForMaskedLM directory; its vocabulary is used",
-    )
-    parser.add_argument(
-        "--init-from",
-        metavar="DIR",
-        help="continued pretraining: start from this checkpoint (a run of this library, or a transformers ELECTRA "
-        "or BERT directory; its size and tokenizer are used; fresh optimizer and schedule)",
-    )
-    parser.add_argument("--max-steps", type=int, help="optimizer steps")
-    parser.add_argument(
-        "--batch-size",
-        "--global-batch-size",
-        type=int,
-        dest="train_batch_size",
-        help="global batch size: sequences per optimizer step over all processes and accumulation steps",
-    )
+    add_setting_flags(parser, PretrainConfig, parse={"objective": registered_objective})
+    # continued pretraining is settled before the config exists (electra.training.continued.run_settings)
+    parser.add_argument("--init-from", metavar="DIR", help=DECLARED["init_from"].metadata["help"])
     parser.add_argument(
         "--per-device-batch-size",
         "--per-device-train-batch-size",
         type=int,
         help="sequences per process per forward, as Trainer's --per_device_train_batch_size (the global batch is "
         "this x processes x accumulation)",
-    )
-    parser.add_argument("--learning-rate", type=float)
-    parser.add_argument("--gradient-accumulation-steps", type=int)
-    parser.add_argument("--max-seq-length", type=int)
-    parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"))
-    parser.add_argument("--seed", type=int)
-    parser.add_argument(
-        "--flops-budget", type=float, help="stop once this many training FLOPs are spent (e.g. 1e15)"
-    )
-    parser.add_argument(
-        "--time-budget",
-        dest="time_budget_minutes",
-        type=float,
-        metavar="MINUTES",
-        help="stop after this many minutes of training, saving a checkpoint and the curves (the schedule still "
-        "runs to --max-steps: the run is that schedule's first minutes; --resume continues it; with "
-        "--schedule-clock time the decay ends there instead)",
-    )
-    parser.add_argument(
-        "--schedule-clock",
-        choices=SCHEDULE_CLOCKS,
-        help="what the learning-rate decay runs on: steps (to --max-steps, the default) or time (to --max-steps or "
-        "--time-budget, whichever comes first, measured as it trains: one command fits any host; the budget then "
-        "counts every resumption too)",
-    )
-    parser.add_argument("--save-every", type=int)
-    parser.add_argument(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="torch.compile the model (slow first steps); default: on when one GPU trains, off on a CPU",
     )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config field"
@@ -161,14 +107,6 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# the flags whose names are not their config field's
-_FLAG_OF = {
-    "train_batch_size": "--batch-size",
-    "time_budget_minutes": "--time-budget",
-    "compile": "--compile/--no-compile",
-}
-
-
 def run(args: argparse.Namespace) -> int:
     from electra.core.config import parse_overrides
 
@@ -176,29 +114,14 @@ def run(args: argparse.Namespace) -> int:
     from electra.objectives import build_config
 
     overrides = parse_overrides(args.set)
-    for name in (
-        "objective",
-        "generator",
-        "max_steps",
-        "train_batch_size",
-        "learning_rate",
-        "gradient_accumulation_steps",
-        "max_seq_length",
-        "mixed_precision",
-        "seed",
-        "flops_budget",
-        "time_budget_minutes",
-        "schedule_clock",
-        "save_every",
-        "compile",
-        "generator_from",
-    ):
+    for spec in flagged_fields(PretrainConfig):
+        name = spec.name
         value = getattr(args, name)
         if value is None:
             continue
         if name in overrides:
             # the flag won, and the --set value was never read (nor checked: max_steps=5e-1 passed)
-            flag = _FLAG_OF.get(name, f"--{name.replace('_', '-')}")
+            flag = spec.metadata["flags"][0]
             raise UserError(f"{flag} and --set {name}={overrides[name]} both set {name}; give one of them.")
         overrides[name] = value
     from electra.training.continued import run_settings

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterator
+from dataclasses import Field, fields
 from typing import Any
 
-from electra.core.config import CPU_DROPOUT
+from electra.core.config import CPU_DROPOUT, PretrainConfig
 from electra.core.errors import UserError
 from electra.core.overwrite import refuse_unusable_output
 
@@ -48,12 +50,9 @@ def require_counts(
 def add_cpu_dropout_option(parser: argparse.ArgumentParser) -> None:
     """`--cpu-dropout`: the training engine's dropout masks on a CPU (`electra/nn/dropout.py`); other devices always
     use torch's own."""
+    declared = {spec.name: spec for spec in fields(PretrainConfig)}["cpu_dropout"]
     parser.add_argument(
-        "--cpu-dropout",
-        choices=CPU_DROPOUT,
-        default="lanes",
-        help="dropout on a CPU: lanes (cheap 16-bit masks; 1.1-1.2x faster steps where measured, README "
-        "Speed) or torch's own",
+        "--cpu-dropout", choices=CPU_DROPOUT, default=declared.default, help=declared.metadata["help"]
     )
 
 
@@ -66,3 +65,34 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if action.default is None or action.nargs == 0:
             return action.help
         return super()._get_help_string(action)
+
+
+def flagged_fields(settings_class: type) -> Iterator[Field]:
+    """The fields of a dataclass of `electra.core.config.setting`s that have command-line flags."""
+    return (spec for spec in fields(settings_class) if spec.metadata.get("flags"))
+
+
+def add_setting_flags(
+    parser: argparse.ArgumentParser,
+    settings_class: type,
+    parse: dict[str, Callable[[str], Any]] | None = None,
+) -> None:
+    """One flag per flagged field of `settings_class`, built from its declaration: the names, help, choices and
+    metavar, and the value type from the annotation (a bool field is a --x/--no-x switch). Every flag defaults to
+    None, "not given", so the preset, the config file and --set decide. `parse` replaces a field's value type
+    (a check that needs more than argparse's own)."""
+    parse = parse or {}
+    for spec in flagged_fields(settings_class):
+        kind = str(spec.type)
+        options: dict[str, Any] = {"dest": spec.name, "default": None, "help": spec.metadata["help"]}
+        if spec.metadata.get("metavar"):
+            options["metavar"] = spec.metadata["metavar"]
+        if kind.startswith("bool"):
+            options["action"] = argparse.BooleanOptionalAction
+        else:
+            options["type"] = parse.get(spec.name) or (
+                int if kind.startswith("int") else float if kind.startswith("float") else str
+            )
+            if spec.metadata.get("choices") and spec.name not in parse:
+                options["choices"] = spec.metadata["choices"]
+        parser.add_argument(*spec.metadata["flags"], **options)
