@@ -8,11 +8,13 @@ from pathlib import Path
 from electra.core.errors import UserError
 from electra.core.flags import (
     DefaultsHelpFormatter,
-    add_cpu_dropout_option,
     add_output_option,
+    add_setting_flags,
+    flag_values,
     require_counts,
 )
 from electra.core.overwrite import refuse_to_replace, refuse_unowned, start_over
+from electra.glue.settings import FinetuneSettings
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
 10% warmup then linear decay, batch 32, learning rate and layer-wise decay by model size, 10 epochs for RTE and
@@ -50,40 +52,7 @@ def register(subparsers) -> None:
         "--seeds", type=int, default=1, help="fine-tuning runs per task; the median is reported"
     )
     parser.add_argument("--seed", type=int, default=1, help="first seed; runs use seed, seed+1, ...")
-    parser.add_argument(
-        "--epochs", type=float, default=None, help="default: 10 for RTE and STS-B, 3 otherwise"
-    )
-    parser.add_argument(
-        "--max-steps", type=int, default=None, help="stop after N updates (overrides --epochs)"
-    )
-    parser.add_argument(
-        "--learning-rate",
-        type=float,
-        default=None,
-        help="default by hidden size: 3e-4 small, 1e-4 base, 5e-5 large",
-    )
-    parser.add_argument("--layer-decay", type=float, default=None, help="default 0.8 (0.9 for large)")
-    parser.add_argument(
-        "--original-layer-decay",
-        action="store_true",
-        help="use the reference code's layer-wise rates (two extra decay factors below the head)",
-    )
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-seq-length", type=int, default=128)
-    parser.add_argument("--warmup-fraction", type=float, default=0.1)
-    parser.add_argument("--weight-decay", type=float, default=0.0)
-    parser.add_argument(
-        "--no-double-unordered",
-        dest="double_unordered",
-        action="store_false",
-        help="do not also train MRPC and STS-B on swapped sentence pairs",
-    )
-    parser.add_argument("--max-train-examples", type=int, default=None, help="a fixed random subset of train")
-    parser.add_argument(
-        "--skip-malformed",
-        action="store_true",
-        help="drop TSV rows with too few or too many fields (warns) instead of stopping",
-    )
+    add_setting_flags(parser, FinetuneSettings, declared_defaults=True)
     parser.add_argument(
         "--init-from", default=None, help="start from this fine-tuned checkpoint (e.g. MNLI for RTE)"
     )
@@ -92,14 +61,6 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--save-best", action="store_true", help="save the best seed per task to OUTPUT/checkpoints/"
-    )
-    parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"), default="no")
-    add_cpu_dropout_option(parser)
-    parser.add_argument(
-        "--save-every",
-        type=int,
-        default=0,
-        help="checkpoint each seed's run every N updates under OUTPUT/runs/ (0: never), for --resume",
     )
     parser.add_argument(
         "--resume",
@@ -140,11 +101,10 @@ def prepare_output(
     run in `output` (always refused), an earlier run's results there (refused unless `overwrite` or `resume`), the
     model, the data files; then, the inputs being sound, `overwrite` deletes the earlier run's files (never a
     user's). Returns the GLUE data folder."""
-    from electra.glue.finetune import check_files, check_init_from, resolve_model_dir
-    from electra.glue.tasks import resolve_data_dir
-
     from electra.data.tokenization import require_tokenizer
     from electra.export.layout import finetune_dir, require_safetensors
+    from electra.glue.finetune import check_files, check_init_from, resolve_model_dir
+    from electra.glue.tasks import resolve_data_dir
 
     if output:
         refuse_foreign_run(Path(output))
@@ -168,35 +128,15 @@ def prepare_output(
 
 
 def run(args: argparse.Namespace) -> int:
-    from electra.glue.finetune import FinetuneSettings, check_run_inputs, run_glue
+    from electra.glue.finetune import check_run_inputs, run_glue
     from electra.glue.tasks import parse_task_list
 
-    require_counts(
-        args, ("seeds", "batch_size", "max_seq_length"), optional=("max_steps", "max_train_examples")
-    )
-    if (args.predict_test or args.save_best or args.resume or args.save_every) and not args.output:
+    require_counts(args, ("seeds",))
+    # checked here, before --overwrite deletes anything
+    settings = FinetuneSettings(**flag_values(FinetuneSettings, args), progress=not args.no_progress)
+    if (args.predict_test or args.save_best or args.resume or settings.save_every) and not args.output:
         raise UserError("--predict-test, --save-best, --save-every and --resume need --output DIR.")
-    if args.save_every < 0:
-        raise UserError("--save-every must not be negative (0 turns checkpoints off).")
     specs = parse_task_list(args.task)
-    settings = FinetuneSettings(  # checked here, before --overwrite deletes anything
-        learning_rate=args.learning_rate,
-        layer_decay=args.layer_decay,
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        batch_size=args.batch_size,
-        max_seq_length=args.max_seq_length,
-        warmup_fraction=args.warmup_fraction,
-        weight_decay=args.weight_decay,
-        double_unordered=args.double_unordered,
-        original_off_by_one=args.original_layer_decay,
-        max_train_examples=args.max_train_examples,
-        skip_malformed=args.skip_malformed,
-        mixed_precision=args.mixed_precision,
-        save_every=args.save_every,
-        cpu_dropout=args.cpu_dropout,
-        progress=not args.no_progress,  # what results.json records; the bars themselves follow the global switch
-    )
     seeds = [args.seed + i for i in range(args.seeds)]
     check_run_inputs(specs, settings, seeds)
     data_dir = prepare_output(

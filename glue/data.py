@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from electra.glue.tasks import Example, TaskSpec
 
 from electra.data.packing import pad_batch
+from electra.glue.tasks import Example, TaskSpec
 
 
 def encode_examples(

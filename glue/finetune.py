@@ -23,29 +23,22 @@ from pathlib import Path
 import numpy as np
 import torch
 from accelerate.utils import set_seed
-from electra.flops.analytic import finetune_flops as analytic_finetune_flops
-from electra.glue.data import Collator, encode_examples
-from electra.glue.metrics import task_scores
-from electra.glue.model import GlueModel, load_encoder, saved_seed
-from electra.glue.report import format_table, write_outputs
-from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, read_examples, swap_pairs, task_file
 from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoTokenizer
 
-from electra.core.config import (
-    CPU_DROPOUT,
-    FINETUNE_RANGES,
-    RUN_RECORD,
-    check_ranges,
-    check_run_record,
-    keep_run_record,
-    read_run_record,
-)
+from electra.core.config import RUN_RECORD, check_run_record, keep_run_record, read_run_record
 from electra.core.errors import ElectraWarning, UserError
 from electra.core.files import file_sha256, read_json_record, write_json_atomically
 from electra.core.outputs import StepOutput
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import MANIFEST, finetune_dir, fit_length, read_model_config, refuse_run_folder
+from electra.flops.analytic import finetune_flops as analytic_finetune_flops
+from electra.glue.data import Collator, encode_examples
+from electra.glue.metrics import task_scores
+from electra.glue.model import GlueModel, load_encoder, saved_seed
+from electra.glue.report import format_table, write_outputs
+from electra.glue.settings import FinetuneSettings
+from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, read_examples, swap_pairs, task_file
 from electra.training.engine import (
     Engine,
     Task,
@@ -73,39 +66,6 @@ def size_defaults(hidden_size: int) -> tuple[str, float, float]:
 
 def paper_epochs(task: str) -> int:
     return LONG_TASKS.get(task, 3)
-
-
-@dataclass
-class FinetuneSettings:
-    learning_rate: float | None = None  # None: by model size (3e-4 small, 1e-4 base, 5e-5 large)
-    layer_decay: float | None = None  # None: 0.8 (0.9 for large)
-    epochs: float | None = None  # None: the paper's (10 for RTE/STS-B, 3 otherwise)
-    max_steps: int | None = None  # overrides epochs
-    batch_size: int = 32  # global batch (split over processes)
-    eval_batch_size: int = 128
-    max_seq_length: int = 128
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.0
-    adam_epsilon: float = 1e-6
-    max_grad_norm: float = 1.0  # the reference clips the global gradient norm at 1
-    double_unordered: bool = True  # MRPC / STS-B also train on (B, A)
-    original_off_by_one: bool = False  # the reference code's layer-wise rates (see electra/training/optim.py)
-    max_train_examples: int | None = None  # a fixed random subset of train (quick runs, tests)
-    skip_malformed: bool = False  # drop rows with too few fields instead of stopping at the first
-    mixed_precision: str = "no"
-    cpu_dropout: str = "lanes"  # dropout masks on a CPU: lanes (electra/nn/dropout.py) or torch
-    save_every: int = 0  # checkpoint every N updates (needs an output directory), so a killed run can resume
-    log_every: int = 10
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        # a learning rate of 0 read as "the default", a negative one trained the wrong way
-        check_ranges(self, FINETUNE_RANGES)
-        if self.cpu_dropout not in CPU_DROPOUT:
-            raise UserError(f"cpu_dropout must be one of {', '.join(CPU_DROPOUT)}, got {self.cpu_dropout!r}.")
-        if self.max_train_examples is not None and self.max_train_examples < 1:
-            # 0 had read as "all of train", a negative count ended in random.sample's ValueError
-            raise UserError(f"max_train_examples must be at least 1, got {self.max_train_examples}.")
 
 
 @dataclass

@@ -8,6 +8,7 @@ STS-B `pearson` and `spearman`, `accuracy` elsewhere, as fractions; the values e
 
 import datasets
 import evaluate
+
 from electra.glue.metrics import compute_metrics
 from electra.glue.tasks import TASKS, get_task
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from electra.glue.tasks import TaskSpec
 
 from electra.core.local_metrics import load_local_metric
+from electra.glue.tasks import TaskSpec
 
 
 def accuracy(predictions: Sequence, labels: Sequence) -> float:

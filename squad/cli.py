@@ -7,8 +7,9 @@ import json
 import math
 from pathlib import Path
 
-from electra.core.flags import add_cpu_dropout_option, add_output_option
+from electra.core.flags import add_output_option, add_setting_flags, flag_values
 from electra.core.overwrite import check_output_file, refuse_to_replace, refuse_unowned, start_over
+from electra.squad.settings import SquadSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,67 +26,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="checkpoint dir (HF layout + tokenizer), or a fine-tuned "
         "SQuAD model dir when only --eval is given",
     )
-    parser.add_argument(
-        "--tokenizer", help="tokenizer directory, when the checkpoint has none (default: --model)"
-    )
-    parser.add_argument("--train", help="training JSON in the official format")
-    parser.add_argument("--eval", help="evaluation JSON in the official format")
-    parser.add_argument("--version", choices=("1.1", "2.0"), default="1.1")
-    add_output_option(parser, "output", "output directory (default: squad_output)", default="squad_output")
-    parser.add_argument("--epochs", type=float, default=2.0, help="training epochs (paper: 2)")
-    parser.add_argument("--max-steps", type=int, help="stop after N updates (overrides --epochs)")
-    parser.add_argument(
-        "--learning-rate",
-        type=float,
-        default=1e-4,
-        help="peak rate (paper: 3e-4 Small, 1e-4 Base, 5e-5 Large)",
-    )
-    parser.add_argument(
-        "--layer-decay", type=float, default=0.8, help="layer-wise decay (paper: 0.8 Small/Base, 0.9 Large)"
-    )
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--eval-batch-size", type=int, default=64)
-    parser.add_argument("--warmup-fraction", type=float, default=0.1)
-    parser.add_argument("--weight-decay", type=float, default=0.01)
-    parser.add_argument("--max-seq-length", type=int, default=384)
-    parser.add_argument("--doc-stride", type=int, default=128, help="tokens between window starts")
-    parser.add_argument("--max-query-length", type=int, default=64)
-    parser.add_argument(
-        "--head",
-        choices=("xlnet", "plain"),
-        default="xlnet",
-        help="xlnet: ELECTRA's head (end conditioned on start, beam search); plain: independent start/end",
-    )
+    add_setting_flags(parser, SquadSettings, declared_defaults=True)
     parser.add_argument(
         "--answerable",
         choices=("auto", "on", "off"),
         default="auto",
         help="answerability classifier (auto: on for 2.0)",
     )
-    parser.add_argument("--beam-size", type=int, default=20, help="top-k starts and ends at inference")
-    parser.add_argument("--n-best-size", type=int, default=20)
-    parser.add_argument("--max-answer-length", type=int, default=30, help="in tokens")
-    parser.add_argument(
-        "--na-threshold",
-        type=float,
-        help="fixed no-answer threshold (2.0); default: the F1-best one on the evaluated set",
-    )
-    parser.add_argument(
-        "--original-layer-decay",
-        action="store_true",
-        help="use the reference code's layer-wise rates (two extra decay factors below the head), as glue does",
-    )
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--mixed-precision", choices=("no", "bf16", "fp16"), default="no")
-    add_cpu_dropout_option(parser)
-    parser.add_argument("--cache-dir", help="feature cache (default: OUTPUT/cache)")
-    parser.add_argument("--max-train-examples", type=int, help="use only the first N training questions")
-    parser.add_argument(
-        "--save-every", type=int, default=0, help="checkpoint every N updates under OUTPUT/train/ (0: never)"
-    )
-    parser.add_argument(
-        "--resume", action="store_true", help="continue training from the latest checkpoint in OUTPUT/train/"
-    )
+    add_output_option(parser, "output", "output directory (default: squad_output)", default="squad_output")
     parser.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
     )
@@ -116,11 +64,10 @@ def prepare_output(settings, overwrite: bool) -> dict:
     results in the output (refused unless `overwrite` or `settings.resume`), the model and data files; then, the
     inputs being sound, `overwrite` deletes the earlier run's files (never a user's). Returns the questions read
     (`electra.squad.train.check_inputs`)."""
-    from electra.squad.train import check_inputs, check_model_fits
-
     from electra.core.errors import UserError
     from electra.data.tokenization import require_tokenizer
     from electra.export.layout import finetune_dir, require_safetensors
+    from electra.squad.train import check_inputs, check_model_fits
 
     produced = SQUAD_EVAL_OUTPUTS + (("model", "train") if settings.train else ())
     if settings.resume and settings.train is None:
@@ -151,42 +98,12 @@ def prepare_output(settings, overwrite: bool) -> dict:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from electra.squad.train import SquadSettings, finetune
+    from electra.squad.train import finetune
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    settings = SquadSettings(
-        model=args.model,
-        output=args.output,
-        tokenizer=args.tokenizer,
-        version=args.version,
-        train=args.train,
-        eval=args.eval,
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        learning_rate=args.learning_rate,
-        layer_decay=args.layer_decay,
-        batch_size=args.batch_size,
-        eval_batch_size=args.eval_batch_size,
-        warmup_fraction=args.warmup_fraction,
-        weight_decay=args.weight_decay,
-        max_seq_length=args.max_seq_length,
-        doc_stride=args.doc_stride,
-        max_query_length=args.max_query_length,
-        head=args.head,
-        answerable={"auto": None, "on": True, "off": False}[args.answerable],
-        beam_size=args.beam_size,
-        n_best_size=args.n_best_size,
-        max_answer_length=args.max_answer_length,
-        na_threshold=args.na_threshold,
-        seed=args.seed,
-        mixed_precision=args.mixed_precision,
-        cpu_dropout=args.cpu_dropout,
-        cache_dir=args.cache_dir,
-        max_train_examples=args.max_train_examples,
-        save_every=args.save_every,
-        resume=args.resume,
-        original_layer_decay=args.original_layer_decay,
-    )
+    answerable = {"auto": None, "on": True, "off": False}[args.answerable]
+    values = flag_values(SquadSettings, args)
+    settings = SquadSettings(model=args.model, output=args.output, answerable=answerable, **values)
     parsed = prepare_output(settings, args.overwrite)
     results = finetune(settings, parsed)
     if "eval" in results:
@@ -212,11 +129,10 @@ def run_eval(args: argparse.Namespace) -> int:
     would refuse to train on (an answer_start that misses its text, a 1.1 file under --version 2.0) is a warning."""
     import sys
 
-    from electra.squad.data import load_squad_json, read_squad
-    from electra.squad.metrics import evaluate_v1, evaluate_v2, gold_answers
-
     from electra.core.errors import UserError
     from electra.core.files import write_text_atomically
+    from electra.squad.data import load_squad_json, read_squad
+    from electra.squad.metrics import evaluate_v1, evaluate_v2, gold_answers
 
     if args.out:
         # before any work, and never one of the files read: `--output dev-v1.1.json` had replaced the dataset with
@@ -286,10 +202,9 @@ def _require_na_probs_match(
 
 
 def _load_mapping(path: str, kind: type | tuple[type, ...]) -> dict:
-    from electra.squad.data import read_json_file
-
     from electra.core.errors import UserError
     from electra.core.files import require_file
+    from electra.squad.data import read_json_file
 
     file = require_file(path, "JSON file")
     mapping = read_json_file(file, "expected a JSON object {question id: value}.")

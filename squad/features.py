@@ -22,10 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from electra.squad.data import Answer, SquadExample
-
 from electra.core.errors import UserError, first_line
 from electra.core.files import read_json_record, write_json_atomically
+from electra.squad.data import Answer, SquadExample
 
 logger = logging.getLogger(__name__)
 

@@ -15,9 +15,10 @@ head's `QAOutput` (a loss with labels; else top-k starts, the k x k ends given e
 from __future__ import annotations
 
 import torch
+from transformers import ElectraConfig, ElectraModel, ElectraPreTrainedModel
+
 from electra.squad.heads import HeadConfig, QAOutput, SpanHead
 from electra.squad.model import HEAD_KEY, span_forward
-from transformers import ElectraConfig, ElectraModel, ElectraPreTrainedModel
 
 
 class ElectraForSquad(ElectraPreTrainedModel):

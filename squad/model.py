@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from electra.squad.heads import HeadConfig, QAOutput, SpanHead
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
 from electra.core.errors import UserError
 from electra.core.files import read_safetensors
 from electra.export.layout import load_pretrained, read_head, save_with_head
+from electra.squad.heads import HeadConfig, QAOutput, SpanHead
 
 HEAD_KEY = "squad_head"  # config.json entry holding the head's settings
 OLD_HEAD_CONFIG = "qa_head.json"  # the first layout's side files

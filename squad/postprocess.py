@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from electra.squad.data import SquadExample
 
 NO_CANDIDATE_SCORE = 1e4  # no-answer score when no valid span exists (JSON has no infinity)

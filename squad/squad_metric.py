@@ -9,6 +9,7 @@ result is the official evaluation scripts' (`electra.squad.metrics`, tested agai
 
 import datasets
 import evaluate
+
 from electra.squad.metrics import evaluate_v1, evaluate_v2
 
 _DESCRIPTION = "The official SQuAD v1.1 / v2.0 evaluation (electra's electra.squad.metrics)."

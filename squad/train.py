@@ -14,7 +14,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,20 +22,11 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate.utils import set_seed
-from electra.squad.data import SquadExample, read_squad
-from electra.squad.features import FeatureSettings, build_features
-from electra.squad.heads import HeadConfig
-from electra.squad.metrics import official_scores
-from electra.squad.model import SquadModel, load_tokenizer, native_qa_class
-from electra.squad.postprocess import Predictions, WindowResult, postprocess
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from electra.core.config import (
-    CPU_DROPOUT,
-    FINETUNE_RANGES,
     INPUT_DIGESTS,
-    check_ranges,
     check_run_record,
     keep_run_record,
 )
@@ -47,6 +38,13 @@ from electra.data.packing import pad_batch
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import finetune_dir, fit_length, read_model_config, refuse_run_folder
 from electra.export.model_card import CARD, CardFacts, render_card
+from electra.squad.data import SquadExample, read_squad
+from electra.squad.features import build_features
+from electra.squad.heads import HeadConfig
+from electra.squad.metrics import official_scores
+from electra.squad.model import SquadModel, load_tokenizer, native_qa_class
+from electra.squad.postprocess import Predictions, WindowResult, postprocess
+from electra.squad.settings import SquadSettings
 from electra.training.engine import (
     Engine,
     Task,
@@ -61,94 +59,12 @@ from electra.training.run_log import progress_off
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class SquadSettings:
-    model: str
-    output: str
-    tokenizer: str | None = None  # default: the model directory
-    version: str = "1.1"
-    train: str | None = None
-    eval: str | None = None
-    epochs: float = 2.0
-    max_steps: int | None = None
-    learning_rate: float = 1e-4
-    layer_decay: float = 0.8
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    head: str = "xlnet"
-    answerable: bool | None = None  # None: on for 2.0, off for 1.1
-    answerable_weight: float = 0.5
-    beam_size: int = 20
-    head_inner_size: int = 512  # the head's gelu layer (ELECTRA: 512)
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    na_threshold: float | None = None  # None: the F1-best threshold on the evaluated set
-    seed: int = 42
-    mixed_precision: str = "no"
-    cpu_dropout: str = "lanes"  # dropout masks on a CPU: lanes (electra/nn/dropout.py) or torch
-    cache_dir: str | None = None
-    max_train_examples: int | None = None
-    progress: bool = True
-    original_layer_decay: bool = (
-        False  # the reference code's layer-wise rates (see electra/training/optim.py)
+def head_config(settings: SquadSettings) -> HeadConfig:
+    """The span head the settings ask for; answerability defaults to on for SQuAD 2.0 only."""
+    answerable = settings.version == "2.0" if settings.answerable is None else settings.answerable
+    return HeadConfig(
+        settings.head, answerable, settings.answerable_weight, settings.beam_size, settings.head_inner_size
     )
-    save_every: int = 0  # checkpoint every N updates under OUTPUT/train/checkpoints (0: never)
-    resume: bool = False  # continue from the latest checkpoint there
-    log_every: int = 20
-
-    def __post_init__(self) -> None:
-        check_ranges(self, FINETUNE_RANGES)  # a negative rate would train the wrong way
-        if self.cpu_dropout not in CPU_DROPOUT:
-            raise UserError(f"cpu_dropout must be one of {', '.join(CPU_DROPOUT)}, got {self.cpu_dropout!r}.")
-        self._check_counts()
-        self.feature_settings().check()
-
-    def _check_counts(self) -> None:
-        """Refused here, when the settings are made, so before `--overwrite` deletes an earlier run and before a
-        model loads. Each of these had failed late or quietly: a batch size of 0 in a ZeroDivisionError after the
-        features were built, an evaluation batch size or beam of 0 in a traceback after training and saving,
-        `max_steps=0` and `max_train_examples=0` read as "not given" (the second -1 dropping the last question),
-        an n-best size of 0 still keeping one answer, a maximum answer length of 0 predicting "" everywhere, a
-        NaN no-answer threshold written into results.json as NaN (not JSON), a negative seed in a traceback."""
-        for name in (
-            "batch_size",
-            "eval_batch_size",
-            "max_seq_length",
-            "doc_stride",
-            "max_query_length",
-            "beam_size",
-            "head_inner_size",
-            "n_best_size",
-            "max_answer_length",
-            "log_every",
-            "max_steps",
-            "max_train_examples",
-        ):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise UserError(f"{name} must be at least 1, got {value}.")
-        if self.save_every < 0:
-            raise UserError(f"save_every must be at least 0 (0: never), got {self.save_every}.")
-        if not 0 <= self.seed < 2**32:
-            raise UserError(f"seed must be in [0, 2**32), got {self.seed}.")
-        if self.na_threshold is not None and not math.isfinite(self.na_threshold):
-            raise UserError(
-                f"na_threshold must be a finite number, got {self.na_threshold} (a large one, like 1e9, never "
-                "predicts no answer)."
-            )
-
-    def feature_settings(self) -> FeatureSettings:
-        return FeatureSettings(self.max_seq_length, self.doc_stride, self.max_query_length)
-
-    def head_config(self) -> HeadConfig:
-        answerable = self.version == "2.0" if self.answerable is None else self.answerable
-        return HeadConfig(self.head, answerable, self.answerable_weight, self.beam_size, self.head_inner_size)
 
 
 # What a resume may change: how training is watched and saved, and how the trained model is evaluated (the
@@ -273,7 +189,7 @@ def finetune(settings: SquadSettings, parsed: dict[str, list[SquadExample]] | No
             keep_run_record(output, record, settings.resume)
     tokenizer = load_tokenizer(settings.tokenizer or model_dir)
     if settings.train is not None:
-        model = SquadModel.from_encoder(model_dir, settings.head_config())
+        model = SquadModel.from_encoder(model_dir, head_config(settings))
     else:  # evaluation only: the directory must be a fine-tuned SQuAD model
         model = SquadModel.load(settings.model)
     require_tokenizer_fits(tokenizer, model.encoder.get_input_embeddings().num_embeddings, model_dir)

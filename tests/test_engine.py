@@ -585,11 +585,11 @@ def test_a_warmup_as_long_as_the_run_is_warned_of(warmup, warned, tmp_path, caps
 def test_an_unknown_cpu_dropout_is_refused_in_one_line_where_settings_come_in(tmp_path):
     """The fine-tuners' settings are the boundary (pretraining's is its config, tests/test_config.py)."""
     from electra.glue.finetune import FinetuneSettings
-    from electra.squad.train import SquadSettings
+    from electra.squad.settings import SquadSettings
 
-    with pytest.raises(UserError, match="cpu_dropout must be one of lanes, torch, got 'fast'"):
+    with pytest.raises(UserError, match="cpu_dropout='fast' is not one of lanes, torch"):
         FinetuneSettings(cpu_dropout="fast")
-    with pytest.raises(UserError, match="cpu_dropout must be one of lanes, torch, got 'fast'"):
+    with pytest.raises(UserError, match="cpu_dropout='fast' is not one of lanes, torch"):
         SquadSettings(model=str(tmp_path), output=str(tmp_path), cpu_dropout="fast")
 
 
@@ -651,9 +651,10 @@ def test_bf16_is_charged_against_its_own_peak_only_where_it_is_native(native, tm
     """Where bf16 is native its MFU divides by the bf16 peak; where a CPU emulates it the run warns at the start
     and divides by the fp32 peak (the emulated product has no units of its own, and ATen's scalar bf16 `mm` is
     slower than the converting linear the model runs, which gave MFUs above 100%)."""
-    import electra.flops.peak as peak_module
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
+
+    import electra.flops.peak as peak_module
 
     def probe(device, dtype):
         return native or dtype == torch.float32

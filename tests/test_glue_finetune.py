@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from electra.glue.finetune import FinetuneSettings, SeedRun, glue_average, load_task_data, run_glue, summarise
-from electra.glue.model import GlueModel, load_encoder
-from electra.glue.tasks import get_task
 
 from electra.app.cli import main
 from electra.core.errors import ElectraWarning, UserError
+from electra.glue.finetune import FinetuneSettings, SeedRun, glue_average, load_task_data, run_glue, summarise
+from electra.glue.model import GlueModel, load_encoder
+from electra.glue.tasks import get_task
 from electra.training.optim import layerwise_lr_groups
 from tests.test_glue_tasks import write_mnli, write_qqp  # GLUE-format writers
 
@@ -413,7 +413,6 @@ def test_a_resume_of_fewer_tasks_keeps_the_others_in_the_summary(tmp_path, capsy
     results.md with RTE alone: the STS-B row was gone without a word (its seeds stayed under runs/). The summary
     now keeps the earlier tasks' rows, runs and FLOPs, in the earlier order, and says so."""
     import electra.glue.finetune as finetune_module
-
     from tests.golden_trace import WORDS
 
     run, data = _micro_glue(tmp_path)
@@ -452,8 +451,9 @@ def test_a_resume_adds_what_the_first_run_did_not_write(tmp_path, capsys):
     """Before: a run resumed with --predict-test or --save-best reused its finished seeds as they were, so the
     test predictions were missing (no STS-B.tsv) and no best model was saved. Now such a seed is run again from its
     last checkpoint, which gives the very model the uninterrupted run saves."""
-    from electra.glue.model import saved_seed
     from safetensors.torch import load_file
+
+    from electra.glue.model import saved_seed
 
     run, data = _micro_glue(tmp_path)
     common = ["--model", str(run), "--task", "stsb", "--data-dir", str(data), "--seeds", "2"]
@@ -527,8 +527,8 @@ def test_bad_numbers_are_one_line_before_any_work(tmp_path, capsys, monkeypatch)
             "--max-seq-length 2 leaves no room for text in stsb's [CLS] A [SEP] B [SEP]",
         ),
         (["--max-seq-length", "4"], "give at least 5"),
-        (["--max-train-examples", "0"], "--max-train-examples must be at least 1"),
-        (["--max-train-examples", "-3"], "--max-train-examples must be at least 1"),
+        (["--max-train-examples", "0"], "max_train_examples must be at least 1, got 0."),
+        (["--max-train-examples", "-3"], "max_train_examples must be at least 1, got -3."),
         (["--seed", "-1"], "seed -1 is outside 0..4294967295"),
         (["--seed", str(2**32 - 1), "--seeds", "2"], "seed 4294967296 is outside"),
     ]:
@@ -635,7 +635,6 @@ def test_a_run_folder_given_as_a_model_is_named_for_what_it_is(tmp_path, capsys,
     import shutil
 
     import electra.glue.finetune as finetune_module
-
     from electra.export.layout import finetune_dir
 
     run, data = _micro_glue(tmp_path)
@@ -678,9 +677,8 @@ def test_init_from_a_model_of_another_shape_is_refused_before_any_work(tmp_path,
     import shutil
 
     import electra.glue.finetune as finetune_module
-    from electra.glue.finetune import check_init_from
-
     from electra.export.layout import finetune_dir
+    from electra.glue.finetune import check_init_from
 
     run, data = _micro_glue(tmp_path)
     capsys.readouterr()  # the export's progress bars
@@ -710,9 +708,8 @@ def test_init_from_a_model_of_another_shape_is_refused_before_any_work(tmp_path,
 def test_a_seed_given_twice_is_refused(tmp_path):
     """Before: `electra.finetune_glue(..., seeds=[1, 2, 1])` ran seed 1 twice, counted it twice in the median,
     and wrote its second result over the first."""
-    from electra.glue.finetune import check_run_inputs
-
     import electra
+    from electra.glue.finetune import check_run_inputs
 
     with pytest.raises(UserError, match=r"seed 1 is given twice in seeds \[1, 2, 1\]; give each seed once"):
         check_run_inputs([get_task("stsb")], FinetuneSettings(), [1, 2, 1])

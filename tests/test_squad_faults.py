@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from electra.squad.data import read_squad
 
 from electra.app.cli import main
 from electra.core.errors import UserError
+from electra.squad.data import read_squad
 from tests.test_squad_pipeline import _self_contained
 
 SMALL = ["--max-seq-length", "64", "--max-query-length", "16", "--doc-stride", "32", "--batch-size", "8"]
@@ -109,8 +109,8 @@ def test_squad_eval_predictions_not_utf8_or_cut_short(tmp_path: Path, capsys) ->
         ),  # dropped the last
         (["--max-query-length", "0"], "max_query_length must be at least 1, got 0."),
         (["--doc-stride", "0"], "doc_stride must be at least 1, got 0."),  # before: after --overwrite deleted
-        (["--save-every", "-1"], "save_every must be at least 0"),
-        (["--seed", "-1"], "seed must be in [0, 2**32), got -1."),  # before: ValueError traceback
+        (["--save-every", "-1"], "save_every must not be negative, got -1."),
+        (["--seed", "-1"], "seed must be in 0..4294967295 (the range numpy seeds), got -1."),  # before: ValueError traceback
         (["--na-threshold", "nan"], "na_threshold must be a finite number, got nan"),  # before: NaN in JSON
         (["--max-query-length", "61"], "--max-seq-length 64 leaves no room for context"),
     ],
@@ -244,10 +244,10 @@ def test_a_squad_output_given_to_init_from_is_named_as_one(tmp_path: Path) -> No
 def test_a_question_longer_than_the_model_is_cut_without_a_false_alarm(tmp_path: Path, capfd) -> None:
     """Before: a question longer than the tokenizer's model_max_length printed transformers' "Token indices sequence
     length is longer than ... will result in indexing errors" while being cut to --max-query-length, which it is."""
-    from electra.squad.data import SquadExample
-    from electra.squad.features import FeatureSettings, build_features
     from transformers import AutoTokenizer
 
+    from electra.squad.data import SquadExample
+    from electra.squad.features import FeatureSettings, build_features
     from tests.conftest import save_tiny_electra
 
     tokenizer = AutoTokenizer.from_pretrained(str(save_tiny_electra(tmp_path / "tiny")))
@@ -394,10 +394,10 @@ def test_the_models_limits_are_refused_before_overwrite_deletes(tmp_path: Path, 
 def test_whitespace_at_an_answers_edges_is_not_labelled_as_tokens(tmp_path: Path) -> None:
     """Before: an answer " loop " (it matches its context, so it is read) was labelled from the token before it
     ("the") to the token after it, a span two tokens too wide."""
-    from electra.squad.data import Answer, SquadExample
-    from electra.squad.features import FeatureSettings, build_features
     from transformers import AutoTokenizer
 
+    from electra.squad.data import Answer, SquadExample
+    from electra.squad.features import FeatureSettings, build_features
     from tests.conftest import save_tiny_electra
 
     tokenizer = AutoTokenizer.from_pretrained(str(save_tiny_electra(tmp_path / "tiny")))

@@ -29,7 +29,6 @@ import torch
 from electra.app.pretrain_cli import check_paths as _check_pretrain_paths
 from electra.core.config import PretrainConfig, coerce_value, load_config_file, settings_from
 from electra.core.errors import ElectraWarning, UserError
-from electra.core.flags import require_counts
 from electra.core.overwrite import refuse_unusable_output
 from electra.data.embedded_corpus import ensure_embedded_corpus
 from electra.export.layout import Export, finetune_dir
@@ -49,7 +48,7 @@ from electra.objectives import build_config as _build_config
 from electra.pll.scoring import Scorer
 from electra.pll.scoring import load_scorer as _load_scorer
 from electra.squad.cli import prepare_output as _prepare_squad_output
-from electra.squad.train import SquadSettings
+from electra.squad.settings import SquadSettings
 from electra.squad.train import finetune as _finetune_squad
 from electra.training.continued import continued_settings
 from electra.training.model import PretrainingModel, build_pretraining_model
@@ -278,9 +277,6 @@ def finetune_glue(
         overwrite = _flag("overwrite", overwrite, source)
         specs = parse_task_list(tasks if isinstance(tasks, str) else ",".join(tasks))
         finetune = settings_from(FinetuneSettings, settings, source)
-        # the counts `electra glue` checks among its flags: max_steps=0 had trained whole epochs, a batch size of
-        # 0 failed in a ZeroDivisionError, an evaluation batch size of 0 in range() once training was done
-        require_counts(finetune, ("batch_size", "eval_batch_size"), optional=("max_steps",))
         if (predict_test or save_best or resume or finetune.save_every) and output_dir is None:
             raise UserError("predict_test, save_best, save_every and resume need an output_dir.")
         check_run_inputs(specs, finetune, seeds)  # before `overwrite` deletes an earlier run

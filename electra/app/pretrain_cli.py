@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 from pathlib import Path
 
 from electra.app.plot import plot_run
@@ -30,7 +29,6 @@ class RegisteredObjectives:
 
 
 OBJECTIVE_CHOICES = RegisteredObjectives()
-DECLARED = {spec.name: spec for spec in fields(PretrainConfig)}
 
 
 def registered_objective(name: str) -> str:
@@ -69,7 +67,9 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_option(parser, "output", "run directory (default: runs/<size>-<objective>)", default=None)
     add_setting_flags(parser, PretrainConfig, parse={"objective": registered_objective})
     # continued pretraining is settled before the config exists (electra.training.continued.run_settings)
-    parser.add_argument("--init-from", metavar="DIR", help=DECLARED["init_from"].metadata["help"])
+    parser.add_argument(
+        "--init-from", metavar="DIR", help=PretrainConfig.declared("init_from").metadata["help"]
+    )
     parser.add_argument(
         "--per-device-batch-size",
         "--per-device-train-batch-size",

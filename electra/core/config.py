@@ -35,24 +35,28 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 # or more fails only once the model or optimizer is built, after the corpus is read. Each range: (test, what the
 # value "must" do).
 Range = tuple[Callable[[float], bool], str]
-_RATE: Range = (lambda v: 0.0 <= v < 1.0, "be in [0, 1)")
-_FRACTION: Range = (lambda v: 0.0 <= v <= 1.0, "be in [0, 1]")
-_NON_NEGATIVE: Range = (lambda v: v >= 0.0, "be at least 0")
-_POSITIVE: Range = (lambda v: v > 0.0, "be positive")
-_DECAY: Range = (lambda v: 0.0 < v <= 1.0, "be in (0, 1]")
+RATE: Range = (lambda v: 0.0 <= v < 1.0, "be in [0, 1)")
+FRACTION: Range = (lambda v: 0.0 <= v <= 1.0, "be in [0, 1]")
+NON_NEGATIVE: Range = (lambda v: v >= 0.0, "be at least 0")
+POSITIVE: Range = (lambda v: v > 0.0, "be positive")
+DECAY: Range = (lambda v: 0.0 < v <= 1.0, "be in (0, 1]")
+COUNT: Range = (lambda v: v >= 1, "be at least 1")
+NOT_NEGATIVE_COUNT: Range = (lambda v: v >= 0, "not be negative")
+OPEN_FRACTION: Range = (lambda v: 0.0 < v < 1.0, "be in (0, 1)")
+SEED_RANGE: Range = (lambda v: 0 <= v < 2**32, f"be in 0..{2**32 - 1} (the range numpy seeds)")
 # The fine-tuners' (GLUE's, SQuAD's) float settings, for the same reasons; None means "the default" and passes.
 FINETUNE_RANGES: dict[str, Range] = {
-    **dict.fromkeys(("learning_rate", "epochs"), _POSITIVE),
-    "layer_decay": _DECAY,
-    "warmup_fraction": _FRACTION,
-    **dict.fromkeys(("weight_decay", "adam_epsilon", "max_grad_norm", "answerable_weight"), _NON_NEGATIVE),
+    **dict.fromkeys(("learning_rate", "epochs"), POSITIVE),
+    "layer_decay": DECAY,
+    "warmup_fraction": FRACTION,
+    **dict.fromkeys(("weight_decay", "adam_epsilon", "max_grad_norm", "answerable_weight"), NON_NEGATIVE),
 }
 
 # TLM's and TARTAN's (`electra.tlm.train.TLMSettings`): stage 1's and META-TARTAN's rates, stage 2's fine-tuning.
 TASK_AWARE_RANGES: dict[str, Range] = {
-    **dict.fromkeys(("learning_rate", "finetune_lr", "meta_lr", "meta_head_lr"), _POSITIVE),
-    "finetune_layer_decay": _DECAY,
-    **dict.fromkeys(("rho1", "rho2", "finetune_epochs"), _NON_NEGATIVE),  # 0 epochs: no stage 2
+    **dict.fromkeys(("learning_rate", "finetune_lr", "meta_lr", "meta_head_lr"), POSITIVE),
+    "finetune_layer_decay": DECAY,
+    **dict.fromkeys(("rho1", "rho2", "finetune_epochs"), NON_NEGATIVE),  # 0 epochs: no stage 2
 }
 
 
@@ -73,7 +77,9 @@ def check_declared(settings: Any, source: str) -> None:
         if value is None:
             continue
         if choices is not None and value not in choices:
-            raise UserError(f"{source}: {spec.name}={value!r} is not one of {', '.join(choices)}.")
+            raise UserError(
+                f"{source + ': ' if source else ''}{spec.name}={value!r} is not one of {', '.join(choices)}."
+            )
         if within is not None:
             check_ranges(settings, {spec.name: within}, source)
 
@@ -94,35 +100,27 @@ def setting(
     return field(default=default, metadata=metadata)
 
 
-_COUNT: Range = (lambda v: v >= 1, "be at least 1")
-_NOT_NEGATIVE_COUNT: Range = (lambda v: v >= 0, "not be negative")
-_OPEN_FRACTION: Range = (lambda v: 0.0 < v < 1.0, "be in (0, 1)")
-_SEED: Range = (lambda v: 0 <= v < 2**32, f"be in 0..{2**32 - 1} (the range numpy seeds)")
-
-
 @dataclass
 class PretrainConfig:
     # ---- model: discriminator (the model that is kept) ----
     vocab_size: int = setting(
-        30522, "vocabulary size; replaced by the tokenizer's when one is trained or loaded", within=_COUNT
+        30522, "vocabulary size; replaced by the tokenizer's when one is trained or loaded", within=COUNT
     )
-    hidden_size: int = setting(256, "hidden size of the discriminator", within=_COUNT)
-    num_hidden_layers: int = setting(12, "transformer layers of the discriminator", within=_COUNT)
-    intermediate_size: int = setting(1024, "feed-forward size of the discriminator", within=_COUNT)
+    hidden_size: int = setting(256, "hidden size of the discriminator", within=COUNT)
+    num_hidden_layers: int = setting(12, "transformer layers of the discriminator", within=COUNT)
+    intermediate_size: int = setting(1024, "feed-forward size of the discriminator", within=COUNT)
     num_attention_heads: int = setting(
-        4, "attention heads (hidden_size / heads is the head size)", within=_COUNT
+        4, "attention heads (hidden_size / heads is the head size)", within=COUNT
     )
     embedding_size: int = setting(
-        128, "embedding size: ELECTRA factorises embeddings (Small: 128 below hidden 256)", within=_COUNT
+        128, "embedding size: ELECTRA factorises embeddings (Small: 128 below hidden 256)", within=COUNT
     )
-    max_position_embeddings: int = setting(512, "positions the model can read", within=_COUNT)
-    type_vocab_size: int = setting(2, "segment types", within=_COUNT)
-    hidden_dropout_prob: float = setting(0.1, "dropout on hidden states", within=_RATE)
-    attention_probs_dropout_prob: float = setting(0.1, "dropout on attention probabilities", within=_RATE)
-    layer_norm_eps: float = setting(1e-12, "LayerNorm epsilon", within=_NON_NEGATIVE)
-    initializer_range: float = setting(
-        0.02, "standard deviation of the initial weights", within=_NON_NEGATIVE
-    )
+    max_position_embeddings: int = setting(512, "positions the model can read", within=COUNT)
+    type_vocab_size: int = setting(2, "segment types", within=COUNT)
+    hidden_dropout_prob: float = setting(0.1, "dropout on hidden states", within=RATE)
+    attention_probs_dropout_prob: float = setting(0.1, "dropout on attention probabilities", within=RATE)
+    layer_norm_eps: float = setting(1e-12, "LayerNorm epsilon", within=NON_NEGATIVE)
+    initializer_range: float = setting(0.02, "standard deviation of the initial weights", within=NON_NEGATIVE)
     # ---- model: generator ----
     generator: str = setting(
         "mlm", "generator (noise distribution)", choices=GENERATORS, flags=("--generator",)
@@ -130,7 +128,7 @@ class PretrainConfig:
     generator_hidden_multiplier: float = setting(
         0.25,
         "generator width as a fraction of hidden size, FFN size and heads (paper: 1/4 Small, 1/3 Base)",
-        within=_POSITIVE,
+        within=POSITIVE,
     )
     generator_num_layers: int | None = setting(
         None, "generator depth; None: the discriminator's (the paper's choice)"
@@ -168,23 +166,23 @@ class PretrainConfig:
         metavar="NAME",
     )
     mask_prob: float = setting(
-        0.15, "fraction of positions picked for masking (0.25 for Large)", within=_OPEN_FRACTION
+        0.15, "fraction of positions picked for masking (0.25 for Large)", within=OPEN_FRACTION
     )
     mask_token_prob: float = setting(
         0.85,
         "of the picked positions, the share replaced by [MASK] (the rest keep their token)",
-        within=_FRACTION,
+        within=FRACTION,
     )
     random_token_prob: float = setting(
         0.0,
         "of the picked positions, the share replaced by a random token (BERT's 10%; the MLM baseline)",
-        within=_FRACTION,
+        within=FRACTION,
     )
-    generator_loss_weight: float = setting(1.0, "weight of the generator's loss", within=_NON_NEGATIVE)
+    generator_loss_weight: float = setting(1.0, "weight of the generator's loss", within=NON_NEGATIVE)
     discriminator_loss_weight: float = setting(
-        50.0, "weight of the discriminator's loss", within=_NON_NEGATIVE
+        50.0, "weight of the discriminator's loss", within=NON_NEGATIVE
     )
-    sampling_temperature: float = setting(1.0, "temperature of the generator's samples", within=_POSITIVE)
+    sampling_temperature: float = setting(1.0, "temperature of the generator's samples", within=POSITIVE)
     cloze_span: str = setting(
         "piece",
         "objective=cloze: what the prediction of piece t may not read on its right: piece (x_t only) or word (x_t "
@@ -192,9 +190,9 @@ class PretrainConfig:
         choices=CLOZE_SPANS,
     )
     # ---- data ----
-    max_seq_length: int = setting(128, "tokens per example", within=_COUNT, flags=("--max-seq-length",))
+    max_seq_length: int = setting(128, "tokens per example", within=COUNT, flags=("--max-seq-length",))
     tokenizer_vocab_size: int = setting(
-        30522, "size of a WordPiece vocabulary trained on the corpus", within=_COUNT
+        30522, "size of a WordPiece vocabulary trained on the corpus", within=COUNT
     )
     lowercase: bool = setting(True, "lowercase text before tokenizing")
     text_form: str = setting(
@@ -203,35 +201,35 @@ class PretrainConfig:
         "ASR output and WER references take)",
         choices=TEXT_FORMS,
     )
-    single_segment_prob: float = setting(0.1, "share of single-segment examples", within=_FRACTION)
-    short_seq_prob: float = setting(0.05, "share of examples given a random shorter length", within=_FRACTION)
+    single_segment_prob: float = setting(0.1, "share of single-segment examples", within=FRACTION)
+    short_seq_prob: float = setting(0.05, "share of examples given a random shorter length", within=FRACTION)
     # ---- optimisation ----
-    learning_rate: float = setting(5e-4, "peak learning rate", within=_POSITIVE, flags=("--learning-rate",))
+    learning_rate: float = setting(5e-4, "peak learning rate", within=POSITIVE, flags=("--learning-rate",))
     warmup_steps: int = setting(
-        10000, "steps of linear warmup", within=_NOT_NEGATIVE_COUNT, flags=("--warmup-steps",)
+        10000, "steps of linear warmup", within=NOT_NEGATIVE_COUNT, flags=("--warmup-steps",)
     )
-    max_steps: int = setting(1_000_000, "optimizer steps", within=_COUNT, flags=("--max-steps",))
+    max_steps: int = setting(1_000_000, "optimizer steps", within=COUNT, flags=("--max-steps",))
     train_batch_size: int = setting(
         128,
         "global batch size: sequences per optimizer step over all processes and accumulation steps",
-        within=_COUNT,
+        within=COUNT,
         flags=("--batch-size", "--global-batch-size"),
     )
     gradient_accumulation_steps: int = setting(
-        1, "micro-batches per optimizer step", within=_COUNT, flags=("--gradient-accumulation-steps",)
+        1, "micro-batches per optimizer step", within=COUNT, flags=("--gradient-accumulation-steps",)
     )
-    weight_decay: float = setting(0.01, "AdamW weight decay", within=_NON_NEGATIVE, flags=("--weight-decay",))
-    adam_beta1: float = setting(0.9, "AdamW beta1", within=_RATE)
-    adam_beta2: float = setting(0.999, "AdamW beta2", within=_RATE)
-    adam_epsilon: float = setting(1e-6, "AdamW epsilon", within=_NON_NEGATIVE)
-    max_grad_norm: float = setting(1.0, "gradient clipping norm (0: no clipping)", within=_NON_NEGATIVE)
+    weight_decay: float = setting(0.01, "AdamW weight decay", within=NON_NEGATIVE, flags=("--weight-decay",))
+    adam_beta1: float = setting(0.9, "AdamW beta1", within=RATE)
+    adam_beta2: float = setting(0.999, "AdamW beta2", within=RATE)
+    adam_epsilon: float = setting(1e-6, "AdamW epsilon", within=NON_NEGATIVE)
+    max_grad_norm: float = setting(1.0, "gradient clipping norm (0: no clipping)", within=NON_NEGATIVE)
     lr_schedule: str = setting(
         "linear",
         "linear warmup then linear decay to 0 at max_steps, or the reference code's",
         choices=LR_SCHEDULES,
     )
     # ---- run ----
-    seed: int = setting(42, "random seed", within=_SEED, flags=("--seed",))
+    seed: int = setting(42, "random seed", within=SEED_RANGE, flags=("--seed",))
     mixed_precision: str = setting(
         "no", "mixed precision", choices=MIXED_PRECISION, flags=("--mixed-precision",)
     )
@@ -254,23 +252,23 @@ class PretrainConfig:
         choices=COMPILE_MODES,
     )
     log_every: int = setting(
-        50, "steps between log rows", within=_COUNT, flags=("--log-every", "--logging-steps")
+        50, "steps between log rows", within=COUNT, flags=("--log-every", "--logging-steps")
     )
     save_every: int = setting(
-        1000, "steps between checkpoints", within=_COUNT, flags=("--save-every", "--save-steps")
+        1000, "steps between checkpoints", within=COUNT, flags=("--save-every", "--save-steps")
     )
-    keep_checkpoints: int = setting(2, "checkpoints kept (the newest)", within=_NOT_NEGATIVE_COUNT)
+    keep_checkpoints: int = setting(2, "checkpoints kept (the newest)", within=NOT_NEGATIVE_COUNT)
     flops_budget: float | None = setting(
         None,
         "stop once this many training FLOPs are spent (e.g. 1e15)",
-        within=_POSITIVE,
+        within=POSITIVE,
         flags=("--flops-budget",),
     )
     time_budget_minutes: float | None = setting(
         None,
         "stop after this many minutes of training, saving a checkpoint and the curves (the schedule still runs to "
         "max_steps; --resume continues it; with schedule_clock time the decay ends there instead)",
-        within=_POSITIVE,
+        within=POSITIVE,
         flags=("--time-budget",),
         metavar="MINUTES",
     )
@@ -282,19 +280,19 @@ class PretrainConfig:
         flags=("--schedule-clock",),
     )
     eval_fraction: float = setting(
-        0.01, "share of the examples held out for evaluation, never trained on (0: none)", within=_RATE
+        0.01, "share of the examples held out for evaluation, never trained on (0: none)", within=RATE
     )
-    eval_examples: int = setting(512, "at most this many held-out examples", within=_NOT_NEGATIVE_COUNT)
+    eval_examples: int = setting(512, "at most this many held-out examples", within=NOT_NEGATIVE_COUNT)
     eval_every: int = setting(
         0,
         "steps between evaluations on the held-out examples (0: at the end only)",
-        within=_NOT_NEGATIVE_COUNT,
+        within=NOT_NEGATIVE_COUNT,
         flags=("--eval-every", "--eval-steps"),
     )
     dataloader_workers: int | None = setting(
         None,
         "processes that collate batches beside training; default: 2 when a GPU trains, 0 on a CPU",
-        within=_NOT_NEGATIVE_COUNT,
+        within=NOT_NEGATIVE_COUNT,
     )
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # free-form notes (never read by code)
 
@@ -357,6 +355,11 @@ class PretrainConfig:
                 "(--time-budget MINUTES)."
             )
         return self
+
+    @classmethod
+    def declared(cls, name: str) -> Any:
+        """The declaration (`dataclasses.Field`) of field `name`: its help, choices, range and flags."""
+        return {spec.name: spec for spec in fields(cls)}[name]
 
     # ---- derived generator shape ----
     @property

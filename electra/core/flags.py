@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import Field, fields
 from typing import Any
 
-from electra.core.config import CPU_DROPOUT, PretrainConfig
 from electra.core.errors import UserError
 from electra.core.overwrite import refuse_unusable_output
 
@@ -47,15 +46,6 @@ def require_counts(
             raise UserError(f"--{name.replace('_', '-')} must be at least 1.")
 
 
-def add_cpu_dropout_option(parser: argparse.ArgumentParser) -> None:
-    """`--cpu-dropout`: the training engine's dropout masks on a CPU (`electra/nn/dropout.py`); other devices always
-    use torch's own."""
-    declared = {spec.name: spec for spec in fields(PretrainConfig)}["cpu_dropout"]
-    parser.add_argument(
-        "--cpu-dropout", choices=CPU_DROPOUT, default=declared.default, help=declared.metadata["help"]
-    )
-
-
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """argparse's "(default: …)" only where there is a value to show: not after a flag whose default is None (its
     help says what happens without it) or after a switch that takes no value ("--no-x (default: True)" reads as
@@ -76,19 +66,25 @@ def add_setting_flags(
     parser: argparse.ArgumentParser,
     settings_class: type,
     parse: dict[str, Callable[[str], Any]] | None = None,
+    declared_defaults: bool = False,
 ) -> None:
     """One flag per flagged field of `settings_class`, built from its declaration: the names, help, choices and
-    metavar, and the value type from the annotation (a bool field is a --x/--no-x switch). Every flag defaults to
-    None, "not given", so the preset, the config file and --set decide. `parse` replaces a field's value type
-    (a check that needs more than argparse's own)."""
+    metavar, and the value type from the annotation. A bool field is a switch: `--x` where it defaults to False,
+    the declared `--no-x` where it defaults to True, `--x/--no-x` where it defaults to None. Flags default to
+    None ("not given", so a preset, a config file or --set decides) unless `declared_defaults`, where they default
+    to the field's own default. `parse` replaces a field's value type (a check that needs more than argparse's)."""
     parse = parse or {}
     for spec in flagged_fields(settings_class):
         kind = str(spec.type)
-        options: dict[str, Any] = {"dest": spec.name, "default": None, "help": spec.metadata["help"]}
+        options: dict[str, Any] = {"dest": spec.name, "help": spec.metadata["help"]}
+        options["default"] = spec.default if declared_defaults else None
         if spec.metadata.get("metavar"):
             options["metavar"] = spec.metadata["metavar"]
         if kind.startswith("bool"):
-            options["action"] = argparse.BooleanOptionalAction
+            switch = (
+                {False: "store_true", True: "store_false"}.get(spec.default) if declared_defaults else None
+            )
+            options["action"] = switch or argparse.BooleanOptionalAction
         else:
             options["type"] = parse.get(spec.name) or (
                 int if kind.startswith("int") else float if kind.startswith("float") else str
@@ -96,3 +92,8 @@ def add_setting_flags(
             if spec.metadata.get("choices") and spec.name not in parse:
                 options["choices"] = spec.metadata["choices"]
         parser.add_argument(*spec.metadata["flags"], **options)
+
+
+def flag_values(settings_class: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The values the flags of `settings_class` read, by field name."""
+    return {spec.name: getattr(args, spec.name) for spec in flagged_fields(settings_class)}
