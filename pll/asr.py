@@ -13,9 +13,8 @@ import re
 import wave
 from pathlib import Path
 
-from electra.pll.nbest import Hypothesis, Utterance, read_utf8
-
 from electra.core.errors import UserError
+from electra.pll.nbest import Hypothesis, Utterance, read_utf8
 
 INSTALL_HINT = "pocketsphinx is not installed; install the ASR extra with: pip install 'electra[asr]'"
 

@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from electra.pll.nbest import Hypothesis, Utterance, length_penalty
-from electra.pll.rescore import EditTable
 
 from electra.core.errors import UserError
+from electra.pll.nbest import Hypothesis, Utterance, length_penalty
+from electra.pll.rescore import EditTable
 
 # Log-spaced magnitudes, in spread units, from 1/100 to 30 of the anchor's spread (13 per side, and zero).
 MAGNITUDES = tuple(float(10**e) for e in np.linspace(-2.0, math.log10(30.0), 15))

@@ -8,10 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from electra.core.errors import UserError
 from electra.pll.nbest import Utterance, combined_score, load_json, looks_like_nbest, parse_nbest, read_utf8
 from electra.pll.wer import edit_distance, normalize_words
-
-from electra.core.errors import UserError
 
 DEFAULT_LAMBDAS = tuple(round(0.05 * i, 2) for i in range(1, 21))  # 0.05, 0.10, ..., 1.00
 

@@ -18,18 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from electra.discriminators.energy import electra_tt_token_log_likelihood
-from electra.generators.shared_towers import cloze_log_q
-from electra.generators.two_tower import TwoTowerGenerator, is_two_tower_dir
-from electra.pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
 from tqdm.auto import tqdm
 from transformers import AutoModelForMaskedLM, AutoTokenizer, ElectraForPreTraining
 
 from electra.core.errors import UserError
 from electra.core.files import feed_file
 from electra.data.tokenization import holds_tokenizer, require_tokenizer_fits
+from electra.discriminators.energy import electra_tt_token_log_likelihood
 from electra.export.layout import load_pretrained, read_export, read_model_config, refuse_run_folder
+from electra.generators.shared_towers import cloze_log_q
+from electra.generators.two_tower import TwoTowerGenerator, is_two_tower_dir
 from electra.objectives import get_objective, objective_names
+from electra.pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
 from electra.training.run_log import progress_off
 
 log = logging.getLogger(__name__)

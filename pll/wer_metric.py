@@ -6,6 +6,7 @@ words) after lowercasing and splitting on whitespace. The hub's `wer` metric is 
 
 import datasets
 import evaluate
+
 from electra.pll.wer import corpus_wer
 
 _DESCRIPTION = "Corpus word error rate, case-insensitive (electra's electra.pll.wer, computed by jiwer)."

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from electra.pll.nbest import Hypothesis, Utterance, read_nbest
 
 from electra.app.cli import main
 from electra.core.errors import ElectraWarning
+from electra.pll.nbest import Hypothesis, Utterance, read_nbest
 from tests.test_pll_cli import DEV, TEST, _save_mlm, _write_list
 
 
@@ -65,13 +65,17 @@ def test_scores_reach_standard_output_when_output_cannot_be_written(
     was lost. Now they are printed, and one line says what happened."""
     import errno
 
-    import electra.pll.cli
+    import electra.pll.resumable
+    import electra.pll.score_cli
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     # an n-best list is written whole at the end, sentences' scores as they come
-    monkeypatch.setattr(electra.pll.cli, "write_text_atomically" if nbest else "_append_lines", full)
+    if nbest:
+        monkeypatch.setattr(electra.pll.score_cli, "write_text_atomically", full)
+    else:
+        monkeypatch.setattr(electra.pll.resumable, "append_lines", full)
     source = tmp_path / ("dev.json" if nbest else "in.txt")
     if nbest:
         _write_list(source, DEV[:1])
@@ -516,10 +520,10 @@ def test_nbest_references_that_match_no_audio_file_are_refused_before_decoding(t
 def _scoring_that_dies(monkeypatch) -> tuple[list[list[str]], Callable[[], None]]:
     """`electra score` in chunks of 2, killed (Ctrl-C) on its second chunk; returns the texts each chunk scored
     and a function that lets the next run score to the end, still recording them."""
-    import electra.pll.cli
+    import electra.pll.resumable
     from electra.pll.scoring import MaskedLMScorer
 
-    monkeypatch.setattr(electra.pll.cli, "SCORE_CHUNK", 2)
+    monkeypatch.setattr(electra.pll.resumable, "SCORE_CHUNK", 2)
     real_score, calls = MaskedLMScorer.score, []
 
     def score_then_die(self, texts):
@@ -541,9 +545,9 @@ def _scoring_that_dies(monkeypatch) -> tuple[list[list[str]], Callable[[], None]
 def test_a_killed_score_run_resumes_from_the_scores_it_saved(mlm_dir, tmp_path, monkeypatch, capsys):
     """Before: `score --output` wrote its file once every sentence was scored, so a run stopped after hours (a
     scheduler's time limit, Ctrl-C) kept nothing and could only start over."""
-    import electra.pll.cli
+    import electra.pll.resumable
 
-    monkeypatch.setattr(electra.pll.cli, "SCORE_CHUNK", 2)
+    monkeypatch.setattr(electra.pll.resumable, "SCORE_CHUNK", 2)
     source = tmp_path / "in.txt"
     source.write_text("the cat sat\n\na dog ran\nthe dog sat\na cat ran\nthe end\n")
     argv = ["score", "--model", str(mlm_dir), "--input", str(source), "--method", "mlm"]
@@ -575,9 +579,9 @@ def test_a_killed_score_run_resumes_from_the_scores_it_saved(mlm_dir, tmp_path, 
 def test_a_killed_nbest_scoring_resumes_from_the_texts_it_saved(mlm_dir, tmp_path, monkeypatch, capsys):
     """Before: `score --input list.json --output scored.json` wrote the list once every hypothesis was scored, so
     a kill after hours kept nothing, and `--resume` was refused for n-best input."""
-    import electra.pll.cli
+    import electra.pll.resumable
 
-    monkeypatch.setattr(electra.pll.cli, "SCORE_CHUNK", 2)
+    monkeypatch.setattr(electra.pll.resumable, "SCORE_CHUNK", 2)
     source = tmp_path / "dev.json"
     _write_list(source, DEV)  # four distinct texts
     argv = ["score", "--model", str(mlm_dir), "--input", str(source), "--method", "mlm"]
@@ -602,7 +606,7 @@ def test_a_killed_rescore_resumes_and_keeps_its_plls_for_scores(mlm_dir, tmp_pat
     """Before: `rescore --model` held its PLLs in memory, so a kill after hours of scoring kept nothing, and each
     other fusion setting scored every hypothesis again. Now each model's PLLs fill OUT/pll*.jsonl as they come,
     `--resume` continues them, and the whole file is what `--scores` reads."""
-    import electra.pll.cli
+    import electra.pll.resumable
 
     dev, test = tmp_path / "dev.json", tmp_path / "test.json"
     _write_list(dev, DEV)  # four distinct texts
@@ -611,7 +615,7 @@ def test_a_killed_rescore_resumes_and_keeps_its_plls_for_scores(mlm_dir, tmp_pat
     models = ["--model", str(mlm_dir), str(other), "--method", "mlm"]
     argv = ["rescore", *models, "--dev", str(dev), "--test", str(test)]
     monkeypatch.setattr(
-        electra.pll.cli, "SCORE_CHUNK", 2
+        electra.pll.resumable, "SCORE_CHUNK", 2
     )  # batched as the killed run will be: the same floats
     straight = tmp_path / "straight"
     assert main([*argv, "--output-dir", str(straight)]) == 0

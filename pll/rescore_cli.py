@@ -1,0 +1,271 @@
+"""`electra rescore`: re-rank n-best lists by a weighted fusion of features, with the weights found on dev.
+
+The features are the lists' own scores (--features), PLLs (--model, --scores) and a length term (--length). The
+weights come from a search that adapts to each feature's scale, or, with --lambdas, from the classic score + λ·PLL
+grid. The re-ranked lists and report.json go to --output-dir, and a table of the first pass's, each feature's, the
+fusion's and the oracle's WER to standard output. Every input is checked before any scoring, which can take hours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from electra.core.errors import UserError
+from electra.core.files import write_json_atomically
+from electra.core.flags import add_output_option, require_counts
+from electra.core.overwrite import refuse_to_replace
+from electra.pll.common_cli import add_overwrite_and_resume, add_scoring_options, check_device
+from electra.pll.rescore_inputs import (
+    CLASSIC_ONLY,
+    check_features,
+    parse_features,
+    parse_lambdas,
+    pll_files,
+    rescored_names,
+)
+from electra.pll.rescore_plls_cli import attach_extra_pll, attach_first_pll
+from electra.pll.resumable import check_unfinished
+
+if TYPE_CHECKING:
+    from electra.pll.fusion import LengthNorm
+    from electra.pll.nbest import Utterance
+
+# One list to write: (split, input path, utterances, input format, output path).
+Split = tuple[str, str, "list[Utterance]", str, Path]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    rescore = subparsers.add_parser(
+        "rescore",
+        help="re-rank n-best lists by a fusion of first-pass scores and PLLs tuned on dev",
+        description="Fuse the list's scores (--features), PLLs (--model, --scores) and a length term (--length) "
+        "with weights found on dev by a search that adapts to each feature's scale; report dev and test WER "
+        "of the first pass, each feature alone, the fusion and the oracle; write the re-ranked lists.",
+    )
+    _add_feature_options(rescore)
+    rescore.add_argument(
+        "--dev", required=True, help="n-best JSON (mlm-scoring dict or list of {id, ref, hyps})"
+    )
+    rescore.add_argument(
+        "--test", nargs="*", action="extend", default=[], help="n-best JSON file(s) to rescore with dev's λ"
+    )
+    add_output_option(
+        rescore,
+        "output_dir",
+        "directory for the rescored lists (NAME.rescored.json; dev./test. in front when two inputs share a "
+        "name) and report.json (default: rescored/ in the current directory)",
+        default="rescored",
+    )
+    _add_weighting_options(rescore)
+    add_scoring_options(rescore)
+    add_overwrite_and_resume(
+        rescore, "continue the PLLs an interrupted run saved in --output-dir (pll.jsonl.unfinished)"
+    )
+    rescore.set_defaults(func=run_rescore)
+
+
+def _add_feature_options(rescore: argparse.ArgumentParser) -> None:
+    """--model, --features, --length and --scores: what is fused."""
+    rescore.add_argument(
+        "--model",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="DIR",
+        help="scoring model(s): the first gives feature 'pll' (and scores what --scores misses), "
+        "each further one a feature 'pll:DIRNAME'",
+    )
+    rescore.add_argument(
+        "--features",
+        default="score",
+        help="comma-separated numeric fields of the hypotheses to fuse, the first one the anchor (weight 1); "
+        "default: the list's 'score'; e.g. am_score,lm_score",
+    )
+    rescore.add_argument(
+        "--length",
+        default="none",
+        choices=("none", "words", "pieces"),
+        help="add a length term (word or piece count) to the fusion: a searched insertion bonus or penalty",
+    )
+    rescore.add_argument(
+        "--scores",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE",
+        help="reuse PLLs `electra score` saved (a scored n-best JSON or its --output JSON lines) instead of "
+        "scoring again: trying other λ or --ln then takes seconds; with --model, they must come from that model "
+        "and --method (each saved PLL records its scorer)",
+    )
+
+
+def _add_weighting_options(rescore: argparse.ArgumentParser) -> None:
+    """--lambdas, --ln and --ln-type: how the PLL is weighted."""
+    rescore.add_argument(
+        "--lambdas",
+        help="the classic recipe instead of the search: score + λ·PLL with λ from this comma-separated list",
+    )
+    rescore.add_argument(
+        "--ln",
+        type=float,
+        default=0.0,
+        metavar="ALPHA",
+        help="length-normalise the PLL before weighting it: PLL / ((5 + pieces) / 6)^ALPHA (0 = off)",
+    )
+    rescore.add_argument(
+        "--ln-type",
+        default="gnmt",
+        choices=("gnmt", "length"),
+        help="gnmt: ((5 + n) / 6)^ALPHA; length: n^ALPHA (n = scored word pieces)",
+    )
+
+
+def run_rescore(args: argparse.Namespace) -> int:
+    from electra.pll.fusion import LengthNorm
+    from electra.pll.nbest import read_nbest
+    from electra.pll.rescore import check_test_refs, require_refs
+
+    lambdas, features = _check_flags(args)
+    out_dir = Path(args.output_dir)
+    targets = [out_dir / name for name in rescored_names(args.dev, args.test)]
+    saved_plls = pll_files(out_dir, args.model, features)
+    refuse_to_replace([out_dir / "report.json", *targets, *saved_plls.values()], args.overwrite)
+    for saved in saved_plls.values():  # before any list is read or model loaded, as `score --output` does
+        check_unfinished(saved, args.resume, args.overwrite)
+    dev, dev_fmt = read_nbest(args.dev)
+    require_refs(dev, args.dev)
+    tests = [(path, *read_nbest(path)) for path in args.test]
+    for path, utts, _ in tests:
+        check_test_refs(utts, path)
+    adds_pll = bool(args.model or args.scores)
+    check_features(features, [(args.dev, dev), *((p, u) for p, u, _ in tests)], adds_pll, args.length)
+    classic = features == ["score"] and adds_pll and len(args.model) <= 1
+    if lambdas is not None and not (classic and args.length == "none"):
+        raise UserError(CLASSIC_ONLY)  # said before the scoring, not after it
+    lists = [dev] + [utts for _, utts, _ in tests]
+    method = scorer = None
+    if adds_pll:
+        method, scorer = attach_first_pll(args, dev, tests, lists, saved_plls.get("pll"))
+        features.append("pll")
+    for extra, (name, saved) in zip(args.model[1:], list(saved_plls.items())[1:]):
+        attach_extra_pll(args, extra, lists, name, saved)
+        features.append(name)
+    if args.length != "none":
+        features.append(args.length)
+    ln = LengthNorm(args.ln, args.ln_type)
+    weights, search = _search_weights(args, dev, features, lambdas, ln)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    splits: list[Split] = [("dev", args.dev, dev, dev_fmt, targets[0])]
+    splits += [("test", p, u, f, t) for (p, u, f), t in zip(tests, targets[1:])]
+    summary = {
+        "models": [str(m) for m in args.model],
+        "scores": [str(p) for p in args.scores],
+        "method": method,
+        "scorer": scorer,
+        "features": features,
+        "weights": weights,
+        "ln": {"alpha": args.ln, "type": args.ln_type},
+        "search": search,
+        "splits": [],
+    }
+    if "pll" in weights:
+        summary["lambda"] = weights["pll"]  # the classic name of the PLL weight
+    print(f"scoring method: {method}" if method else "no scoring model: fusing the lists' own fields")
+    print("weights (in the features' units): " + ", ".join(f"{k} {v:.4g}" for k, v in weights.items()))
+    _write_outputs(out_dir, splits, summary, ln)
+    return 0
+
+
+def _check_flags(args: argparse.Namespace) -> tuple[tuple[float, ...] | None, list[str]]:
+    """The flags that need no file read: --batch-size, --ln, --lambdas (parsed), --device when a model scores,
+    --features (parsed). Returns the λ grid (None without --lambdas) and the feature names."""
+    require_counts(args, ("batch_size",))
+    if not math.isfinite(args.ln) or args.ln < 0:
+        raise UserError(
+            f"--ln {args.ln}: the length-normalisation exponent must be a finite number, 0 or more."
+        )
+    lambdas = parse_lambdas(args.lambdas) if args.lambdas is not None else None
+    if args.model:
+        check_device(args.device)
+    return lambdas, parse_features(args.features)
+
+
+def _search_weights(
+    args: argparse.Namespace,
+    dev: list[Utterance],
+    features: list[str],
+    lambdas: tuple[float, ...] | None,
+    ln: LengthNorm,
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The feature weights chosen on dev, and how they were found (for report.json): the λ of --lambdas with the
+    lowest dev WER, else the fusion search (which tries the classic λ grid too when the anchor is 'score')."""
+    from electra.pll.fusion import fuse
+    from electra.pll.rescore import DEFAULT_LAMBDAS, choose_lambda
+
+    if lambdas is not None:
+        if features != ["score", "pll"]:
+            raise UserError(CLASSIC_ONLY)
+        lam, table = choose_lambda(dev, lambdas, args.ln, args.ln_type)
+        return {"score": 1.0, "pll": lam}, {"recipe": "score + λ·PLL", "dev_wer_by_lambda": table}
+    if len(features) < 2:
+        raise UserError("nothing to fuse: give --model/--scores, more --features, or --length.")
+    extra = {"pll": DEFAULT_LAMBDAS} if features[0] == "score" else None
+    result = fuse(dev, features, extra_candidates=extra, ln=ln)
+    search = {
+        "spreads": result.spreads,
+        "dev_wer": result.dev_wer,
+        "ties": result.ties,
+        "settings_evaluated": result.evaluated,
+        "rounds": result.rounds,
+        "search_space": result.search_space,
+    }
+    return result.weights, search
+
+
+def _write_outputs(out_dir: Path, splits: Sequence[Split], summary: dict[str, Any], ln: LengthNorm) -> None:
+    """Each list re-ranked by the fused score, its WER table where it has references, and report.json last.
+
+    The previous run's report and lists are deleted first, so that a run stopped between two files leaves a
+    folder without report.json (plainly unfinished), never a new list beside an old report."""
+    from electra.pll.fusion import fused_score, split_table
+    from electra.pll.nbest import write_nbest
+    from electra.pll.rescore import has_reference_words
+
+    weights = summary["weights"]
+    for stale in [out_dir / "report.json", *(target for *_, target in splits)]:
+        stale.unlink(missing_ok=True)
+    rows = []
+    for name, path, utts, fmt, target in splits:
+        write_nbest(target, utts, fmt, None, combine=lambda h: fused_score(h, weights, ln))
+        entry = {"split": name, "file": str(path), "output": str(target), "utterances": len(utts)}
+        if all(u.ref is not None for u in utts) and has_reference_words(utts):
+            table = split_table(utts, weights, ln)
+            entry["wer"] = table
+            entry.update(  # the first report's names, kept for scripts that read them
+                wer_first_best=table["first_pass"], wer_rescored=table["fused"], wer_oracle=table["oracle"]
+            )
+            rows.append((name, Path(path).name, len(utts), table))
+        else:
+            why = "its references are all empty" if utts[0].ref is not None else "no references"
+            print(f"{name}: {Path(path).name}: {why}, WER not computed")
+        summary["splits"].append(entry)
+    _print_wer_table(rows)
+    write_json_atomically(out_dir / "report.json", summary)
+    for name, path, _, _, target in splits:
+        print(f"{name}: {path} -> {target}")
+    print(f"rescored lists and report.json written to {out_dir}")
+
+
+def _print_wer_table(rows: Sequence[tuple[str, str, int, dict[str, float]]]) -> None:
+    """One row per split with references: its WER under each selector, as percentages."""
+    if not rows:
+        return
+    columns = list(rows[0][3])
+    print(f"{'split':<6} {'file':<28} {'utts':>5} " + " ".join(f"{c:>14}" for c in columns))
+    for name, file, count, table in rows:
+        cells = " ".join(f"{100 * table[c]:>13.2f}%" for c in columns)
+        print(f"{name:<6} {file[:28]:<28} {count:>5} {cells}")
