@@ -88,9 +88,9 @@ def format_table(rows: list[dict]) -> str:
 
 
 def _distinct_models(models: list[str]) -> dict[str, Path]:
-    """Each model checked (weights safetensors, a tokenizer beside them) and kept once, by its first spelling, with
-    its checkpoint directory: one given twice, or by two spellings (a run and its discriminator/), was probed
-    twice and listed as two rows of the same encoder."""
+    """Each model checked (weights safetensors, a tokenizer beside them) and kept once, by its first spelling,
+    with its checkpoint directory: one given twice, or by two spellings (a run and its discriminator/), is
+    probed once, not listed as two rows of the same encoder."""
     from electra.glue.finetune import resolve_model_dir
 
     from electra.data.tokenization import require_tokenizer
@@ -155,9 +155,9 @@ def run(args: argparse.Namespace) -> int:
         "random_baseline": args.random_baseline,
     }
     done = _earlier_rows(args, settings, reads)
-    # Each model loaded and each probe's data read once before the first probe: a second --model that cannot be
-    # probed (a damaged config, a tokenizer larger than its embeddings) or a malformed row of the last probe's
-    # data stopped the command only after the earlier probes had run, their results lost without --output.
+    # Each model loaded and each probe's data read once before the first probe: a second --model that cannot
+    # be probed (a damaged config, a tokenizer larger than its embeddings) or a malformed row of the last
+    # probe's data must not stop the command after the earlier probes, their results lost without --output.
     bars = transformers_logging.is_progress_bar_enabled()
     transformers_logging.disable_progress_bar()  # the probe's own load shows one; a check needs none
     try:
@@ -239,8 +239,8 @@ def _earlier_rows(
     args: argparse.Namespace, settings: dict, reads: list[tuple[str, Path]] = ()
 ) -> dict[tuple[str, str], dict]:
     """The rows a `--resume` keeps, by (probe, model label); without --resume, the --output checks. Probes of
-    several models take an hour on a CPU, and a run stopped at its last model had lost them all: the results file
-    is now written after each row (`complete: false` until the end)."""
+    several models take an hour on a CPU, and a run stopped at its last model must not lose them all: the
+    results file is written after each row (`complete: false` until the end)."""
     from electra.core.config import refuse_changed_settings
     from electra.core.errors import UserError
     from electra.core.files import read_json_record
@@ -276,7 +276,7 @@ def _earlier_rows(
 
 def _changed_inputs(saved: object, current: dict | None, data: Path, checkpoint: Path) -> str:
     """The files (comma list) whose SHA-256 differs between an earlier row's record and now, or "" when none does
-    (a row written before rows had a record cannot be told: it is kept)."""
+    (a row without a record cannot be told: it is kept)."""
     if not (isinstance(saved, dict) and current):
         return ""
     changed = []

@@ -124,15 +124,15 @@ def pretrain(
             "electra.build_config(size, overrides={...})."
         )
     with _in_python_terms(), _keeping_random_state():
-        # a field assigned after build_config had skipped coercion: max_steps = 2.5 trained, and config.json
-        # recorded 2.5; "3" failed deep inside the run. Validated here too, before the paths are looked at.
+        # a field assigned after build_config is coerced and validated again, before the paths are looked at:
+        # else max_steps = 2.5 would train and be recorded in config.json, and "3" fail deep inside the run.
         config = settings_from(
             type(config), {f.name: getattr(config, f.name) for f in fields(config)}, "config"
         )
         check_config(config)
         run = settings_from(RunInputs, {"corpus": "", "output_dir": "", **inputs}, "electra.pretrain")
         # what `electra pretrain` checks while it reads its flags: resume with overwrite, a num_proc below 1, a
-        # corpus, vocabulary or checkpoint that is not there (they had been taken as resume, 1, and "cannot be read")
+        # corpus, vocabulary or checkpoint that is not there (not taken as resume, 1, and "cannot be read")
         _check_pretrain_paths(
             argparse.Namespace(
                 resume=run.resume,
@@ -195,10 +195,10 @@ def _in_python_terms() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _keeping_random_state() -> Iterator[None]:
-    """A run seeds the random generators of torch, numpy and `random` (`set_seed`) and left them wherever training
-    left them: a notebook's own draws after the call (a data shuffle, a sample) came out the same on every pass of
-    a loop around it. They are restored (a GPU's when CUDA was already in use: saving its state would start CUDA
-    on every device); the run's own results never depended on them."""
+    """A run seeds the random generators of torch, numpy and `random` (`set_seed`); they are restored when it
+    ends, else a notebook's own draws after the call (a data shuffle, a sample) would come out the same on
+    every pass of a loop around it. A GPU's is restored only when CUDA was already in use: saving its state
+    would start CUDA on every device. The run's own results never depend on them."""
     python, numpy_state = random.getstate(), np.random.get_state()
     devices = [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices):
@@ -211,7 +211,7 @@ def _keeping_random_state() -> Iterator[None]:
 
 def _flag(name: str, value: Any, source: str) -> bool:
     """A keyword that is a switch, coerced as a boolean setting is: "no" must not read as true (it is a non-empty
-    string), and `overwrite="no"` had deleted an earlier run."""
+    string), or `overwrite="no"` would delete an earlier run."""
     return coerce_value(name, value, "bool", source)
 
 

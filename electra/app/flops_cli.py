@@ -108,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
     if args.seq_len is not None and args.seq_len < 1:
         raise UserError(f"--seq-len must be at least 1, got {args.seq_len}.")
     # the configuration `electra pretrain` would run with these --config and --set: a continued run's
-    # (`init_from`) takes its checkpoint's shape, where the preset's was counted without a word (and a missing
-    # checkpoint was not noticed), and a frozen generator its own embeddings
+    # (`init_from`) takes its checkpoint's shape, not silently the preset's (and a missing checkpoint is
+    # refused), and a frozen generator its own embeddings
     size, overrides, _, note = run_settings(args.size, args.config, parse_overrides(args.overrides))
     if note:
         print(note, file=sys.stderr)

@@ -44,7 +44,7 @@ MIN_ACCURACY_SPAN = 0.05
 def read_metrics(run_dir: Path, namespace: str = "train") -> dict[str, list[float]]:
     """One namespace's columns of RUN/metrics.csv (prefix stripped), one list per metric, aligned with `step`."""
     path = run_dir / "metrics.csv"
-    if run_dir.is_file():  # `electra plot RUN/metrics.csv` read as RUN/metrics.csv/metrics.csv
+    if run_dir.is_file():  # `electra plot RUN/metrics.csv`: not read as RUN/metrics.csv/metrics.csv
         raise UserError(
             f"{run_dir} is a file; give the run directory that holds metrics.csv: {run_dir.parent}."
         )
@@ -59,7 +59,7 @@ def read_metrics(run_dir: Path, namespace: str = "train") -> dict[str, list[floa
     except KeyError:  # a row without `step`
         raise UserError(f"{path} has no 'step' column; is {run_dir} a pretraining run directory?") from None
     if not rows and namespace == "train":
-        if read_rows(run_dir, "eval"):  # was "no rows yet", of a file full of them
+        if read_rows(run_dir, "eval"):  # not "no rows yet", of a file full of them
             raise UserError(
                 f"{path} holds held-out (eval/) rows only, no training (train/) ones to draw them beside; is "
                 f"{run_dir} a pretraining run directory?"
@@ -170,8 +170,8 @@ def curves_path(run_dir: Path, output: str | Path | None, overwrite: bool) -> Pa
         raise UserError(f"--output {raw}: {path} is a directory; name the image file to write.")
     if path.exists() and path.resolve() != own.resolve():
         refuse_to_replace([path], overwrite)
-    # a folder that cannot be made or written (/proc, a read-only mount, a dangling link) was a misleading "could
-    # not write .png" or a FileExistsError traceback, after the drawing
+    # a folder that cannot be made or written (/proc, a read-only mount, a dangling link) is refused before
+    # the drawing, not met after it as a misleading "could not write .png" or a FileExistsError traceback
     refuse_unwritable_directory(path.parent, option=f"--output {raw}: its folder")
     return path
 

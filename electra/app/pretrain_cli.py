@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         if value is None:
             continue
         if name in overrides:
-            # the flag won, and the --set value was never read (nor checked: max_steps=5e-1 passed)
+            # else the flag would win, the --set value unread (nor checked: max_steps=5e-1 would pass)
             flag = spec.metadata["flags"][0]
             raise UserError(f"{flag} and --set {name}={overrides[name]} both set {name}; give one of them.")
         overrides[name] = value
@@ -184,7 +184,7 @@ def check_paths(args: argparse.Namespace) -> None:
         raise UserError(
             "--resume continues the run in --output and --overwrite deletes it; give one of them."
         )
-    require_counts(args, (), ("num_proc", "per_device_batch_size"))  # --num-proc 0 had been taken as 1
+    require_counts(args, (), ("num_proc", "per_device_batch_size"))  # --num-proc 0 is refused, not run as 1
     if args.corpus is not None and not Path(args.corpus).exists():
         raise UserError(
             f"corpus {args.corpus} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset."

@@ -525,7 +525,7 @@ def coerce_value(name: str, raw: Any, kind: str, source: str = "config") -> Any:
             number = float(raw) if isinstance(raw, str) else raw
         except ValueError:
             raise wrong from None
-        if isinstance(number, numbers.Integral):  # numpy's integers (np.arange, astype(int)) had been refused
+        if isinstance(number, numbers.Integral):  # numpy's integers (np.arange, astype(int)) are accepted
             number = int(number)
         elif isinstance(number, numbers.Real):  # and its float32
             number = float(number)
@@ -550,8 +550,8 @@ def coerce_value(name: str, raw: Any, kind: str, source: str = "config") -> Any:
 def settings_from(cls: type, values: Mapping[str, Any], source: str) -> Any:
     """`cls(**values)` for a settings dataclass (GLUE's, SQuAD's) given from Python: each value coerced to its
     field's type as config fields are (`coerce_value`: "200" for an int is 200, "fast" for a float is refused,
-    where the dataclass took anything and failed deep inside training), and an unknown name refused (TypeError,
-    as for any unknown keyword) with the names it may have meant."""
+    where the dataclass alone takes anything and fails deep inside training), and an unknown name refused
+    (TypeError, as for any unknown keyword) with the names it may have meant."""
     known = {f.name: str(f.type) for f in fields(cls) if f.init}
     unknown = sorted(set(values) - set(known))
     if unknown:

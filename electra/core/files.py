@@ -241,7 +241,7 @@ def utf16_without_mark(data: bytes) -> str | None:
 def not_text_error(name: str, data: bytes, expected: str = "") -> UserError:
     """One line for a file with NUL bytes: UTF-16 without its mark (what to convert it with), or a binary file
     (`expected`: what the command reads instead; a corpus file is to be removed). Read as UTF-8, plain-ASCII
-    UTF-16 is valid and had trained on (or been scored as) "T\0h\0e\0"."""
+    UTF-16 is valid, and would be trained on (or scored) as "T\0h\0e\0"."""
     encoding = utf16_without_mark(data)
     if encoding is not None:
         return UserError(
@@ -285,7 +285,7 @@ def refusing_duplicate_keys(
     message: Callable[[str], str],
 ) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
     """A `json.loads` object_pairs_hook that builds each object as usual but raises UserError(message(key)) for a
-    key given twice in one object: Python's parser keeps the last silently, so the first was lost unseen."""
+    key given twice in one object: Python's parser keeps the last silently, dropping the first unseen."""
 
     def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         data: dict[str, Any] = {}

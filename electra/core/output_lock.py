@@ -49,10 +49,10 @@ def output_lock(directory: str | Path | None) -> Iterator[None]:
 
 
 def refuse_live_run(directory: str | Path) -> None:
-    """One line when a live process holds OUTPUT's lock. Checked before a command deletes or resumes anything there:
-    the lock is taken when training starts, and a second command's `--overwrite` had deleted a live run's logs
-    before reaching it (the live run then died on its next log write), and a `--resume` beside a live run said its
-    checkpoints were incomplete."""
+    """One line when a live process holds OUTPUT's lock. Checked before a command deletes or resumes anything
+    there: the lock is taken only when training starts, so a second command's `--overwrite` would otherwise
+    delete a live run's logs before reaching it (the live run then dying on its next log write), and a
+    `--resume` beside a live run would call its checkpoints incomplete."""
     if fcntl is None:
         return
     try:

@@ -45,8 +45,8 @@ def refuse_to_replace_an_input(
             continue
         read = Path(read)
         folder = read.is_dir()
-        # a folder's files at any depth: `probe --output RUN/export.json` replaced a run's manifest where only its
-        # discriminator/ folder had been named as read
+        # a folder's files at any depth: else `probe --output RUN/export.json` would replace a run's manifest
+        # where only its discriminator/ folder is named as read
         if any(_same_path(p, read) for p in output.parents) if folder else _same_path(output, read):
             named = "" if what.endswith(str(read)) else f" ({read})"
             where = f"is in {what}{named}, whose files" if folder else f"is {what}, which"
@@ -133,7 +133,7 @@ def refuse_unwritable_directory(directory: str | Path, option: str | None = "--o
     anywhere but /proc). What the probe creates is removed again."""
     if os.environ.get("RANK", "0") != "0":
         # under torchrun or accelerate launch only the main process writes outputs, so it alone probes: two
-        # processes making and removing the same folder at once failed each other's probe ("File exists")
+        # processes making and removing the same folder at once fail each other's probe ("File exists")
         return
     directory = Path(directory)
     start = f"{option} " if option else ""
@@ -173,11 +173,11 @@ def check_output_file(
     """Before any work, for a command that writes one file: an `option` that cannot take a file is refused in one
     line, --overwrite or not.
 
-    A directory is not replaced by a file even when asked (that would delete what it holds), and writing into it
-    would pick a name the user did not give; a path under a file cannot be created. Both used to surface as a
-    traceback once all the work was done. Nor is a file the command reads (`reads`: option -> path): `score
-    --input x.json --output x.json --overwrite` replaced the user's list with its scored copy, and `squad-eval
-    --out dev.json` the data set. `example` is the file name the message suggests."""
+    A directory is not replaced by a file even when asked (that would delete what it holds), and writing into
+    it would pick a name the user did not give; a path under a file cannot be created. Both are said here, not
+    as a traceback after all the work. Nor is a file the command reads replaced (`reads`: option -> path):
+    else `score --input x.json --output x.json --overwrite` would replace the user's list with its scored
+    copy, and `squad-eval --out dev.json` the data set. `example` is the file name the message suggests."""
     path = Path(raw)
     if path.is_dir():
         raise UserError(f"{option} {path} is a directory; name the file to write, e.g. {path / example}.")
@@ -187,7 +187,7 @@ def check_output_file(
     inputs = [(f"the {name} file", read) for name, read in (reads or {}).items() if read and read != "-"]
     refuse_to_replace_an_input(path, inputs, option)
     refuse_to_replace([path], overwrite)
-    # A folder that cannot be made or written (/proc/x, a read-only mount) was a traceback after all the work.
+    # A folder that cannot be made or written (/proc/x, a read-only mount) is refused before any work.
     refuse_unwritable_directory(path.parent, option)
 
 

@@ -96,8 +96,8 @@ def bounded(document: str, limit: int = MAX_DOCUMENT_CHARS) -> Iterator[str]:
 
 def corpus_files(path: Path) -> list[Path]:
     """The files a corpus path stands for, in sorted order, through linked folders too. A folder that cannot be
-    listed (no permission) is an error naming it: `Path.rglob` skips such folders silently, and the run trained
-    on part of the corpus."""
+    listed (no permission) is an error naming it: `Path.rglob` skips such folders silently, and the run would
+    train on part of the corpus."""
     if path.is_file():
         return [path]
 
@@ -108,8 +108,8 @@ def corpus_files(path: Path) -> list[Path]:
         )
 
     found, seen = [], {os.path.realpath(path)}
-    # Linked folders are followed (a corpus put together from links to datasets kept elsewhere had been read
-    # without them, silently), each real folder once, so a link back up the tree is no endless loop.
+    # Linked folders are followed (a corpus put together from links to datasets kept elsewhere must not be
+    # read without them, silently), each real folder once, so a link back up the tree is no endless loop.
     for root, folders, names in os.walk(path, onerror=unreadable, followlinks=True):
         kept = []
         for folder in sorted(folders):

@@ -159,8 +159,8 @@ def default_cache_root() -> Path:
 def tokenizer_fingerprint(tokenizer) -> str:
     """SHA-256 of what decides a tokenizer's output, equal for a freshly trained tokenizer and the same one saved
     and loaded again. (Their serialisations differ: the reload writes BERT's `strip_accents` as None, meaning "as
-    `lowercase`", where training wrote True; hashing the raw serialisation made a first run build its example cache
-    twice.)"""
+    `lowercase`", where training writes True; hashing the raw serialisation would make a first run build its
+    example cache twice.)"""
     spec = json.loads(tokenizer.backend_tokenizer.to_str())
     normalizer = spec.get("normalizer") or {}
     if normalizer.get("type") == "BertNormalizer" and normalizer.get("strip_accents") is None:

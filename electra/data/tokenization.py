@@ -25,8 +25,8 @@ from electra.data.packing import corpus_fingerprint, default_cache_root
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 WORDS_ALPHABET = "'abcdefghijklmnopqrstuvwxyz"  # every character the "words" text form keeps
-# Part of the cache key of a trained vocabulary: 2 numbers the "##x" pieces the same in every process (a cached
-# vocabulary from before was numbered by one process's hash order; it is trained again rather than reused).
+# Part of the cache key of a trained vocabulary, so one cached by an older trainer is trained again rather
+# than reused: at 2, the "##x" pieces are numbered the same in every process, not by one process's hash order.
 TRAINING_VERSION = 2
 # What transformers writes for a tokenizer saved from `PreTrainedTokenizerFast` (v5 and v4 names).
 GENERIC_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")

@@ -43,8 +43,8 @@ def checkpoint_step(checkpoint: Path) -> int:
 def latest_checkpoint(checkpoints_dir: Path) -> Path | None:
     """The checkpoint `latest` names, or, when that pointer is gone or names a checkpoint that is gone (deleted by
     hand, a copy of the folder without it), the newest complete one there: checkpoints are renamed into place only
-    when complete. Treating such a folder as holding none had `--resume` refuse it and a run without `--resume`
-    delete its checkpoints as a run's leftovers."""
+    when complete. Treating such a folder as holding none would have `--resume` refuse it and a run without
+    `--resume` delete its checkpoints as a run's leftovers."""
     pointed, _ = _pointed_checkpoint(checkpoints_dir)
     if pointed is not None:
         return pointed

@@ -359,10 +359,10 @@ def masked_lm_dir(path: str | Path) -> Path:
 
 def refuse_run_folder(path: str | Path, option: str, then: str, strict: bool = False) -> None:
     """A run's folder given where a model is expected, named for what it is before any work: another command's
-    output (its run.json names the command) or a pretraining run stopped before its export (its own config.json,
-    which is not a model's, and no export.json). Why: each consumer otherwise failed on whatever it looked for
-    first ("holds no tokenizer", "config.json: not found", "model_type None"). `strict` takes any other run.json
-    without an export as an unexported run too; `then` ends the advice ("fine-tune it")."""
+    output (its run.json names the command) or a pretraining run stopped before its export (its own
+    config.json, which is not a model's, and no export.json). Why: else each consumer fails on whatever it
+    looks for first ("holds no tokenizer", "config.json: not found", "model_type None"). `strict` takes any
+    other run.json without an export as an unexported run too; `then` ends the advice ("fine-tune it")."""
     root = Path(path)
     if not (root / RUN_RECORD).is_file() or (root / MANIFEST).is_file():
         return
@@ -400,7 +400,7 @@ def _parse(root: Path, manifest: Path) -> Export:
     if not isinstance(data, dict):
         raise UserError(f"{manifest}: must hold a JSON object; re-export the run.")
     problem = _manifest_problem(data)
-    if problem:  # had been an AttributeError, KeyError or TypeError, or scoring parts read letter by letter
+    if problem:  # not an AttributeError, KeyError or TypeError, nor scoring parts read letter by letter
         raise UserError(f"{manifest}: {problem}; re-export the run.")
     if "parts" in data:
         entries = data["parts"]

@@ -55,11 +55,12 @@ class LaneSelfAttention(ElectraSelfAttention):
     """ELECTRA's self-attention with its query, key and value projections computed as one GEMM wherever the lane
     attention runs (training with attention dropout on a CPU); everywhere else, the parent's forward.
 
-    Why: the three [H, H] projections of the same input ran as three GEMMs, and in the backward as three input
-    GEMMs whose results autograd then added, three weight GEMMs and three bias sums. Packed ([B, L, 3, H, D]),
-    the sliced attention reads q, k and v from one tensor and writes their gradient as one tensor. The weights
-    are concatenated per step (0.75 MB at Small); the parameters, their names and checkpoints are the parent's.
-    The packed GEMM sums each output in another order than the separate ones may: fp32 rounding, not bitwise."""
+    Why: computed apart, the three [H, H] projections of the same input are three GEMMs, and in the backward
+    three input GEMMs whose results autograd then adds, three weight GEMMs and three bias sums. Packed
+    ([B, L, 3, H, D]), the sliced attention reads q, k and v from one tensor and writes their gradient as one
+    tensor. The weights are concatenated per step (0.75 MB at Small); the parameters, their names and
+    checkpoints are the parent's. The packed GEMM sums each output in another order than the separate ones
+    may: fp32 rounding, not bitwise."""
 
     def forward(
         self,
@@ -104,7 +105,7 @@ class _SlicedAttention(torch.autograd.Function):
     The arithmetic is that of the plain operations (`mask` is None, bool with True where attention is allowed, or
     additive; `keep` is the bool dropout mask), except that the scores' scaling is applied inside the GEMMs'
     epilogue and, in the backward, folded into the dropout's scale. With a power-of-two scaling (head_dim 64, as
-    at every size here) the output is bitwise the plain path's, and so were the gradients at the Small shape;
+    at every size here) the output is bitwise the plain path's, and so are the gradients at the Small shape;
     at other shapes the rounding may differ (fp32, tests/test_dropout.py). Bool-masked scores get a zero
     gradient, as `masked_fill` gives them."""
 
@@ -139,7 +140,7 @@ class _SlicedAttention(torch.autograd.Function):
 class _PackedAttention(torch.autograd.Function):
     """The same attention on the three projections packed in one [B, L, 3, H, D] tensor, with one gradient for
     all three. Why: the projections are then one GEMM forward, and backward one GEMM for the input, one for the
-    weights and one bias sum, where three of each and two additions ran before (`LaneSelfAttention`)."""
+    weights and one bias sum, where apart they take three of each and two additions (`LaneSelfAttention`)."""
 
     @staticmethod
     def forward(

@@ -1,8 +1,8 @@
 """Objectives from outside the library, registered before a command reads its flags.
 
-Why: `register_objective` registers a class in the process that imports it, but `electra pretrain` (and compare,
-tlm, flops) run in a fresh process that never imports the user's module, so the name was refused there. Two ways
-in, both read by every command at start-up:
+Why: `register_objective` registers a class in the process that imports it, but `electra pretrain` (and
+compare, tlm, flops) run in a fresh process that never imports the user's module, so the name would be refused
+there. Two ways in, both read by every command at start-up:
 
 - a package declares an entry point in the `electra.objectives` group, naming a module (its decorators register)
   or an `Objective` subclass (registered here); installed once, always offered;

@@ -56,7 +56,7 @@ ENCODER_PREFIXES = {"electra": "electra.", "bert": "bert."}
 
 # BERT's masked-LM head (BertForMaskedLM's and BertForPreTraining's `cls.predictions.*`) under the names of
 # ElectraForMaskedLM's (the model `--objective mlm` keeps), which computes the same: a dense layer as wide as the
-# hidden states (embedding_size = hidden_size for a BERT), gelu (another activation was refused), LayerNorm, then
+# hidden states (embedding_size = hidden_size for a BERT), gelu (others are refused), LayerNorm, then
 # the word embeddings, tied, plus a bias. Other objectives' models have no such head and leave these tensors out.
 BERT_MLM_HEAD = {
     "cls.predictions.transform.dense.": "generator_predictions.dense.",
@@ -80,7 +80,7 @@ SHAPE_FIELDS = (
 def _hf_config(directory: Path) -> dict[str, Any]:
     """DIR's config.json as a dict, or one line naming the file and what to give instead (a run's folder that
     was never exported holds the run's own config.json, not a model's)."""
-    # given as --set init_from=, a config file's init_from or from Python, it was not checked with the flags
+    # checked here, not only with the flags: it may come from --set init_from=, a config file or Python
     if not directory.is_dir():
         raise UserError(
             f"--init-from {directory}: not a directory; give a run of this library or a transformers ELECTRA or "
@@ -368,7 +368,7 @@ def _load(
 def _with_bert_mlm_head(state: dict[str, Any]) -> dict[str, Any]:
     """A BERT checkpoint's tensors with its masked-LM head renamed (`BERT_MLM_HEAD`). A head with an output matrix
     of its own (saved with tie_word_embeddings false, other than the word embeddings) computes something the tied
-    head cannot: it is left out, and the head starts fresh as it did before heads were carried over."""
+    head cannot: it is left out, and the head starts fresh, as for a checkpoint that has none."""
     decoder = state.get("cls.predictions.decoder.weight")
     embeddings = state.get(f"{ENCODER_PREFIXES['bert']}embeddings.word_embeddings.weight")
     if decoder is not None and (embeddings is None or not torch.equal(decoder, embeddings)):
