@@ -8,14 +8,15 @@ import json
 from pathlib import Path
 
 import torch
-from electra.tlm.iss import iss_select, layer_parameters, select_batches
-from electra.tlm.tasks import LabelVocab, read_task_file
-from electra.tlm.train import build_models, encode_task
 
 from electra.app.cli import main
 from electra.core.config import parse_overrides
 from electra.data.tokenization import load_or_train_tokenizer
 from electra.objectives import build_config
+from electra.tlm.iss import iss_select, layer_parameters, select_batches
+from electra.tlm.model import build_models
+from electra.tlm.task_data import encode_task
+from electra.tlm.tasks import LabelVocab, read_task_file
 
 from .test_tartan import start_dir  # noqa: F401  (shared fixture)
 from .test_tlm_train import SMALL, _cache, data, retrieved  # noqa: F401  (shared fixtures)
@@ -54,7 +55,7 @@ def test_influence_is_the_dot_product_of_per_batch_gradients(data):
     )
     assert selection.scores.shape == (3, 6)  # 10 dev rows and 22 passages in batches of 4
 
-    from electra.tlm.train import TaskCollator
+    from electra.tlm.task_data import TaskCollator
 
     last_layer = layer_parameters(model.classifier.electra, -1)
     assert all(p is q for p, q in zip(last_layer, model.classifier.electra.encoder.layer[-1].parameters()))

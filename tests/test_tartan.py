@@ -13,14 +13,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from electra.tlm.tartan import LossScales, MetaWeights, combine, fixed_weights, surrogate_loss
-from electra.tlm.train import JointTask, build_models, read_loss_log, train_tlm
 from torch import nn
 
 from electra.app.cli import main
 from electra.core.config import parse_overrides
 from electra.data.tokenization import load_or_train_tokenizer
 from electra.objectives import build_config
+from electra.tlm.joint import JointTask
+from electra.tlm.model import build_models
+from electra.tlm.tartan import LossScales, MetaWeights, combine, fixed_weights, surrogate_loss
+from electra.tlm.train import read_loss_log, train_tlm
 from electra.training.model import build_pretraining_model
 
 from .test_tlm_train import SMALL, _cache, _settings, data, retrieved  # noqa: F401  (shared fixtures)
@@ -123,10 +125,9 @@ def test_surrogate_gradient_is_the_weighted_sum_of_the_terms():
 def test_a_meta_step_hands_the_engine_the_weighted_gradient(data, start_dir):
     """On a dropout-free micro model: the gradient the engine's backward produces from the step's loss equals
     Σ softmax(w)_i ∇L_i with the weights that step logged, each ∇L_i recomputed independently."""
-    from electra.tlm.tasks import LabelVocab, read_task_file
-    from electra.tlm.train import TaskCollator, encode_task
-
     from electra.data.tokenization import load_saved_tokenizer
+    from electra.tlm.task_data import TaskCollator, encode_task
+    from electra.tlm.tasks import LabelVocab, read_task_file
 
     tokenizer = load_saved_tokenizer(start_dir / "discriminator")
     config = build_config("tiny", overrides={**parse_overrides(SMALL + NO_DROPOUT), "objective": "mlm"})

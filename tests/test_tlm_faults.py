@@ -9,12 +9,12 @@ import json
 import shutil
 from pathlib import Path
 
-import electra.tlm.train as train_module
 import pytest
-from electra.tlm.tasks import read_task_file
 
+import electra.tlm.train as train_module
 from electra.app.cli import main
 from electra.core.errors import UserError
+from electra.tlm.tasks import read_task_file
 
 from .test_tartan import start_dir  # noqa: F401  (shared fixture)
 from .test_tlm_train import SMALL, _cache, data  # noqa: F401  (shared fixtures)
@@ -240,7 +240,7 @@ def test_tartan_flags_that_would_be_ignored_are_refused(data, start_dir, tmp_pat
 
 
 def test_task_reader_refuses_a_non_object_label_through_the_library(tmp_path):
-    """The reader itself (used by `electra.tlm.train.TLMSettings.read_split` from Python) raises the one-line error."""
+    """The reader itself (used by `electra.tlm.settings.TLMSettings.read_split` from Python) raises the one-line error."""
     path = tmp_path / "bool.jsonl"
     path.write_text('{"text": "a", "label": true}\n')
     with pytest.raises(UserError, match="label field 'label' is true, not a class name"):

@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
-from electra.glue.finetune import resolve_model_dir
-from electra.tlm.retrieval import build_index
-from electra.tlm.tasks import LabelVocab, read_task_file
 
 from electra.app.cli import build_parser, main
 from electra.core.errors import UserError
+from electra.glue.finetune import resolve_model_dir
+from electra.tlm.retrieval import build_index
+from electra.tlm.tasks import LabelVocab, read_task_file
 
 from .test_tlm_train import SMALL, _cache, data  # noqa: F401  (shared fixtures)
 
@@ -64,6 +64,21 @@ def test_tlm_train_refuses_flags_it_would_ignore(data, tmp_path, capsys, extra, 
 def test_a_negative_finetune_epochs_is_named_before_the_flags_it_would_silence(data, tmp_path, capsys):
     assert main(_train_argv(data, tmp_path / "run", "--finetune-epochs", "-1", "--finetune-lr", "1e-3")) == 2
     assert "--finetune-epochs must not be negative" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--rho1", "-1"], "rho1 must be a whole number, at least 0, got -1"),
+        (["--rho2", "-2"], "rho2 must be at least 0, got -2.0"),
+    ],
+)
+def test_a_negative_rate_is_refused_in_one_line_before_any_work(data, tmp_path, capsys, extra, message):
+    """--rho1 and --rho2 are checked once, where `TLMSettings` is built from the flags: one line, nothing written."""
+    out = tmp_path / "run"
+    assert main(_train_argv(data, out, *extra)) == 2
+    assert message in _one_line_error(capsys)
+    assert not out.exists()
 
 
 def test_tlm_train_fills_in_the_defaults_of_flags_not_given(data, tmp_path, capsys):

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from electra.core.errors import UserError
 from electra.tlm.keywords import candidate_phrases, keyword_query, rake_keywords
 from electra.tlm.retrieval import (
     BUILD_LOCK,
@@ -28,8 +30,6 @@ from electra.tlm.retrieval import (
     split_passages,
     union_top_k,
 )
-
-from electra.core.errors import UserError
 
 FILLER = [
     "The committee met on Tuesday to discuss the budget for the coming year and the new roads.",
@@ -313,9 +313,8 @@ def test_training_refuses_a_cut_short_or_unfinished_selection(tmp_path):
     """Before: a retrieved.txt cut short (a copy, a full disk) or left by a run that did not finish was read as
     the corpus it should have been; now `tlm train` (through `corpus_of`) names the file and the fix, and the
     corpus folder itself is still taken as it is."""
-    from electra.tlm.train import corpus_of
-
     from electra.app.cli import main
+    from electra.tlm.task_data import corpus_of
 
     out = tmp_path / "ret"
     assert main(_retrieve_argv(tmp_path, out)) == 0

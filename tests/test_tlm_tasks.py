@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+
+from electra.core.errors import UserError
 from electra.tlm.tasks import (
     LabelVocab,
     TaskExample,
@@ -12,8 +14,6 @@ from electra.tlm.tasks import (
     read_task_file,
     split_examples,
 )
-
-from electra.core.errors import UserError
 
 
 def test_tsv_without_header_is_text_then_label(tmp_path):

@@ -8,10 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from electra.tlm.interleave import interleave
-from electra.tlm.train import LOSS_PARTS, TLMSettings, classification_metrics, read_loss_log, train_tlm
 
 from electra.app.cli import main
+from electra.core.errors import UserError
+from electra.tlm.evaluation import classification_metrics
+from electra.tlm.interleave import interleave
+from electra.tlm.model import LOSS_PARTS
+from electra.tlm.settings import TLMSettings
+from electra.tlm.train import read_loss_log, train_tlm
 
 TOPICS = {
     "sports": "team coach goal match season player league score win cup".split(),
@@ -62,8 +66,27 @@ def test_interleave_follows_rho1_exactly():
     # The schedule stops when external data runs out instead of sending a short group.
     assert list(interleave(range(4), iter(range(7)), rho1=3)) == [(0, [0, 1, 2]), (1, [3, 4, 5])]
     assert list(interleave("ab", iter(()), rho1=0)) == [("a", []), ("b", [])]
-    with pytest.raises(ValueError):
-        list(interleave("ab", [], rho1=-1))
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"rho1": -1}, "rho1 must be a whole number, at least 0, got -1"),
+        ({"rho1": 1.5}, "rho1 must be a whole number, at least 0, got 1.5"),
+        ({"rho2": -0.5}, "rho2 must be at least 0, got -0.5"),
+        ({"meta_lr": 0.0}, "meta_lr must be positive, got 0.0"),
+        ({"objective": "xlnet"}, "--objective 'xlnet' is not one of electra, "),
+        ({"weighting": "sum"}, "--weighting 'sum' is not one of tlm, uniform, meta."),
+        ({"metric": "loss"}, "--metric 'loss' is not macro_f1 or accuracy."),
+    ],
+)
+def test_settings_are_checked_once_where_they_are_built(setting, message):
+    """`TLMSettings` is the one check of the task-aware settings (the interleaving, the weights and the training
+    below it trust them): a bad one is refused in one line as the settings are built, before any work."""
+    tasks = {"task_train": "t", "task_dev": "d", "task_test": "e", "out": "o"}
+    with pytest.raises(UserError) as refused:
+        TLMSettings(**tasks, **setting)
+    assert message in str(refused.value) and len(str(refused.value).splitlines()) == 1
 
 
 def test_classification_metrics_by_hand():
@@ -172,8 +195,9 @@ def test_joint_training_logs_every_part_and_combines_them(data, retrieved, tmp_p
     assert results["stage1_steps"] == 6 and results["flop_source"] == "electra.flops.analytic"
     # The saved classifier reproduces the reported test metrics (the best-dev state was saved, then tested).
     import torch
-    from electra.tlm.tasks import read_task_file
     from transformers import AutoTokenizer, ElectraForSequenceClassification
+
+    from electra.tlm.tasks import read_task_file
 
     model = ElectraForSequenceClassification.from_pretrained(str(tmp_path / "run" / "model")).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "model"))
@@ -349,7 +373,7 @@ def test_a_resume_with_no_checkpoint_says_it_trains_from_the_start(
 ):
     """Before: a run started without --save-every (none is the default) and killed in stage 1 was "resumed" by
     training stage 1 again from step 0 without a word, as if hours of training were being continued."""
-    from electra.tlm.train import JointTask
+    from electra.tlm.joint import JointTask
 
     settings = _settings(
         data,

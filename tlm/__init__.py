@@ -2,5 +2,7 @@
 language-modelling objective (`mlm`, `electra` or `electric`) jointly from scratch.
 
 `electra.tlm.retrieval` builds and queries the index, `electra.tlm.tasks` reads labelled task files, `electra.tlm.interleave` pairs task
-batches with ρ1 retrieved batches, `electra.tlm.train` runs the two training stages, `electra.tlm.cli` is `electra tlm`.
+batches with ρ1 retrieved batches, `electra.tlm.settings` holds a run's settings (checked once, as they are built),
+`electra.tlm.train` runs the two training stages (`electra.tlm.stage1` and `electra.tlm.finetune`), `electra.tlm.cli` is
+`electra tlm`.
 """

@@ -6,11 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from electra.tlm.outputs import TLM_OUTPUTS, refuse_missing_resume
-
 from electra.core.errors import UserError
 from electra.core.flags import add_output_option, require_counts
 from electra.core.overwrite import refuse_to_replace, refuse_unowned, start_over
+from electra.tlm.outputs import TLM_OUTPUTS, refuse_missing_resume
 
 # Flags that act only under a condition are None until given, so that one given where it cannot act is refused
 # (`refuse_unused`) instead of being ignored in silence; these are their values when not given (`fill_defaults`,
@@ -303,7 +302,7 @@ def check_train_flags(args) -> None:
     """`tlm train`'s flags that would be ignored in silence are refused: --rho1/--rho2 weigh the LM objective,
     which --objective none does not train, and the --finetune-* settings act only with --finetune-epochs N. Then
     the defaults of those not given are filled in."""
-    from electra.tlm.train import TASK_ONLY
+    from electra.tlm.settings import TASK_ONLY
 
     refuse_unused(
         args,
@@ -435,10 +434,9 @@ def _iss_layer(args) -> int | str:
 
 
 def _reference_settings(args):
-    """The `electra.tlm.train.TLMSettings` of ISS's reference run, in OUT/reference."""
-    from electra.tlm.train import TLMSettings
-
+    """The `electra.tlm.settings.TLMSettings` of ISS's reference run, in OUT/reference."""
     from electra.core.config import parse_overrides
+    from electra.tlm.settings import TLMSettings
 
     return TLMSettings(
         task_train=args.task_train,
@@ -480,9 +478,8 @@ def _select_iss(args, index) -> dict:
 
 
 def run_texts(args) -> int:
-    from electra.tlm.tasks import read_task_file
-
     from electra.core.files import write_text_atomically
+    from electra.tlm.tasks import read_task_file
 
     out = Path(args.out) / "corpus" / "task_texts.txt"
     refuse_to_replace([out], args.overwrite)
@@ -499,9 +496,9 @@ def run_texts(args) -> int:
 def run_train(args) -> int:
     check_train_flags(args)
     refuse_to_replace_run(args)
-    from electra.tlm.train import TLMSettings, train_tlm
-
     from electra.core.config import parse_overrides, with_frozen_generator
+    from electra.tlm.settings import TLMSettings
+    from electra.tlm.train import train_tlm
 
     settings = TLMSettings(
         retrieved=args.retrieved,
@@ -530,9 +527,8 @@ def run_sciie(args) -> int:
     """All three splits are read before any is written, and written whole (`write_text_atomically`): before, a
     missing dev.json stopped the run after train.jsonl was written, and existing splits in --out (a user's own
     train.jsonl) were replaced without --overwrite."""
-    from electra.tlm.tasks import build_sciie, jsonl_text
-
     from electra.core.files import write_text_atomically
+    from electra.tlm.tasks import build_sciie, jsonl_text
 
     source, out = Path(args.scierc), Path(args.out)
     splits = ("train", "dev", "test")

@@ -16,10 +16,9 @@ B = TypeVar("B")
 def interleave(internal: Iterable[A], external: Iterable[B], rho1: int) -> Iterator[tuple[A, list[B]]]:
     """(internal batch, [ρ1 external batches]) per step, in order; stops when either source runs out.
 
-    With ρ1 = 0 the steps carry no external data (task-only training, or LM on task data only).
+    `rho1` is a whole number, at least 0 (`electra.tlm.settings.TLMSettings` refuses any other where the settings
+    are built). With ρ1 = 0 the steps carry no external data (task-only training, or LM on task data only).
     """
-    if rho1 < 0:
-        raise ValueError(f"rho1 must be >= 0, got {rho1}")
     internal_it, external_it = iter(internal), iter(external)
     for batch in internal_it:
         extra = list(islice(external_it, rho1))

@@ -26,16 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from electra.tlm.retrieval import BM25Index, retrieve, write_selection
-from electra.tlm.tartan import flat
-from electra.tlm.tasks import LabelVocab
-from electra.tlm.train import TASK_ONLY, TLMSettings, encode_task, run_config, train_joint
 from torch import nn
 from transformers import ElectraModel
 
 from electra.core.errors import UserError
 from electra.data.packing import PretrainingCollator
 from electra.nn.hf_configs import discriminator_hf_config
+from electra.tlm.retrieval import BM25Index, retrieve, write_selection
+from electra.tlm.settings import TASK_ONLY, TLMSettings, run_config
+from electra.tlm.tartan import flat
+from electra.tlm.task_data import encode_task
+from electra.tlm.tasks import LabelVocab
+from electra.tlm.train import train_joint
 from electra.training.pretraining import run_vocabulary
 from electra.training.run_log import progress_off
 
@@ -140,7 +142,7 @@ def iss_select(
     seed: int = 0,
     progress: bool = True,
 ) -> ISSSelection:
-    """Score every candidate batch against every validation batch with `model` (a `electra.tlm.train.TLMModel` with an LM
+    """Score every candidate batch against every validation batch with `model` (a `electra.tlm.model.TLMModel` with an LM
     objective) and pick `target` passages. Rows are encoded: candidates `input_ids`/`token_type_ids`, validation
     rows also `label`."""
     from tqdm.auto import tqdm
@@ -209,7 +211,7 @@ def select_with_reference(
     keyword_words: int = 32,
     progress: bool = True,
 ) -> dict:
-    """Algorithm 1 end to end: BM25 pool, reference model (`settings`: a `electra.tlm.train.TLMSettings` for the brief joint
+    """Algorithm 1 end to end: BM25 pool, reference model (`settings`: a `electra.tlm.settings.TLMSettings` for the brief joint
     run, whose task-dev split is the validation set), influence, and the selected corpus written to `out_dir`.
     Returns the summary written beside it."""
     check_layer(settings, layer)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from electra.core.errors import UserError
 
-# what `tlm train` and `tartan` write in --out: all of it, since a user's own config.json, run.json or tokenizer/
-# there had been replaced without a word by a run that was refused nothing
+# what `tlm train` and `tartan` write in --out: all of it, so that a user's own config.json, run.json or tokenizer/
+# there is never replaced by a run
 TLM_OUTPUTS = ("results.json", "model", "stage1", "stage2", "config.json", "tokenizer", "run.json")
 
 
 def refuse_missing_resume(out: str | Path, resume: bool) -> None:
-    """`resume` where `out` holds no run (no such folder, or none of a run's files) had started a fresh run in
-    silence: a mistyped --out looked like a resumed run (from the command line, and from `train_tlm`)."""
+    """Refuse `resume` where `out` holds no run (no such folder, or none of a run's files), from the command line
+    and from `train_tlm`: a mistyped --out would otherwise start a fresh run that looks like a resumed one."""
     out = Path(out)
     if resume and not any((out / name).exists() for name in TLM_OUTPUTS):
         where = "does not exist" if not out.exists() else "holds no run"

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from electra.tlm.keywords import keyword_query
 
 from electra.core.errors import UserError
 from electra.core.files import read_json_record, write_json_atomically
 from electra.data.corpus import corpus_fingerprint, read_documents
+from electra.tlm.keywords import keyword_query
 from electra.training.run_log import progress_off
 
 try:

@@ -39,12 +39,12 @@ TERM_LABELS = {"task": "end task", "lm_internal": "TAPT (task texts)", "lm_exter
 
 
 def fixed_weights(weighting: str, terms: Sequence[str], rho2: float) -> dict[str, float]:
-    """TLM's weights (task 1, ρ2 on the task texts' LM loss, 1 on the retrieved texts') or MT-TARTAN's uniform ones."""
+    """MT-TARTAN's uniform weights for `weighting` "uniform", else TLM's (task 1, ρ2 on the task texts' LM loss, 1
+    on the retrieved texts'). META-TARTAN's are learned (`MetaWeights`); the weighting is one of `WEIGHTINGS`,
+    checked where the settings are built (`electra.tlm.settings.TLMSettings`)."""
     if weighting == "uniform":
         return {name: 1.0 / len(terms) for name in terms}
-    if weighting == "tlm":
-        return {name: (rho2 if name == "lm_internal" else 1.0) for name in terms}
-    raise UserError(f"weighting {weighting!r} is not one of {', '.join(WEIGHTINGS)}.")
+    return {name: (rho2 if name == "lm_internal" else 1.0) for name in terms}
 
 
 class LossScales:
@@ -77,11 +77,10 @@ class LossScales:
 
 
 class MetaWeights:
-    """META-TARTAN's weight logits w over the loss terms: start equal (uniform softmax), move by η·cos each step."""
+    """META-TARTAN's weight logits w over the loss terms: start equal (uniform softmax), move by η·cos each step.
+    η (`lr`, `--meta-lr`) is positive, checked where the settings are built (`electra.tlm.settings.TLMSettings`)."""
 
     def __init__(self, terms: Sequence[str], lr: float):
-        if lr <= 0:
-            raise UserError(f"--meta-lr must be positive, got {lr}.")
         self.terms = list(terms)
         self.lr = lr
         self.logits = torch.zeros(len(self.terms), dtype=torch.float64)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from electra.core.flags import add_output_option
 from electra.tlm.cli import (
     FINETUNE_DEFAULTS,
     FINETUNE_UNUSED,
@@ -18,8 +19,6 @@ from electra.tlm.cli import (
     refuse_unused,
     with_default,
 )
-
-from electra.core.flags import add_output_option
 
 AUXILIARIES = ("tapt", "dapt")
 # META-TARTAN's flags when not given: None until given, as `electra.tlm.cli`'s conditional flags are
@@ -164,11 +163,11 @@ def check_contradictions(args) -> None:
 
 
 def run(args) -> int:
-    from electra.tlm.cli import column_kwargs, refuse_to_replace_run, run_settings, start_over_run
-    from electra.tlm.train import TASK_ONLY, TLMSettings, train_tlm
-
     from electra.core.config import parse_overrides
     from electra.core.errors import UserError
+    from electra.tlm.cli import column_kwargs, refuse_to_replace_run, run_settings, start_over_run
+    from electra.tlm.settings import TASK_ONLY, TLMSettings
+    from electra.tlm.train import train_tlm
 
     aux = parse_aux(args.aux)
     if "dapt" in aux and args.dapt_corpus is None:
