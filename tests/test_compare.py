@@ -10,8 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from electra.glue.finetune import task_data_fingerprints
-from electra.glue.tasks import get_task
 
 from electra.app.cli import main
 from electra.app.compare import (
@@ -23,6 +21,8 @@ from electra.app.compare import (
     write_report,
 )
 from electra.core.errors import UserError
+from electra.glue.finetune import task_data_fingerprints
+from electra.glue.tasks import get_task
 from electra.objectives import build_config, flop_report
 
 PRETRAIN_KEYS = ("max_steps", "save_every", "log_every", "warmup_steps")
@@ -558,6 +558,7 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     """Before: a rerun into the same --out with other GLUE or probe settings silently replaced results.md and
     results.json, while glue, tlm, score and rescore refuse to replace results without --overwrite."""
     import electra.app.compare
+    import electra.app.compare_rerun
 
     def started(*args, **kwargs):
         raise RuntimeError("work started")
@@ -597,7 +598,7 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     with pytest.raises(RuntimeError, match="work started"):
         main([*argv, "--overwrite"])
     # The same evaluation: arms may be added (the report grows), but one the report holds may not be left out.
-    monkeypatch.setattr(electra.app.compare, "_evaluation", lambda settings, finetune: report)
+    monkeypatch.setattr(electra.app.compare_rerun, "evaluation_settings", lambda settings, finetune: report)
     (out / "results.json").write_text(json.dumps({**report, "objectives": {"electra": {}, "mlm": {}}}))
     with pytest.raises(RuntimeError, match="work started"):
         main([*argv, "--objectives", "electra,mlm,electric"])
@@ -781,7 +782,8 @@ def test_a_lost_export_whose_checkpoint_was_pruned_is_refused_not_replaced_by_a_
 def test_unreadable_records_in_out_are_one_line_or_redone(tmp_path, capsys):
     """Before: a results.json, compare.json or cell file cut short (a full disk, a crash of the machine: the atomic
     writes rename but do not sync) stopped every rerun with a JSONDecodeError traceback."""
-    from electra.app.compare import _check_manifest, _check_report, collect_results
+    from electra.app.compare import collect_results
+    from electra.app.compare_rerun import check_manifest, check_report
 
     settings = CompareSettings(
         corpus=str(tmp_path),
@@ -806,7 +808,7 @@ def test_unreadable_records_in_out_are_one_line_or_redone(tmp_path, capsys):
 
     for name, fix in (("results.json", "delete it and rerun"), ("compare.json", "delete it and rerun with")):
         (settings.out / name).write_text('{"tasks": ["rt')
-        check = _check_report if name == "results.json" else _check_manifest
+        check = check_report if name == "results.json" else check_manifest
         with pytest.raises(UserError, match=f"{settings.out / name}: unreadable.*{fix}"):
             check(settings, finetune) if name == "results.json" else check(settings)
         (settings.out / name).unlink()
@@ -880,13 +882,13 @@ def test_a_folder_that_is_no_comparison_keeps_what_a_run_would_replace(small_cor
 def test_the_order_of_tasks_or_probes_is_no_other_evaluation():
     """Before: `--glue-tasks mrpc,rte` after `rte,mrpc` was refused as "other tasks", though it fine-tunes the same
     cells; the seeds' order is kept, since seed i of every task makes the per-seed averages."""
-    from electra.app.compare import _changed_settings
+    from electra.app.compare_rerun import changed_settings
 
     saved = {"tasks": ["rte", "mrpc"], "probes": ["sst2", "pos"], "seeds": [1, 2]}
     assert (
-        _changed_settings(saved, {"tasks": ["mrpc", "rte"], "probes": ["pos", "sst2"], "seeds": [1, 2]}) == []
+        changed_settings(saved, {"tasks": ["mrpc", "rte"], "probes": ["pos", "sst2"], "seeds": [1, 2]}) == []
     )
-    assert _changed_settings(saved, {**saved, "seeds": [2, 1]}) == ["seeds (saved [1, 2], now [2, 1])"]
+    assert changed_settings(saved, {**saved, "seeds": [2, 1]}) == ["seeds (saved [1, 2], now [2, 1])"]
 
 
 def test_an_arm_label_must_name_a_folder_of_its_own(small_corpus, tmp_path, micro_overrides, capsys):
@@ -1031,9 +1033,8 @@ def test_glue_rows_and_probe_data_are_read_before_any_work(tmp_path, small_corpu
 def test_a_probe_cell_made_on_other_data_is_stale(tmp_path):
     """Before: a probe cell kept only its seeds and sample size, so after the probe's data changed (a corrected
     SST-2 file) the old accuracies stayed in the report, unlike a GLUE cell's."""
-    from electra.probes.run import data_sha256, get_probe
-
     from electra.app.compare import collect_results
+    from electra.probes.run import data_sha256, get_probe
 
     data = _write_sst2(tmp_path / "data")
     settings = CompareSettings(
@@ -1065,7 +1066,8 @@ def test_a_probe_cell_made_on_other_data_is_stale(tmp_path):
 def test_the_plan_counts_the_seeds_an_unfinished_cell_has_run(tmp_path, shared_data):
     """Before: a cell killed after some of its seeds, or a rerun with more --seeds, was counted as every seed
     left, though the run fine-tunes only the others."""
-    from electra.app.compare import _cells_done, _seed_folder
+    from electra.app.compare_glue import seed_folder
+    from electra.app.compare_plan import cells_done
 
     glue = tmp_path / "glue"
     shutil.copytree(shared_data / "glue" / "RTE", glue / "RTE")
@@ -1073,14 +1075,14 @@ def test_the_plan_counts_the_seeds_an_unfinished_cell_has_run(tmp_path, shared_d
         corpus="c", out=tmp_path / "out", objectives=["mlm"], tasks=["rte"], glue_data=glue, checkpoints=1
     )
     finetune = glue_settings(settings, build_config("tiny"))
-    assert _cells_done(settings, False, finetune)["glue"] == 0
-    folder = _seed_folder(settings.out / "glue" / "mlm" / "1of1", "rte", finetune)
+    assert cells_done(settings, False, finetune)["glue"] == 0
+    folder = seed_folder(settings.out / "glue" / "mlm" / "1of1", "rte", finetune)
     for seed in (1, 2, 7):  # seed 7 is not one of this run's
         (folder / "runs" / "rte" / f"seed-{seed}").mkdir(parents=True)
         (folder / "runs" / "rte" / f"seed-{seed}" / "result.json").write_text(json.dumps({"seed": seed}))
     (folder / "runs" / "rte" / "seed-3").mkdir()  # killed before it finished
-    assert _cells_done(settings, False, finetune)["glue"] == 2
-    assert _cells_done(settings, True, finetune)["glue"] == 0  # a run that starts over keeps none
+    assert cells_done(settings, False, finetune)["glue"] == 2
+    assert cells_done(settings, True, finetune)["glue"] == 0  # a run that starts over keeps none
     # seeds run on another model path (OUT moved) are fine-tuned again, so none of them counts
     (folder / "run.json").write_text(json.dumps({"model": str(tmp_path / "elsewhere")}))
-    assert _cells_done(settings, False, finetune)["glue"] == 0
+    assert cells_done(settings, False, finetune)["glue"] == 0

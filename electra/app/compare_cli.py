@@ -1,7 +1,7 @@
 """`electra compare`: pretrain objectives to equal training FLOPs and compare their GLUE scores.
 
-Only the argument parser lives here; the work (`electra.app.compare`) is imported when the command runs, so `electra
---help` stays fast.
+Only the argument parser and the flags' checks live here; the work (`electra.app.compare`) is imported when the
+command runs, so `electra --help` stays fast.
 """
 
 from __future__ import annotations
@@ -120,34 +120,57 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from electra.app.compare import describe_plan, run_compare
-    from electra.core.config import parse_overrides
-    from electra.glue.tasks import parse_task_list, resolve_data_dir
-    from electra.probes.run import parse_probe_list
 
+    settings = _settings(args)
+    if args.plan:
+        print(describe_plan(settings))
+        return 0
+    run_compare(settings)
+    return 0
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Counts, the budget and the rate, checked here rather than at the first cell or probe that reads them, which
+    comes after every arm has pretrained."""
     if args.seeds < 1 or args.checkpoints < 1:
         raise UserError("--seeds and --checkpoints must be at least 1.")
-    # --glue-max-steps 0 had fine-tuned by epochs, --glue-batch-size 0 stopped the first cell with a
-    # ZeroDivisionError and --probe-max-train 0 the first probe, both after every arm had pretrained
+    # 0 is no count (--glue-max-steps 0 is not "by epochs": leave it out for that)
     require_counts(args, ("glue_batch_size",), optional=("glue_max_steps", "probe_max_train"))
     if not math.isfinite(args.flops_budget) or args.flops_budget <= 0:  # nan, inf: a traceback
         raise UserError("--flops-budget must be a positive, finite number (e.g. 2e13).")
     if args.glue_learning_rate is not None and not (
         math.isfinite(args.glue_learning_rate) and args.glue_learning_rate > 0
-    ):  # 0 had meant "the default", as GLUE's own flag once did
+    ):  # nan, inf, 0: no rate (leaving the flag out is how to ask for the default)
         raise UserError(
             f"--glue-learning-rate must be a positive, finite number, got {args.glue_learning_rate:g}; leave it "
             "out for the default."
         )
+
+
+def _objectives(args: argparse.Namespace) -> list[str]:
+    """The arms as listed, each once: one listed twice is a typo, not a second arm."""
     objectives = _list(args.objectives)
     if not objectives:
         raise UserError("--objectives is empty; name at least one (e.g. electra,mlm).")
     named = [part.strip() for part in args.objectives.split(",") if part.strip()]
     twice = sorted({name for name in named if named.count(name) > 1})
-    if twice:  # had been merged into one arm in silence
+    if twice:
         raise UserError(
             f"--objectives names {', '.join(twice)} more than once; name each arm once (two arms of one "
             "objective differ by their settings, e.g. electra,gdes:electra+embedding_sharing=gdes)."
         )
+    return objectives
+
+
+def _settings(args: argparse.Namespace) -> CompareSettings:
+    """The run's settings from its flags, refusing what the flags alone show to be wrong (what files hold is
+    read later, by `compare_checks.check_inputs`)."""
+    from electra.core.config import parse_overrides
+    from electra.glue.tasks import parse_task_list, resolve_data_dir
+    from electra.probes.run import parse_probe_list
+
+    _check_numbers(args)
+    objectives = _objectives(args)
     overrides = parse_overrides(args.set)
     tasks = [] if args.glue_tasks.strip().lower() in ("", "none") else parse_task_list(args.glue_tasks)
     probes = [spec.name for spec in parse_probe_list(args.probes)] if args.probes.strip() else []
@@ -170,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     for key in overrides:
         if key in COMPARE_CONTROLS:
             raise UserError(f"--set {key}=...: compare controls {key} ({COMPARE_CONTROLS[key]}); drop it.")
-    settings = CompareSettings(
+    return CompareSettings(
         corpus=args.corpus,
         out=Path(args.out),
         objectives=objectives,
@@ -193,8 +216,3 @@ def run(args: argparse.Namespace) -> int:
         probe_max_train=args.probe_max_train,
         overwrite=args.overwrite,
     )
-    if args.plan:
-        print(describe_plan(settings))
-        return 0
-    run_compare(settings)
-    return 0

@@ -21,8 +21,9 @@ DEFAULT_OBJECTIVES = "electra,mlm"
 DEFAULT_TASKS = "sst2,mrpc,stsb,rte"
 # Settings that define the pretraining runs: a rerun into the same OUT must agree on them.
 PRETRAINING_KEYS = ("corpus", "size", "overrides", "budget", "checkpoints", "vocab")
-# Config fields compare sets itself for every arm (`compare.objective_config`, `compare.pretrain_objective`): one given
-# in an arm or with --set would be silently replaced, so it is refused, naming what controls it instead.
+# Config fields compare sets itself for every arm (`compare_arms.objective_config`,
+# `compare_pretrain.pretrain_objective`): one given in an arm or with --set would be replaced, so it is refused,
+# naming what controls it instead.
 COMPARE_CONTROLS = {
     "objective": "the arm's OBJECTIVE, the name before its first +",
     "max_steps": "--flops-budget: every arm runs the steps its budget buys",
@@ -66,7 +67,7 @@ def parse_arm(entry: str) -> Arm:
         label.strip() or f"{objective}{''.join('+' + item for item in settings)}", objective, tuple(overrides)
     )
     if not arm.slug.strip("."):
-        # `..:electra` had pretrained into OUT itself (OUT/pretrain/..) and exported beside its other arms
+        # a label such as `..` would put the arm's runs in OUT itself (OUT/pretrain/..), beside the other arms
         raise UserError(
             f"--objectives: the label {arm.label!r} of {entry!r} names no folder of its own; give a label with a "
             "letter or digit."
