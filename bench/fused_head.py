@@ -24,10 +24,10 @@ import statistics
 import time
 
 import torch
-from electra.generators import fused_nll
 
 from electra.core.cpu_memory import keep_freed_memory
 from electra.core.outputs import SpecialIds
+from electra.generators import fused_nll
 from electra.objectives import build_config
 from electra.training.model import PretrainingModel
 from electra.training.optim import build_adamw, parameter_groups

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import torch
+
 from electra.generators.shared_towers import cloze_log_q, shared_fraction
 from electra.generators.two_tower import TwoTowerGenerator
+from electra.objectives import build_config
 from electra.pll.nbest import read_nbest
 from electra.pll.scoring import load_scorer
-
-from electra.objectives import build_config
 
 CLS, SEP = 2, 3
 

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import torch
-from electra.pll.scoring import ElectricScorer, MaskedLMScorer, pick_device
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, ElectraTokenizerFast
 
 from electra.objectives import build_config
+from electra.pll.scoring import ElectricScorer, MaskedLMScorer, pick_device
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -30,14 +30,14 @@ import statistics
 import time
 
 import torch
-from electra.flops.measured import flop_counter
-from electra.flops.peak import matmul_peak, native_precision, peak_dtype
-from electra.generators.fused_nll import plain_head
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
 from electra.core.config import parse_overrides
 from electra.core.cpu_memory import keep_freed_memory
 from electra.core.outputs import SpecialIds
+from electra.flops.measured import flop_counter
+from electra.flops.peak import matmul_peak, native_precision, peak_dtype
+from electra.generators.fused_nll import plain_head
 from electra.nn.hf_configs import discriminator_hf_config, generator_hf_config
 from electra.objectives import build_config
 from electra.training.model import PretrainingModel

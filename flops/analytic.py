@@ -49,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from electra.core.errors import UserError
 from electra.flops.shapes import (
     EncoderShape,
     discriminator_shape,
@@ -56,8 +57,6 @@ from electra.flops.shapes import (
     predicted_positions,
     shape_from_any,
 )
-
-from electra.core.errors import UserError
 
 DROPOUT_FLOPS = 4  # random number, compare, mask multiply, 1/(1-p) rescale
 LAYER_NORM_FLOPS = 5  # mean, variance, normalise, scale, shift

@@ -24,11 +24,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from electra.flops.analytic import FlopPlan, FlopReport, count_flops
-from electra.flops.shapes import EncoderShape, discriminator_shape, generator_shape, predicted_positions
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
+from electra.flops.analytic import FlopPlan, FlopReport, count_flops
+from electra.flops.shapes import EncoderShape, discriminator_shape, generator_shape, predicted_positions
 from electra.nn.masking import slots_per_row
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch import nn
+
+from electra.core.config import PretrainConfig
+from electra.core.outputs import SpecialIds
 from electra.generators.base import Generator
 from electra.generators.gdes import share_gdes
 from electra.generators.masked_lm import MaskedLMGenerator
 from electra.generators.two_tower import TwoTowerGenerator
 from electra.generators.unigram import UnigramGenerator
-from torch import nn
-
-from electra.core.config import PretrainConfig
-from electra.core.outputs import SpecialIds
 from electra.nn.hf_configs import generator_hf_config
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from electra.generators.base import Generator
 from torch import nn
+
+from electra.generators.base import Generator
 
 
 def temperature_at(progress: torch.Tensor, start: float, end: float = 1.0) -> torch.Tensor:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from electra.generators.base import Generator, LinearHead
 from torch import nn
 from transformers import ElectraForMaskedLM
 from transformers.models.electra.modeling_electra import ElectraEmbeddings, ElectraModel
+
+from electra.generators.base import Generator, LinearHead
 
 
 class MaskedLMGenerator(Generator):

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from electra.generators.two_tower import TwoTowerGenerator, as_attention_mask
 from tqdm.auto import tqdm
+
+from electra.generators.two_tower import TwoTowerGenerator, as_attention_mask
 
 NODE_BUDGET = 128  # nodes per packed row: attention costs N per node, so rows stay short
 NODES_PER_FORWARD = 2048  # rows are stacked up to about this many nodes per tower forward

@@ -24,8 +24,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from electra.generators import fused_nll
-from electra.generators.base import Generator, LinearHead
 from safetensors.torch import save_file
 from torch import nn
 from transformers import ElectraConfig
@@ -37,6 +35,8 @@ from transformers.models.electra.modeling_electra import (
 
 from electra.core.errors import UserError
 from electra.core.files import read_safetensors
+from electra.generators import fused_nll
+from electra.generators.base import Generator, LinearHead
 from electra.nn.lane_attention import attention_name
 from electra.nn.masking import Picked, sample_from_log_probs
 

@@ -91,10 +91,9 @@ def _distinct_models(models: list[str]) -> dict[str, Path]:
     """Each model checked (weights safetensors, a tokenizer beside them) and kept once, by its first spelling,
     with its checkpoint directory: one given twice, or by two spellings (a run and its discriminator/), is
     probed once, not listed as two rows of the same encoder."""
-    from electra.glue.finetune import resolve_model_dir
-
     from electra.data.tokenization import require_tokenizer
     from electra.export.layout import require_safetensors
+    from electra.glue.finetune import resolve_model_dir
 
     first: dict[Path, str] = {}
     directories: dict[str, Path] = {}
@@ -111,6 +110,10 @@ def _distinct_models(models: list[str]) -> dict[str, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from transformers.utils import logging as transformers_logging
+
+    from electra.core.config import INPUT_DIGESTS
+    from electra.core.errors import UserError
     from electra.probes.linear import load_frozen
     from electra.probes.run import (
         check_probe_inputs,
@@ -121,10 +124,6 @@ def run(args: argparse.Namespace) -> int:
         run_probe,
         training_samples,
     )
-    from transformers.utils import logging as transformers_logging
-
-    from electra.core.config import INPUT_DIGESTS
-    from electra.core.errors import UserError
 
     require_counts(args, ("seeds", "max_length", "batch_size"), optional=("max_train",))
     if args.resume and not args.output:

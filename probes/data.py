@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from electra.glue.tasks import get_task, read_examples
-
 from electra.core.errors import UserError
 from electra.core.files import decode_user_text
+from electra.glue.tasks import get_task, read_examples
 
 BROWN_FILE = re.compile(r"[a-z]{2}\d{2}")  # ca01 ... cr09; CONTENTS, README, cats.txt are not data
 TAG_DECORATIONS = ("-tl", "-hl", "-nc")

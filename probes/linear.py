@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from electra.glue.finetune import resolve_model_dir
-from electra.glue.model import load_encoder
 from torch import nn
 from transformers import AutoTokenizer
 
 from electra.core.errors import UserError
 from electra.data.tokenization import require_tokenizer, require_tokenizer_fits
+from electra.glue.finetune import resolve_model_dir
+from electra.glue.model import load_encoder
 
 
 def load_frozen(model_dir: str | Path) -> tuple[nn.Module, object]:

@@ -15,12 +15,12 @@ import random
 import re
 from pathlib import Path
 
-import electra.tlm.train as tlm_train
 import numpy as np
 import pytest
 import torch
 
 import electra
+import electra.tlm.train as tlm_train
 from electra.core.errors import UserError
 from electra.training.pretraining import RunInputs
 from tests.golden_trace import export_word_model, write_stsb

@@ -109,8 +109,9 @@ def test_trains_exports_a_scorer_and_refuses_fine_tuning(small_corpus, tmp_path,
     with pytest.raises(UserError, match="names no part to fine-tune"):
         electra.finetune_dir(tmp_path / "run")
 
-    from electra.pll.scoring import load_scorer
     from transformers import AutoTokenizer
+
+    from electra.pll.scoring import load_scorer
 
     shipped = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "generator"))
     assert shipped.tokenize("Budget, annual!") == shipped.tokenize("budget annual")

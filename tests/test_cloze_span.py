@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from electra.generators.shared_towers import cloze_log_q
-from electra.generators.two_tower import TwoTowerGenerator
 
 from electra.core.errors import UserError
 from electra.data.tokenization import word_start_flags
+from electra.generators.shared_towers import cloze_log_q
+from electra.generators.two_tower import TwoTowerGenerator
 from electra.objectives import build_config
 from tests.test_two_tower import _config
 

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-from electra.pll.scoring import load_scorer
 
 from electra.app.cli import main
+from electra.pll.scoring import load_scorer
 
 
 def held_out_sentences(path: Path, count: int, seed: int = 0) -> list[str]:

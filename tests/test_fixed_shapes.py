@@ -10,11 +10,11 @@ import pkgutil
 import pytest
 import torch
 import torch.nn.functional as F
-from electra.discriminators.energy import electric_nce_loss
-from electra.discriminators.replaced_token import replaced_token_loss
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from electra.core.outputs import SpecialIds
+from electra.discriminators.energy import electric_nce_loss
+from electra.discriminators.replaced_token import replaced_token_loss
 from electra.nn.masking import (
     Picked,
     apply_mask_tokens,

@@ -7,6 +7,9 @@ import re
 
 import pytest
 import torch
+
+from electra.app.flops_paper import PAPER_MODELS, TOLERANCE, reproduce, reproduce_all
+from electra.core.errors import UserError
 from electra.flops.analytic import finetune_flops
 from electra.flops.measured import (
     build_reference_model,
@@ -17,9 +20,6 @@ from electra.flops.measured import (
     random_batch,
 )
 from electra.flops.shapes import predicted_positions
-
-from electra.app.flops_paper import PAPER_MODELS, TOLERANCE, reproduce, reproduce_all
-from electra.core.errors import UserError
 from electra.objectives import build_config, flop_report, get_objective
 
 
@@ -401,7 +401,6 @@ def test_startup_check_on_a_padded_batch(objective):
     and Electric's two-tower head at every position, so the check counts by the batch's shape alone."""
     from electra.flops.measured import startup_check
     from electra.generators.fused_nll import plain_head
-
     from electra.training.model import build_pretraining_model
 
     tokenizer = _tokenizer(4000)  # a vocabulary large enough for the two-tower head to matter
@@ -477,7 +476,6 @@ def test_startup_check_agrees_for_every_objective_and_generator(objective, gener
     All-Tokens MLM was charged its vocabulary head at padding it never runs on (0.80 on short examples)."""
     from electra.flops.measured import startup_check
     from electra.generators.fused_nll import plain_head
-
     from electra.training.model import build_pretraining_model
 
     if not get_objective(objective).startup_flop_check:

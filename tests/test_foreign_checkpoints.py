@@ -271,10 +271,9 @@ def test_weights_cut_short_are_one_line_naming_the_file_in_every_loader(hub, tmp
     """Before: a model.safetensors cut short (a copy interrupted, a full disk) surfaced from glue, squad, score,
     probe and --init-from as safetensors' own traceback, `SafetensorError: Error while deserializing header:
     incomplete metadata, file not fully covered`, naming neither the file nor what to do."""
-    from electra.generators.two_tower import WEIGHTS_NAME, TwoTowerGenerator
-
     from electra.core.files import read_safetensors
     from electra.export.layout import load_pretrained
+    from electra.generators.two_tower import WEIGHTS_NAME, TwoTowerGenerator
     from tests.test_two_tower import _config
 
     cut = shutil.copytree(hub / "discriminator", tmp_path / "cut")

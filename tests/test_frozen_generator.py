@@ -5,12 +5,12 @@ import json
 
 import pytest
 import torch
-from electra.flops.analytic import count_flops
-from electra.flops.measured import startup_check
-from electra.generators.frozen import FrozenMaskedLMGenerator, temperature_at
 from safetensors.torch import load_file
 
 from electra.core.errors import UserError
+from electra.flops.analytic import count_flops
+from electra.flops.measured import startup_check
+from electra.generators.frozen import FrozenMaskedLMGenerator, temperature_at
 from electra.objectives import build_config, flop_report, get_objective
 from electra.training.model import build_pretraining_model
 from electra.training.pretraining import RunInputs, pretrain

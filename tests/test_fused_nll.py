@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from electra.generators import fused_nll
-from electra.generators.two_tower import TwoTowerGenerator
 
 from electra.core.outputs import SpecialIds
+from electra.generators import fused_nll
+from electra.generators.two_tower import TwoTowerGenerator
 from electra.nn.masking import Picked, candidate_mask, sample_from_probs
 from electra.objectives import build_config
 

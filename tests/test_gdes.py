@@ -2,11 +2,11 @@
 
 import pytest
 import torch
-from electra.generators.gdes import GdesWordEmbeddings, generator_word_embeddings
 from safetensors.torch import load_model, save_model
 from transformers import ElectraForPreTraining
 
 from electra.core.errors import UserError
+from electra.generators.gdes import GdesWordEmbeddings, generator_word_embeddings
 from electra.objectives import build_config, flop_report
 from electra.training.model import build_pretraining_model
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from electra.glue.metrics import accuracy, binary_f1, compute_metrics, matthews, pearson, spearman
 from electra.glue.tasks import get_task
 
@@ -59,9 +60,10 @@ def test_the_evaluate_module_equals_the_benchmark_formulas(task):
     (scikit-learn's F1 and MCC, scipy's Pearson and Spearman), offline."""
     import evaluate
     import numpy as np
-    from electra.glue.metrics import METRIC_SCRIPT, task_scores
     from scipy.stats import pearsonr, spearmanr
     from sklearn.metrics import f1_score, matthews_corrcoef
+
+    from electra.glue.metrics import METRIC_SCRIPT, task_scores
 
     rng = np.random.default_rng(0)
     spec = get_task(task)

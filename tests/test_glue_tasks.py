@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from electra.core.errors import UserError
 from electra.glue.tasks import (
     TASKS,
     get_task,
@@ -15,8 +17,6 @@ from electra.glue.tasks import (
     swap_pairs,
     task_file,
 )
-
-from electra.core.errors import UserError
 
 # ---------------------------------------------------------------------------------------------- real GLUE files
 

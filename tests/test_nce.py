@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+
 from electra.discriminators.energy import EnergyHead, electra_tt_token_log_likelihood, electric_nce_loss
 
 
@@ -89,8 +90,9 @@ def test_electra_tt_estimate_matches_formula():
 
 
 def test_initial_offset_centres_the_nce_logit_for_a_uniform_q():
-    from electra.discriminators.energy import electric_nce_logits, init_energy_offset
     from transformers import ElectraConfig
+
+    from electra.discriminators.energy import electric_nce_logits, init_energy_offset
 
     head = EnergyHead(ElectraConfig(hidden_size=8))
     init_energy_offset(head, vocab_size=1000, mask_prob=0.15)
@@ -104,11 +106,11 @@ def test_initial_offset_centres_the_nce_logit_for_a_uniform_q():
 
 def test_electric_step_trains_and_exports_for_scoring(tmp_path):
     """The objective wired into the pretraining model: losses fall on a fixed batch, the export scores."""
-    from electra.discriminators.energy import init_energy_offset
-    from electra.pll.scoring import ElectricScorer, load_scorer
     from transformers import ElectraTokenizerFast
 
+    from electra.discriminators.energy import init_energy_offset
     from electra.objectives import build_config
+    from electra.pll.scoring import ElectricScorer, load_scorer
     from electra.training.model import build_pretraining_model
 
     words = "the a cat dog sat ran on under mat rug big small red blue".split()

@@ -12,14 +12,14 @@ import math
 
 import pytest
 import torch
-from electra.discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_token_loss
-from electra.flops.analytic import FlopPlan
 from transformers import ElectraForPreTraining
 
 import electra
 from electra.core.config import load_saved_config
 from electra.core.errors import UserError
 from electra.core.outputs import StepOutput
+from electra.discriminators.replaced_token import ReplacedTokenDiscriminator, replaced_token_loss
+from electra.flops.analytic import FlopPlan
 from electra.nn.hf_configs import discriminator_hf_config
 from electra.nn.masking import choose_positions
 from electra.nn.metrics import discriminator_metrics

@@ -3,9 +3,10 @@ of minutes, and the native-precision probe reads the CPU's features."""
 
 from __future__ import annotations
 
-import electra.flops.peak as peak_module
 import pytest
 import torch
+
+import electra.flops.peak as peak_module
 from electra.flops.peak import matmul_peak, native_precision, peak_dtype
 
 

@@ -7,13 +7,13 @@ import json
 import math
 import sys
 
-import electra.pll.scoring
 import pytest
 import torch
-from electra.pll.nbest import read_nbest
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraTokenizerFast
 
+import electra.pll.scoring
 from electra.app.cli import main
+from electra.pll.nbest import read_nbest
 
 VOCAB = [
     "[PAD]",

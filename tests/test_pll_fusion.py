@@ -7,11 +7,11 @@ import json
 
 import numpy as np
 import pytest
+
+from electra.app.cli import main
 from electra.pll.fusion import FeatureMatrix, fuse, fused_choices, split_table
 from electra.pll.nbest import Hypothesis, Utterance, read_nbest
 from electra.pll.rescore import EditTable, first_best
-
-from electra.app.cli import main
 
 PLANTED = {"score": 1.0, "am": 0.5e-3, "tiny": 80.0}  # raw weights; in spread units: 1, 0.5, 0.8
 SCALES = {"score": 1.0, "am": 1e3, "tiny": 1e-2}

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from electra.core.errors import UserError
 from electra.pll.nbest import Hypothesis, Utterance, length_penalty, read_nbest, write_nbest
 from electra.pll.rescore import (
     attach_plls,
@@ -17,8 +19,6 @@ from electra.pll.rescore import (
     split_report,
 )
 from electra.pll.wer import corpus_wer, edit_distance
-
-from electra.core.errors import UserError
 
 
 def test_edit_distance_hand_cases():
@@ -258,6 +258,7 @@ def test_saved_scores_refuse_files_of_two_scorers_even_without_a_shared_text(tmp
 def test_wer_is_jiwers_and_the_evaluate_module_reports_it():
     import evaluate
     import jiwer
+
     from electra.pll.rescore import EditTable
 
     refs = ["The cat sat on the mat", "a dog ran", "hello world"]

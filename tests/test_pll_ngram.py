@@ -7,9 +7,9 @@ import json
 import math
 
 import pytest
-from electra.pll.ngram import KneserNeyLM, corpus_sentences, normalize_words
 
 from electra.app.cli import main
+from electra.pll.ngram import KneserNeyLM, corpus_sentences, normalize_words
 
 TEXT = (
     "The cat sat on the mat. The dog sat on the log! A cat saw the dog.\n"

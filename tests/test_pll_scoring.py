@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-from electra.pll.scoring import ClozeScorer, ElectraTTScorer, ElectricScorer, MaskedLMScorer, load_scorer
 from transformers import (
     BertConfig,
     BertForMaskedLM,
@@ -18,6 +17,7 @@ from transformers import (
 )
 
 from electra.core.errors import UserError
+from electra.pll.scoring import ClozeScorer, ElectraTTScorer, ElectricScorer, MaskedLMScorer, load_scorer
 
 VOCAB = [
     "[PAD]",
@@ -179,7 +179,6 @@ def test_electric_scores_are_the_negative_energies(tmp_path):
 
 def save_two_tower(root):
     from electra.generators.two_tower import TwoTowerGenerator
-
     from electra.objectives import build_config
 
     cfg = build_config(

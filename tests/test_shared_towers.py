@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from electra.generators.shared_towers import cloze_log_q, pack_trees, shared_fraction
 from electra.generators.two_tower import TwoTowerGenerator
-
 from tests.test_two_tower import _config
 
 CLS, SEP = 2, 3

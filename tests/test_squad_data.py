@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from electra.squad.data import read_squad
-from electra.squad.synthetic import construct_lookup, construct_v2, split_articles, swap_questions, write_json
 
 from electra.app.cli import main
 from electra.core.errors import UserError
+from electra.squad.data import read_squad
+from electra.squad.synthetic import construct_lookup, construct_v2, split_articles, swap_questions, write_json
 
 
 def _file(tmp_path: Path, payload: object, name: str = "data.json") -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from electra.squad.data import read_squad
 from electra.squad.features import FeatureSettings, answer_token_span, build_features
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from electra.squad.metrics import (
     _apply_threshold,
     best_threshold,
@@ -265,6 +266,7 @@ def test_the_evaluate_module_is_the_official_evaluation() -> None:
     """`evaluate.load("squad/squad_metric.py", version)` takes the hub metrics' input format and returns the
     official scripts' numbers (the hand-worked ones above)."""
     import evaluate
+
     from electra.squad.metrics import METRIC_SCRIPT, official_scores
 
     metric = evaluate.load(str(METRIC_SCRIPT), "2.0")

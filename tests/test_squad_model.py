@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from electra.squad.data import SquadExample
 from electra.squad.heads import HeadConfig, SpanHead
 from electra.squad.postprocess import WindowResult, postprocess
@@ -160,9 +161,9 @@ def test_postprocess_by_hand() -> None:
 
 
 def test_layerwise_decay_treats_the_qa_head_as_head() -> None:
-    from electra.squad.model import SquadModel
     from transformers import ElectraConfig, ElectraModel
 
+    from electra.squad.model import SquadModel
     from electra.training.optim import layerwise_lr_groups
 
     config = ElectraConfig(
@@ -183,8 +184,9 @@ def test_layerwise_decay_treats_the_qa_head_as_head() -> None:
 
 
 def _tiny_qa(kind: str, answerable: bool = False):
-    from electra.squad.model import SquadModel
     from transformers import ElectraConfig, ElectraModel
+
+    from electra.squad.model import SquadModel
 
     torch.manual_seed(0)
     config = ElectraConfig(
@@ -235,9 +237,10 @@ def test_a_plain_head_saves_as_transformers_own_question_answering_model(tmp_pat
 
 @pytest.mark.parametrize("answerable", [False, True])
 def test_electra_span_head_loads_through_its_transformers_class_and_round_trips(tmp_path, answerable) -> None:
+    from transformers import AutoModel
+
     from electra.squad.hf_model import ElectraForSquad
     from electra.squad.model import SquadModel
-    from transformers import AutoModel
 
     model, batch = _tiny_qa("xlnet", answerable)
     model.save(tmp_path)
@@ -256,8 +259,9 @@ def test_electra_span_head_loads_through_its_transformers_class_and_round_trips(
 
 
 def test_the_first_layout_still_loads(tmp_path) -> None:
-    from electra.squad.model import SquadModel
     from safetensors.torch import save_file
+
+    from electra.squad.model import SquadModel
 
     model, batch = _tiny_qa("xlnet")
     model.encoder.save_pretrained(tmp_path)  # encoder + qa_head.json + qa_head.safetensors, as first written

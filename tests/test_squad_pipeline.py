@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import electra.squad.data
 import pytest
+
+import electra.squad.data
+from electra.app.cli import main
 from electra.squad.data import read_squad
 from electra.squad.synthetic import construct_lookup, construct_v2, split_articles, swap_questions, write_json
-
-from electra.app.cli import main
 
 FAST = [
     "--max-seq-length",

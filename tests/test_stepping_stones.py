@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from electra.discriminators.masked_lm import copy_mechanism_nll
-from electra.discriminators.replaced_token import replaced_token_loss
-from electra.flops.measured import startup_check
 
 import electra.objectives.replaced_token as replaced_token_module
 import electra.objectives.stepping_stones as stepping_stones_module
 from electra.core.outputs import SpecialIds
+from electra.discriminators.masked_lm import copy_mechanism_nll
+from electra.discriminators.replaced_token import replaced_token_loss
+from electra.flops.measured import startup_check
 from electra.nn.masking import Picked
 from electra.objectives import build_config, flop_report, get_objective
 from electra.training.model import PretrainingModel

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from electra.pll.ngram import normalize_words
 from transformers import AutoTokenizer
 
 import electra
@@ -15,6 +14,7 @@ from electra.data.tokenization import (
     text_form_of,
     train_wordpiece_tokenizer,
 )
+from electra.pll.ngram import normalize_words
 from tests.conftest import SAMPLE_TEXT
 
 WRITTEN = "It is said, the glow (from) 1,945 well-known 'fires' didn't reach Café Savannah's U.S. port_side."

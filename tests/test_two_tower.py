@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from electra.generators.two_tower import TwoTowerGenerator, sample_noise, tower_masks
 
+from electra.generators.two_tower import TwoTowerGenerator, sample_noise, tower_masks
 from electra.nn.masking import candidate_mask
 from electra.objectives import build_config
 
