@@ -1,25 +1,55 @@
-"""`electra tlm retrieve | train | sciie`: TLM's retrieval step, its two-stage training, and the SciERC task builder."""
+"""`electra tlm retrieve | texts | train | sciie`: TLM's retrieval step, a task's texts as a corpus, its two-stage
+training, and the SciERC task builder."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Collection, Mapping
+from dataclasses import field, fields, make_dataclass
 from pathlib import Path
+from typing import Any
 
+from electra.core.config import COUNT, NOT_NEGATIVE_COUNT
 from electra.core.errors import UserError
-from electra.core.flags import add_output_option, require_counts
+from electra.core.flags import (
+    add_output_option,
+    add_setting_flags,
+    flag_values,
+    flagged_fields,
+    require_counts,
+)
 from electra.core.overwrite import refuse_to_replace, refuse_unowned, start_over
+from electra.tlm.declared import TASK_ONLY, TLMDeclared
 from electra.tlm.outputs import TLM_OUTPUTS, refuse_missing_resume
 
 # Flags that act only under a condition are None until given, so that one given where it cannot act is refused
-# (`refuse_unused`) instead of being ignored in silence; these are their values when not given (`fill_defaults`,
-# and `with_default` says them in --help). `tartan`'s META_DEFAULTS follow the same pattern.
-LM_DEFAULTS = {"rho1": 3, "rho2": 20.0}  # `tlm train` with an LM objective (not --objective none)
-FINETUNE_DEFAULTS = {  # `tlm train` and `tartan` with --finetune-epochs N > 0
-    "finetune_lr": 1e-4,
-    "finetune_layer_decay": 0.8,
-    "finetune_batch_size": 32,
-}
+# (`refuse_unused`) instead of being ignored in silence; not given, the setting keeps its declared default
+# (`electra.tlm.declared.TLMDeclared`). `tartan`'s META_FLAGS follow the same pattern.
+LM_FLAGS = ("rho1", "rho2")  # `tlm train` with an LM objective (not --objective none)
+# `tlm train` and `tartan` with --finetune-epochs N > 0
+FINETUNE_FLAGS = ("finetune_lr", "finetune_layer_decay", "finetune_batch_size")
+# The settings `tlm train` takes from flags of their own names, in --help's order.
+TRAIN_SETTINGS = (
+    "retrieved",
+    "objective",
+    "size",
+    "config_file",
+    *LM_FLAGS,
+    "batch_size",
+    "steps",
+    "flops_budget",
+    "finetune_epochs",
+    *FINETUNE_FLAGS,
+    "vocab",
+    "init_from",
+    "eval_every",
+    "metric",
+    "seed",
+    "cache_dir",
+    "save_every",
+    "resume",
+)
 ISS_DEFAULTS = {  # `tlm retrieve --select iss`: its reference model
     "objective": "electra",
     "size": "tiny",
@@ -35,6 +65,42 @@ FINETUNE_UNUSED = (
     "{flag} is for the fine-tuning epochs, and --finetune-epochs 0 runs none; give --finetune-epochs N or drop "
     "{flag}."
 )
+TASK_FILES = ("task_train", "task_dev", "task_test")
+
+
+def command_settings(
+    name: str,
+    settings: tuple[str, ...],
+    until_given: Collection[str] = (),
+    defaults: Mapping[str, Any] | None = None,
+    choices: Mapping[str, tuple[str, ...]] | None = None,
+    helps: Mapping[str, str] | None = None,
+) -> type:
+    """The flags a command takes of `TLMDeclared`'s settings, as a dataclass for `add_setting_flags` and
+    `flag_values`: the declarations of `settings`, in that order, with the command's own `defaults`, narrower
+    `choices` and `helps` (its own words for a setting) where it has them. Each help ends in the value the setting
+    takes when its flag is not given. The flags of `until_given` default to None in argparse, so that "given" can
+    be told from "not given"."""
+    columns = []
+    for setting_name in settings:
+        spec = declaration(setting_name)
+        default = (defaults or {}).get(setting_name, spec.default)
+        metadata = {**spec.metadata, "help": (helps or {}).get(setting_name, spec.metadata["help"])}
+        if default is not None and not isinstance(default, bool):
+            metadata["help"] = f"{metadata['help']} (default {default})"
+        if setting_name in (choices or {}):
+            metadata["choices"] = choices[setting_name]
+        flag_default = None if setting_name in until_given else default
+        columns.append((setting_name, spec.type, field(default=flag_default, metadata=metadata)))
+    return make_dataclass(name, columns)
+
+
+def declaration(name: str) -> Any:
+    """The declaration (`dataclasses.Field`) of the setting `name`: its default, help, range or choices and flags."""
+    return next(spec for spec in fields(TLMDeclared) if spec.name == name)
+
+
+TRAIN_FLAGS = command_settings("TrainFlags", TRAIN_SETTINGS, until_given=(*LM_FLAGS, *FINETUNE_FLAGS))
 
 
 def with_default(text: str, defaults: dict, name: str) -> str:
@@ -58,8 +124,8 @@ def refuse_unused(args: argparse.Namespace, names, acts: bool, why: str) -> None
 
 
 def fill_defaults(args: argparse.Namespace, defaults: dict) -> None:
-    """The one place a None-until-given flag gets its default: every name of `defaults` the parser has and the
-    user did not give."""
+    """The one place a None-until-given flag of `tlm retrieve` gets its default: every name of `defaults` the
+    parser has and the user did not give."""
     for name, value in defaults.items():
         if hasattr(args, name) and getattr(args, name) is None:
             setattr(args, name, value)
@@ -73,7 +139,13 @@ def register(subparsers) -> None:
     )
     sub = parser.add_subparsers(dest="tlm_command", metavar="STEP")
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    add_retrieve_parser(sub)
+    add_texts_parser(sub)
+    add_train_parser(sub)
+    add_sciie_parser(sub)
 
+
+def add_retrieve_parser(sub) -> None:
     retrieve = sub.add_parser(
         "retrieve", help="BM25 top-K passages of a general corpus for every task example"
     )
@@ -114,13 +186,21 @@ def register(subparsers) -> None:
         default=None,
         help="passages to keep (bm25: its best-ranked ones; iss: required, at most the top-K pool)",
     )
-    iss = retrieve.add_argument_group("ISS reference model (with --select iss)")
+    add_iss_flags(retrieve.add_argument_group("ISS reference model (with --select iss)"))
+    add_task_columns(retrieve)
+    retrieve.add_argument(
+        "--overwrite", action="store_true", help="replace what an earlier run left in the output"
+    )
+    retrieve.set_defaults(func=run_retrieve)
+
+
+def add_iss_flags(iss) -> None:
+    """`tlm retrieve`'s flags for ISS's reference model. Those of ISS_DEFAULTS are None until given, so that one
+    given with --select bm25 is refused (`check_retrieve_flags`); ISS_DEFAULTS holds their values when not given."""
     iss.add_argument(
         "--task-dev", default=None, help="task validation file: the batches influence is measured on"
     )
     iss.add_argument("--init-from", default=None, help="checkpoint the reference model starts from")
-    # the flags below are None until given, so that one given with --select bm25 is refused (`check_retrieve_flags`);
-    # ISS_DEFAULTS holds their values when not given
     iss.add_argument(
         "--objective",
         help=with_default("LM objective of the joint loss (registry)", ISS_DEFAULTS, "objective"),
@@ -128,7 +208,7 @@ def register(subparsers) -> None:
     iss.add_argument(
         "--size", help=with_default("model size preset when not --init-from", ISS_DEFAULTS, "size")
     )
-    iss.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    add_set_flag(iss, "config override")
     iss.add_argument(
         "--reference-steps",
         type=int,
@@ -149,12 +229,9 @@ def register(subparsers) -> None:
     )
     iss.add_argument("--vocab", default=None, help="vocab.txt for a reference trained from scratch")
     iss.add_argument("--seed", type=int, help=with_default("seed of the reference run", ISS_DEFAULTS, "seed"))
-    add_task_columns(retrieve)
-    retrieve.add_argument(
-        "--overwrite", action="store_true", help="replace what an earlier run left in the output"
-    )
-    retrieve.set_defaults(func=run_retrieve)
 
+
+def add_texts_parser(sub) -> None:
     texts = sub.add_parser("texts", help="a task file's texts as a corpus (for TAPT with `electra pretrain`)")
     texts.add_argument("--task", required=True, help="task TSV, CSV or JSONL")
     add_output_option(texts, "out", "folder for corpus/task_texts.txt", required=True)
@@ -162,98 +239,24 @@ def register(subparsers) -> None:
     texts.add_argument("--overwrite", action="store_true", help="replace an earlier corpus in the output")
     texts.set_defaults(func=run_texts)
 
+
+def add_train_parser(sub) -> None:
+    """`tlm train`'s flags: the task files and the output by hand, every other setting built from its declaration
+    (TRAIN_FLAGS). --rho1/--rho2 and the --finetune-* settings are None until given, so that one given where it
+    cannot act (--objective none, --finetune-epochs 0) is refused (`check_train_flags`)."""
     train = sub.add_parser("train", help="stage 1: task + LM jointly; stage 2: task alone; report dev/test")
-    train.add_argument("--retrieved", default=None, help="the `tlm retrieve --out` folder (or any corpus)")
-    train.add_argument("--task-train", required=True)
-    train.add_argument("--task-dev", required=True)
-    train.add_argument("--task-test", required=True)
+    add_task_files(train)
     add_output_option(train, "out", "output folder", default="runs/tlm")
-    train.add_argument(
-        "--objective",
-        default="electra",
-        help="LM objective: any registered one (`electra pretrain --help` lists them), or 'none' for the "
-        "task-only baseline trained from scratch",
-    )
-    train.add_argument(
-        "--size",
-        default=None,
-        help="model size preset (tiny, mini, small, base, large); default: tiny, or --init-from's own size",
-    )
-    train.add_argument("--config", default=None, help="JSON config file layered over the size")
-    train.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)"
-    )
-    # --rho1/--rho2 and the --finetune-* settings are None until given, so that one given where it cannot act
-    # (--objective none, --finetune-epochs 0) is refused (`check_train_flags`); LM_DEFAULTS and FINETUNE_DEFAULTS
-    # hold their values when not given
-    train.add_argument(
-        "--rho1",
-        type=int,
-        help=with_default("retrieved (external) batches per task batch", LM_DEFAULTS, "rho1"),
-    )
-    train.add_argument(
-        "--rho2",
-        type=float,
-        help=with_default("weight of the LM loss on task (internal) data", LM_DEFAULTS, "rho2"),
-    )
-    train.add_argument(
-        "--batch-size", type=int, default=None, help="task batch size (external batches match it)"
-    )
-    train.add_argument("--steps", type=int, default=None, help="stage-1 steps (default: from --flops-budget)")
-    train.add_argument("--flops-budget", type=float, default=None, help="stop stage 1 after this many FLOPs")
-    train.add_argument(
-        "--finetune-epochs",
-        type=int,
-        default=3,
-        help="stage-2 epochs on the task alone, 0 for none (default 3)",
-    )
-    train.add_argument(
-        "--finetune-lr",
-        type=float,
-        help=with_default("stage-2 peak learning rate", FINETUNE_DEFAULTS, "finetune_lr"),
-    )
-    train.add_argument(
-        "--finetune-layer-decay",
-        type=float,
-        help=with_default(
-            "stage-2 layer-wise learning-rate decay", FINETUNE_DEFAULTS, "finetune_layer_decay"
-        ),
-    )
-    train.add_argument(
-        "--finetune-batch-size",
-        type=int,
-        help=with_default("stage-2 batch size", FINETUNE_DEFAULTS, "finetune_batch_size"),
-    )
-    train.add_argument(
-        "--vocab", default=None, help="WordPiece vocab.txt (default: train one on the retrieved corpus)"
-    )
-    train.add_argument(
-        "--init-from",
-        default=None,
-        help="start from this checkpoint (its shape and vocabulary) instead of scratch",
-    )
-    train.add_argument(
-        "--eval-every", type=int, default=0, help="stage-1 dev evaluation every N steps (0: none)"
-    )
-    train.add_argument(
-        "--metric", choices=["macro_f1", "accuracy"], default="macro_f1", help="dev metric kept"
-    )
-    train.add_argument("--seed", type=int, default=42)
-    train.add_argument("--cache-dir", default=None, help="where packed LM examples are cached")
-    train.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
-    train.add_argument(
-        "--save-every",
-        type=int,
-        default=0,
-        help="checkpoint each stage every N updates (0: never), for --resume",
-    )
-    train.add_argument("--resume", action="store_true", help="continue from the checkpoints in --out")
+    add_setting_flags(train, TRAIN_FLAGS, declared_defaults=True)
+    add_set_flag(train, "config override (repeatable)")
     add_task_columns(train)
     train.add_argument(
         "--overwrite", action="store_true", help="replace what an earlier run left in the output"
     )
     train.set_defaults(func=run_train, several_processes=True)
 
+
+def add_sciie_parser(sub) -> None:
     sciie = sub.add_parser(
         "sciie", help="build DSP's sciie relation-classification task from SciERC jsonl files"
     )
@@ -263,6 +266,17 @@ def register(subparsers) -> None:
     add_output_option(sciie, "out", "folder for train/dev/test.jsonl with text and label", required=True)
     sciie.add_argument("--overwrite", action="store_true", help="replace splits an earlier run wrote there")
     sciie.set_defaults(func=run_sciie)
+
+
+def add_task_files(parser: argparse.ArgumentParser) -> None:
+    """The three task splits `tlm train` and `tartan` require, with their declared help."""
+    for name in TASK_FILES:
+        help = declaration(name).metadata["help"]
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, required=True, help=help)
+
+
+def add_set_flag(parser, help: str) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
 def add_task_columns(parser: argparse.ArgumentParser) -> None:
@@ -278,56 +292,49 @@ def add_task_columns(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_settings(args) -> dict:
-    """The TLMSettings fields `tlm train` and `tartan` take from flags of the same names."""
-    names = (
-        "batch_size",
-        "steps",
-        "flops_budget",
-        "finetune_epochs",
-        "finetune_lr",
-        "vocab",
-        "task_format",
-        "seed",
-    )
-    names += ("cache_dir", "save_every", "resume", "init_from", "eval_every", "metric")
-    names += ("task_train", "task_dev", "task_test", "out")
-    return {name: getattr(args, name) for name in names} | {"progress": not args.no_progress}
-
-
 TLM_READS = ("retrieved", "dapt_corpus", "init_from", "vocab", "task_train", "task_dev", "task_test")
 
 
 def check_train_flags(args) -> None:
     """`tlm train`'s flags that would be ignored in silence are refused: --rho1/--rho2 weigh the LM objective,
-    which --objective none does not train, and the --finetune-* settings act only with --finetune-epochs N. Then
-    the defaults of those not given are filled in."""
-    from electra.tlm.settings import TASK_ONLY
-
+    which --objective none does not train, and the --finetune-* settings act only with --finetune-epochs N."""
     refuse_unused(
         args,
-        LM_DEFAULTS,
+        LM_FLAGS,
         args.objective != TASK_ONLY,
         f"{{flag}} weighs the LM objective, which --objective {TASK_ONLY} does not train; choose an LM "
         "--objective or drop {flag}.",
     )
-    # a negative --finetune-epochs is refused on its own (`refuse_to_replace_run`), not as "0"
-    refuse_unused(args, FINETUNE_DEFAULTS, args.finetune_epochs != 0, FINETUNE_UNUSED)
-    fill_defaults(args, LM_DEFAULTS | FINETUNE_DEFAULTS)
+    # a negative --finetune-epochs is refused on its own (`settings_from_flags`), not as "0"
+    refuse_unused(args, FINETUNE_FLAGS, args.finetune_epochs != 0, FINETUNE_UNUSED)
+
+
+def settings_from_flags(args, command_flags: type, **given: Any):
+    """The `electra.tlm.settings.TLMSettings` of `tlm train` or `tartan`: the values of `command_flags` that were
+    given or have a default (a None-until-given flag not given leaves its setting at the declared default), the
+    task files, the output and `given` (the settings a command derives from flags of other names).
+
+    Every setting is checked there, in one line naming it. A count that sizes the run is refused first, naming the
+    flag the user typed (0 steps is a typo, not "unset", and a negative budget is no budget), with its declared
+    range."""
+    for spec in flagged_fields(command_flags):
+        value, within = getattr(args, spec.name), spec.metadata["within"]
+        if within in (COUNT, NOT_NEGATIVE_COUNT) and value is not None and not within[0](value):
+            raise UserError(f"{spec.metadata['flags'][0]} must {within[1]}, got {value}.")
+    from electra.tlm.settings import TLMSettings
+
+    values = {name: value for name, value in flag_values(command_flags, args).items() if value is not None}
+    files = {name: getattr(args, name) for name in (*TASK_FILES, "out")}
+    return TLMSettings(**files, **values, **given, progress=not args.no_progress, **column_kwargs(args))
 
 
 def refuse_to_replace_run(args) -> None:
-    """Before any work for `tlm train` / `tartan`: the numbers that size the run are sound (0 steps is a typo, not
-    "unset", and a negative budget is no budget), a --resume finds a run to continue, and a finished or started
+    """Before any work for `tlm train` / `tartan`: a --resume finds a run to continue, and a finished or started
     output is kept unless --resume or --overwrite."""
     if args.resume and args.overwrite:  # --overwrite had been ignored in silence under --resume
         raise UserError(
             "--resume continues the run in --output and --overwrite deletes it; give one of them."
         )
-    require_counts(args, (), optional=("steps", "batch_size", "flops_budget", "meta_head_steps", "patience"))
-    for name in ("finetune_epochs", "save_every", "eval_every"):
-        if (getattr(args, name, None) or 0) < 0:
-            raise UserError(f"--{name.replace('_', '-')} must not be negative (0 turns it off).")
     refuse_missing_resume(args.out, args.resume)  # as `train_tlm` refuses it
     if not args.resume:
         refuse_unowned(args.out, TLM_OUTPUTS)
@@ -495,24 +502,12 @@ def run_texts(args) -> int:
 
 def run_train(args) -> int:
     check_train_flags(args)
-    refuse_to_replace_run(args)
     from electra.core.config import parse_overrides, with_frozen_generator
-    from electra.tlm.settings import TLMSettings
     from electra.tlm.train import train_tlm
 
-    settings = TLMSettings(
-        retrieved=args.retrieved,
-        objective=args.objective,
-        size=args.size,
-        config_file=args.config,
-        overrides=with_frozen_generator(parse_overrides(args.set)),
-        rho1=args.rho1,
-        rho2=args.rho2,
-        finetune_layer_decay=args.finetune_layer_decay,
-        finetune_batch_size=args.finetune_batch_size,
-        **run_settings(args),
-        **column_kwargs(args),
-    )
+    overrides = with_frozen_generator(parse_overrides(args.set))
+    settings = settings_from_flags(args, TRAIN_FLAGS, overrides=overrides)
+    refuse_to_replace_run(args)
     start_over_run(args)
     results = train_tlm(settings)
     print(

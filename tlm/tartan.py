@@ -31,7 +31,6 @@ from torch import nn
 from electra.core.errors import UserError
 from electra.core.files import save_figure_atomically
 
-WEIGHTINGS = ("tlm", "uniform", "meta")
 WEIGHTS_FILE = "task_weights.csv"
 WEIGHTS_PLOT = "task_weights.png"
 # Loss terms of the joint model and what TARTAN calls them.
@@ -40,8 +39,8 @@ TERM_LABELS = {"task": "end task", "lm_internal": "TAPT (task texts)", "lm_exter
 
 def fixed_weights(weighting: str, terms: Sequence[str], rho2: float) -> dict[str, float]:
     """MT-TARTAN's uniform weights for `weighting` "uniform", else TLM's (task 1, ρ2 on the task texts' LM loss, 1
-    on the retrieved texts'). META-TARTAN's are learned (`MetaWeights`); the weighting is one of `WEIGHTINGS`,
-    checked where the settings are built (`electra.tlm.settings.TLMSettings`)."""
+    on the retrieved texts'). META-TARTAN's are learned (`MetaWeights`); the weighting is one of
+    `electra.tlm.declared.WEIGHTINGS`, checked where the settings are built (`electra.tlm.settings.TLMSettings`)."""
     if weighting == "uniform":
         return {name: 1.0 / len(terms) for name in terms}
     return {name: (rho2 if name == "lm_internal" else 1.0) for name in terms}

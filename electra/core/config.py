@@ -52,15 +52,6 @@ FINETUNE_RANGES: dict[str, Range] = {
     **dict.fromkeys(("weight_decay", "adam_epsilon", "max_grad_norm", "answerable_weight"), NON_NEGATIVE),
 }
 
-# TLM's and TARTAN's (`electra.tlm.settings.TLMSettings`, the one check): stage 1's and META-TARTAN's rates, stage
-# 2's fine-tuning, and ρ1, a count of batches per step.
-TASK_AWARE_RANGES: dict[str, Range] = {
-    **dict.fromkeys(("learning_rate", "finetune_lr", "meta_lr", "meta_head_lr"), POSITIVE),
-    "finetune_layer_decay": DECAY,
-    "rho1": (lambda v: hasattr(v, "__index__") and v >= 0, "be a whole number, at least 0"),  # int-like
-    **dict.fromkeys(("rho2", "finetune_epochs"), NON_NEGATIVE),  # 0 epochs: no stage 2
-}
-
 
 def check_ranges(settings: Any, ranges: Mapping[str, Range], source: str = "") -> None:
     """One line naming the first of `settings`' fields (those it has of `ranges`) that lies outside its range."""
