@@ -29,13 +29,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from electra.tlm.retrieval import BM25Index, build_index, corpus_digest, retrieve_corpus  # noqa: E402
-from electra.tlm.tasks import read_task_file, split_examples, write_jsonl  # noqa: E402
-from electra.tlm.train import TLMSettings, train_tlm  # noqa: E402
-
 from electra.core.config import parse_overrides  # noqa: E402
 from electra.core.errors import UserError  # noqa: E402
 from electra.data.corpus import read_documents  # noqa: E402
+from electra.tlm.retrieval import BM25Index, build_index, corpus_digest, retrieve_corpus  # noqa: E402
+from electra.tlm.tasks import read_task_file, split_examples, write_jsonl  # noqa: E402
+from electra.tlm.train import TLMSettings, train_tlm  # noqa: E402
 
 ARMS = ("electra", "mlm", "none")
 CORPUS_PARTS = ("brown", "sotu", "nltk_gutenberg", "wikitext-2-raw", "tinyshakespeare")

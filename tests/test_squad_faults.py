@@ -110,7 +110,10 @@ def test_squad_eval_predictions_not_utf8_or_cut_short(tmp_path: Path, capsys) ->
         (["--max-query-length", "0"], "max_query_length must be at least 1, got 0."),
         (["--doc-stride", "0"], "doc_stride must be at least 1, got 0."),  # before: after --overwrite deleted
         (["--save-every", "-1"], "save_every must not be negative, got -1."),
-        (["--seed", "-1"], "seed must be in 0..4294967295 (the range numpy seeds), got -1."),  # before: ValueError traceback
+        (
+            ["--seed", "-1"],
+            "seed must be in 0..4294967295 (the range numpy seeds), got -1.",
+        ),  # before: ValueError traceback
         (["--na-threshold", "nan"], "na_threshold must be a finite number, got nan"),  # before: NaN in JSON
         (["--max-query-length", "61"], "--max-seq-length 64 leaves no room for context"),
     ],
