@@ -19,6 +19,7 @@ import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -638,12 +639,8 @@ def run_glue(
     check_init_from(model_dir, init_from)
     settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
     check_run_inputs(specs, settings, seeds)  # a model with very few positions can fit the length below it
-    size, size_lr, size_decay = size_defaults(config.hidden_size)
-    resolved = asdict(settings) | {
-        "learning_rate": settings.learning_rate or size_lr,
-        "layer_decay": settings.layer_decay or size_decay,
-        "size": size,
-    }
+    resolved = resolved_settings(settings, config.hidden_size)
+    data_records: dict[str, Any] = {}
     if output_dir is not None:  # a resume under another model or settings would relabel the finished seeds
         record = resume_record(model_dir, init_from, resolved)
         if resume:
@@ -651,6 +648,9 @@ def run_glue(
         data_records = check_task_data(output_dir, specs, data_dir, predict_test, resume)
         if accelerator.is_main_process:
             keep_run_record(output_dir, record, resume)
+    job = GlueJob(
+        model_dir, tokenizer, settings, seeds, accelerator, output_dir, init_from, save_best, resume
+    )
     rows: dict[str, dict] = {}
     all_runs: dict[str, list[dict]] = {}
     test_files: dict[str, list[tuple[str, str]]] = {}
@@ -659,68 +659,9 @@ def run_glue(
         data = load_task_data(spec, data_dir, tokenizer, settings, predict_test)
         if output_dir is not None and accelerator.is_main_process:
             write_json_atomically(output_dir / "runs" / spec.name / DATA_RECORD, data_records[spec.name])
-        runs: list[SeedRun] = []
-        best_score, best_predictions, best_seed = -math.inf, {}, seeds[0]
-        best_dir = output_dir / "checkpoints" / spec.name if save_best and output_dir is not None else None
-        for index, seed in enumerate(seeds):
-            run_dir = output_dir / "runs" / spec.name / f"seed-{seed}" if output_dir is not None else None
-            run = _finished_run(run_dir) if resume else None
-            if run is not None and predict_test and set(data.test) - set(run.test_predictions):
-                accelerator.print(
-                    f"{spec.name} seed {seed}: finished earlier without test predictions; running it again for "
-                    "--predict-test (from its last checkpoint if it has one, else from the start: same seed, same run)"
-                )
-                run = None
-            model = None
-            if run is None:
-                run, model = run_seed(
-                    data,
-                    model_dir,
-                    tokenizer,
-                    seed,
-                    settings,
-                    accelerator,
-                    init_from,
-                    show_groups=index == 0,
-                    run_dir=run_dir,
-                    resume=resume,
-                )
-                if run_dir is not None and accelerator.is_main_process:
-                    _write_run(run_dir, run)
+        runs, best_predictions = job.run_task(spec, data, predict_test)
+        for run in runs:
             total_flops, flops_method = total_flops + run.flops, run.flops_method
-            score = run.metrics[next(iter(spec.dev_files))][spec.primary_metric]
-            if index == 0 or (not math.isnan(score) and score > best_score):
-                best_score = score if not math.isnan(score) else -math.inf
-                best_predictions, best_seed = run.test_predictions, seed
-                if best_dir is not None and model is not None and accelerator.is_main_process:
-                    model.save(best_dir, tokenizer, seed=seed)
-            runs.append(run)
-            del model
-            accelerator.free_memory()
-            accelerator.print(
-                f"{spec.name} seed {seed}: {run.metrics} ({run.steps} steps, {run.seconds:.0f}s)"
-            )
-        accelerator.wait_for_everyone()  # every process reads the saved seed after the main one wrote it
-        if best_dir is not None and saved_seed(best_dir) != best_seed:
-            accelerator.print(
-                f"{spec.name}: the best seed, {best_seed}, finished in an earlier run that did not save it; running "
-                f"it again to save it in {best_dir}"
-            )
-            _, model = run_seed(
-                data,
-                model_dir,
-                tokenizer,
-                best_seed,
-                settings,
-                accelerator,
-                init_from,
-                run_dir=output_dir / "runs" / spec.name / f"seed-{best_seed}",
-                resume=True,
-            )
-            if accelerator.is_main_process:
-                model.save(best_dir, tokenizer, seed=best_seed)
-            del model
-            accelerator.free_memory()
         rows.update(summarise(spec, runs))
         all_runs[spec.name] = [asdict(run) | {"test_predictions": None} for run in runs]
         test_files.update(best_predictions)
@@ -757,3 +698,116 @@ def run_glue(
         if output_dir is not None:
             write_outputs(results, output_dir, test_files if predict_test else None)
     return results
+
+
+def resolved_settings(settings: FinetuneSettings, hidden_size: int) -> dict[str, Any]:
+    """The settings as run: the learning rate and layer decay of the model's size where none was given."""
+    size, size_lr, size_decay = size_defaults(hidden_size)
+    return asdict(settings) | {
+        "learning_rate": settings.learning_rate or size_lr,
+        "layer_decay": settings.layer_decay or size_decay,
+        "size": size,
+    }
+
+
+@dataclass
+class GlueJob:
+    """What every task of a `run_glue` call shares: the model, its tokenizer, the settings, the seeds and where
+    (and whether) the runs, the best seed's model and a resume's finished seeds are kept."""
+
+    model_dir: Path
+    tokenizer: Any
+    settings: FinetuneSettings
+    seeds: list[int]
+    accelerator: Any
+    output_dir: Path | None
+    init_from: Path | None
+    save_best: bool
+    resume: bool
+
+    def run_dir(self, task: str, seed: int) -> Path | None:
+        return self.output_dir / "runs" / task / f"seed-{seed}" if self.output_dir is not None else None
+
+    def run_task(
+        self, spec: TaskSpec, data: TaskData, predict_test: bool
+    ) -> tuple[list[SeedRun], dict[str, list[tuple[str, str]]]]:
+        """Every seed of one task (a resume reuses the finished ones), and the test predictions of its best seed;
+        with `save_best`, that seed's model in OUTPUT/checkpoints/TASK (trained again where an earlier run
+        finished it without saving)."""
+        acc = self.accelerator
+        runs: list[SeedRun] = []
+        best_score, best_predictions, best_seed = -math.inf, {}, self.seeds[0]
+        best_dir = None
+        if self.save_best and self.output_dir is not None:
+            best_dir = self.output_dir / "checkpoints" / spec.name
+        for index, seed in enumerate(self.seeds):
+            run, model = self._seed(spec, data, seed, index, predict_test)
+            score = run.metrics[next(iter(spec.dev_files))][spec.primary_metric]
+            if index == 0 or (not math.isnan(score) and score > best_score):
+                best_score = score if not math.isnan(score) else -math.inf
+                best_predictions, best_seed = run.test_predictions, seed
+                if best_dir is not None and model is not None and acc.is_main_process:
+                    model.save(best_dir, self.tokenizer, seed=seed)
+            runs.append(run)
+            del model
+            acc.free_memory()
+            acc.print(f"{spec.name} seed {seed}: {run.metrics} ({run.steps} steps, {run.seconds:.0f}s)")
+        acc.wait_for_everyone()  # every process reads the saved seed after the main one wrote it
+        if best_dir is not None and saved_seed(best_dir) != best_seed:
+            self._save_again(spec, data, best_seed, best_dir)
+        return runs, best_predictions
+
+    def _seed(
+        self, spec: TaskSpec, data: TaskData, seed: int, index: int, predict_test: bool
+    ) -> tuple[SeedRun, GlueModel | None]:
+        """One seed's run: reused where a resume finds it finished (and it has the test predictions asked for),
+        else trained (and recorded in its run folder)."""
+        run_dir = self.run_dir(spec.name, seed)
+        run = _finished_run(run_dir) if self.resume else None
+        if run is not None and predict_test and set(data.test) - set(run.test_predictions):
+            self.accelerator.print(
+                f"{spec.name} seed {seed}: finished earlier without test predictions; running it again for "
+                "--predict-test (from its last checkpoint if it has one, else from the start: same seed, same run)"
+            )
+            run = None
+        if run is not None:
+            return run, None
+        run, model = run_seed(
+            data,
+            self.model_dir,
+            self.tokenizer,
+            seed,
+            self.settings,
+            self.accelerator,
+            self.init_from,
+            show_groups=index == 0,
+            run_dir=run_dir,
+            resume=self.resume,
+        )
+        if run_dir is not None and self.accelerator.is_main_process:
+            _write_run(run_dir, run)
+        return run, model
+
+    def _save_again(self, spec: TaskSpec, data: TaskData, seed: int, best_dir: Path) -> None:
+        """The best seed finished in an earlier run that did not save it: its run continues from its checkpoint
+        (the same seed, the same run) and its model is saved."""
+        acc = self.accelerator
+        acc.print(
+            f"{spec.name}: the best seed, {seed}, finished in an earlier run that did not save it; running "
+            f"it again to save it in {best_dir}"
+        )
+        _, model = run_seed(
+            data,
+            self.model_dir,
+            self.tokenizer,
+            seed,
+            self.settings,
+            acc,
+            self.init_from,
+            run_dir=self.run_dir(spec.name, seed),
+            resume=True,
+        )
+        if acc.is_main_process:
+            model.save(best_dir, self.tokenizer, seed=seed)
+        del model
+        acc.free_memory()
