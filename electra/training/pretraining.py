@@ -335,28 +335,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
 
     if resume_from is not None:
         check_resume(output_dir, inputs, world, config.lowercase, config.text_form)
-    with accelerator.main_process_first():
-        if resume_from is not None:  # the run's own vocabulary: token ids must keep their meaning
-            tokenizer = load_saved_tokenizer(output_dir / "tokenizer")
-        else:
-            tokenizer = load_or_train_tokenizer(
-                run_vocabulary(config, inputs.vocab),
-                inputs.corpus,
-                config.tokenizer_vocab_size,
-                config.lowercase,
-                _sub(inputs.cache_dir, "tokenizers"),
-                text_form=config.text_form,
-            )
-        dataset = build_pretraining_dataset(
-            inputs.corpus,
-            tokenizer,
-            config,
-            cache_dir=_sub(inputs.cache_dir, "examples"),
-            num_proc=inputs.num_proc,
-            doc_boundary=inputs.doc_boundary,
-            show_progress=accelerator.is_main_process,
-            strict_utf8=inputs.strict_utf8,
-        )
+    tokenizer, dataset = _tokenizer_and_examples(config, inputs, accelerator, resume_from is not None)
     dataset, held_out = split_held_out(dataset, config)
     config.vocab_size = len(tokenizer)
     if inputs.size_to_budget and config.flops_budget and resume_from is None:
@@ -374,12 +353,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
             + ("" if "generator" in fresh or model.generator is None else "; generator: fresh")
         )
     if resume_from is None and accelerator.is_main_process:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        config.save(output_dir / "config.json")
-        save_tokenizer(tokenizer, output_dir / "tokenizer", config)
-        record = {"corpus": str(Path(inputs.corpus).resolve()), "corpus_sample": corpus_sample(inputs.corpus)}
-        record.update(tokenizer_sha256=tokenizer_sha256(tokenizer), world_size=world)
-        write_run_record(output_dir / RUN_RECORD, record)
+        _record_new_run(config, inputs, tokenizer, world)
 
     order = ResumableBatchOrder(len(dataset), micro_batch, config.seed, accelerator.process_index, world)
     args = train_args(config, output_dir, accelerator.device.type == "cuda", world)
@@ -409,13 +383,10 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         how = _how_to_go_on(result.stop_reason, output_dir)
         accelerator.print(f"{output_dir} already finished at step {result.step}; nothing to do ({how}).")
     elif accelerator.is_main_process:
-        written = model.export(output_dir, tokenizer)
         facts = card_facts(config, inputs, model, tokenizer, result, len(dataset), held_out)
-        write_export_cards(output_dir, written, read_export(output_dir).kinds, facts)
-        summary = dict(last, stop_reason=result.stop_reason, exports={k: str(v) for k, v in written.items()})
-        if task.flop_check is not None:
-            summary["flop_counter_check"] = task.flop_check
-        write_json_atomically(output_dir / "summary.json", summary)
+        written = _export(
+            model, tokenizer, output_dir, facts, dict(last, stop_reason=result.stop_reason), task
+        )
         accelerator.print(
             f"done at step {result.step} ({result.stop_reason}); exports: "
             + ", ".join(str(v) for v in written.values())
@@ -430,6 +401,60 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         accelerator.is_main_process,
         trained=not finished_before,
     )
+
+
+def _tokenizer_and_examples(
+    config: PretrainConfig, inputs: RunInputs, accelerator: Any, resumed: bool
+) -> tuple[Any, Any]:
+    """The run's tokenizer (a resumed run's own, saved: token ids must keep their meaning; else loaded or trained)
+    and its packed examples, built by the main process first so the others read its cache."""
+    with accelerator.main_process_first():
+        if resumed:
+            tokenizer = load_saved_tokenizer(inputs.output_dir / "tokenizer")
+        else:
+            tokenizer = load_or_train_tokenizer(
+                run_vocabulary(config, inputs.vocab),
+                inputs.corpus,
+                config.tokenizer_vocab_size,
+                config.lowercase,
+                _sub(inputs.cache_dir, "tokenizers"),
+                text_form=config.text_form,
+            )
+        dataset = build_pretraining_dataset(
+            inputs.corpus,
+            tokenizer,
+            config,
+            cache_dir=_sub(inputs.cache_dir, "examples"),
+            num_proc=inputs.num_proc,
+            doc_boundary=inputs.doc_boundary,
+            show_progress=accelerator.is_main_process,
+            strict_utf8=inputs.strict_utf8,
+        )
+    return tokenizer, dataset
+
+
+def _record_new_run(config: PretrainConfig, inputs: RunInputs, tokenizer: Any, world: int) -> None:
+    """A new run's config, tokenizer and run.json (corpus, vocabulary and processes a --resume must match)."""
+    output_dir = inputs.output_dir
+    output_dir.mkdir(parents=True, exist_ok=True)
+    config.save(output_dir / "config.json")
+    save_tokenizer(tokenizer, output_dir / "tokenizer", config)
+    record = {"corpus": str(Path(inputs.corpus).resolve()), "corpus_sample": corpus_sample(inputs.corpus)}
+    record.update(tokenizer_sha256=tokenizer_sha256(tokenizer), world_size=world)
+    write_run_record(output_dir / RUN_RECORD, record)
+
+
+def _export(
+    model: Any, tokenizer: Any, output_dir: Path, facts: CardFacts, summary: dict[str, Any], task: Any
+) -> dict[str, Path]:
+    """The trained parts in the export layout, with their model cards, and summary.json; returns the parts."""
+    written = model.export(output_dir, tokenizer)
+    write_export_cards(output_dir, written, read_export(output_dir).kinds, facts)
+    summary = dict(summary, exports={k: str(v) for k, v in written.items()})
+    if task.flop_check is not None:
+        summary["flop_counter_check"] = task.flop_check
+    write_json_atomically(output_dir / "summary.json", summary)
+    return written
 
 
 def card_facts(
