@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from electra.core.errors import UserError
 from electra.core.files import write_json_atomically
 from electra.core.flags import DefaultsHelpFormatter, add_output_option, require_counts
 from electra.core.overwrite import refuse_to_replace, refuse_to_replace_an_input, refuse_unwritable_directory
@@ -110,34 +111,13 @@ def _distinct_models(models: list[str]) -> dict[str, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformers.utils import logging as transformers_logging
-
-    from electra.core.config import INPUT_DIGESTS
-    from electra.core.errors import UserError
-    from electra.probes.linear import load_frozen
-    from electra.probes.run import (
-        check_probe_inputs,
-        data_sha256,
-        model_sha256,
-        parse_probe_list,
-        random_encoder_dir,
-        run_probe,
-        training_samples,
-    )
+    from electra.probes.run import check_probe_inputs, parse_probe_list
 
     require_counts(args, ("seeds", "max_length", "batch_size"), optional=("max_train",))
     if args.resume and not args.output:
         raise UserError("--resume continues the run whose rows are in --output; pass --output FILE.")
     specs = parse_probe_list(args.probes)
-    data = args.data or os.environ.get("ELECTRA_DATA")
-    if not data:
-        raise UserError(
-            "no data folder: pass --data DIR or set ELECTRA_DATA (the folder holding glue/ and corpus/)."
-        )
-    if not Path(data).is_dir():
-        raise UserError(
-            f"{data}: data folder not found; pass --data DIR holding glue/SST-2/ and corpus/brown/."
-        )
+    data = _data_folder(args.data)
     directories = _distinct_models(args.model)  # a wrong model stops here, before any reading or extraction
     args.model = list(directories)
     check_probe_inputs(specs, data, args.max_length)  # every probe's files, before the first probe runs
@@ -154,9 +134,40 @@ def run(args: argparse.Namespace) -> int:
         "random_baseline": args.random_baseline,
     }
     done = _earlier_rows(args, settings, reads)
-    # Each model loaded and each probe's data read once before the first probe: a second --model that cannot
-    # be probed (a damaged config, a tokenizer larger than its embeddings) or a malformed row of the last
-    # probe's data must not stop the command after the earlier probes, their results lost without --output.
+    _load_everything_once(directories, specs, data, settings["seeds"], args.max_train)
+    with tempfile.TemporaryDirectory(prefix="electra-probe-") as scratch:
+        rows = _probe_all(args, specs, data, directories, settings, done, Path(scratch))
+    print(format_table(rows))
+    _write_results(args.output, settings, rows, complete=True)
+    return 0
+
+
+def _data_folder(given: str | None) -> str:
+    """--data, or $ELECTRA_DATA: a folder that exists."""
+    data = given or os.environ.get("ELECTRA_DATA")
+    if not data:
+        raise UserError(
+            "no data folder: pass --data DIR or set ELECTRA_DATA (the folder holding glue/ and corpus/)."
+        )
+    if not Path(data).is_dir():
+        raise UserError(
+            f"{data}: data folder not found; pass --data DIR holding glue/SST-2/ and corpus/brown/."
+        )
+    return data
+
+
+def _load_everything_once(
+    directories: dict[str, Path], specs: list, data: str, seeds: list[int], max_train: int | None
+) -> None:
+    """Each model loaded and each probe's data and seed samples read once before the first probe: a second
+    --model that cannot be probed (a damaged config, a tokenizer larger than its embeddings) or a malformed row of
+    the last probe's data stops the command before the earlier probes run, not after (their results lost without
+    --output). Each seed's sample must hold two classes."""
+    from transformers.utils import logging as transformers_logging
+
+    from electra.probes.linear import load_frozen
+    from electra.probes.run import training_samples
+
     bars = transformers_logging.is_progress_bar_enabled()
     transformers_logging.disable_progress_bar()  # the probe's own load shows one; a check needs none
     try:
@@ -165,68 +176,81 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bars:
             transformers_logging.enable_progress_bar()
-    for spec in specs:  # and each seed's sample, which must hold two classes
-        training_samples(spec, spec.read(Path(data)), data, settings["seeds"], args.max_train)
+    for spec in specs:
+        training_samples(spec, spec.read(Path(data)), data, seeds, max_train)
+
+
+def _probe_all(
+    args: argparse.Namespace,
+    specs: list,
+    data: str,
+    directories: dict[str, Path],
+    settings: dict,
+    done: dict,
+    scratch: Path,
+) -> list[dict]:
+    """Every probe on every model (and the random encoder, built in `scratch`), as rows; a row an earlier run
+    left in --output is reused unless its data or model changed since. Each row is written as it is made."""
+    from electra.core.config import INPUT_DIGESTS
+    from electra.probes.run import data_sha256, model_sha256, random_encoder_dir, run_probe
+
+    models = [(model, model, False) for model in args.model]
+    checkpoints = {model: directories[model] for model in args.model}
+    if args.random_baseline:
+        random_dir = random_encoder_dir(args.model[0], scratch / "random")
+        models.append((str(random_dir), f"random ({args.model[0]})", True))
+        checkpoints[models[-1][1]] = random_dir
+    # what each row was probed on, kept with it: a --resume redoes a row whose data or model has changed
+    inputs = {}
+    if args.output:
+        data_digests = {spec.name: data_sha256(spec, data) for spec in specs}
+        model_digests = {label: model_sha256(checkpoints[label]) for _, label, _ in models}
+        inputs = {
+            (spec.name, label): {"data": data_digests[spec.name], "model": model_digests[label]}
+            for spec in specs
+            for _, label, _ in models
+        }
     rows: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="electra-probe-") as scratch:
-        models = [(model, model, False) for model in args.model]
-        checkpoints = {model: directories[model] for model in args.model}
-        if args.random_baseline:
-            random_dir = random_encoder_dir(args.model[0], Path(scratch) / "random")
-            models.append((str(random_dir), f"random ({args.model[0]})", True))
-            checkpoints[models[-1][1]] = random_dir
-        # what each row was probed on, kept with it: a --resume redoes a row whose data or model has changed
-        inputs = {}
-        if args.output:
-            data_digests = {spec.name: data_sha256(spec, data) for spec in specs}
-            model_digests = {label: model_sha256(checkpoints[label]) for _, label, _ in models}
-            inputs = {
-                (spec.name, label): {"data": data_digests[spec.name], "model": model_digests[label]}
-                for spec in specs
-                for _, label, _ in models
-            }
-        for spec in specs:
-            for model, label, is_random in models:
-                row = done.get((spec.name, label))
-                changed = row and _changed_inputs(
-                    row.get(INPUT_DIGESTS),
-                    inputs.get((spec.name, label)),
-                    Path(data),
-                    Path(label) if is_random else checkpoints[label],  # not the scratch folder's name
-                )
-                if changed:
-                    print(
-                        f"probe: {spec.name} {label}: {changed} changed since its row in {args.output} was "
-                        "probed; probing it again.",
-                        file=sys.stderr,
-                    )
-                    row = None
-                reused = row is not None
-                if row is None:
-                    row = run_probe(
-                        model,
-                        spec,
-                        data,
-                        seeds=settings["seeds"],
-                        max_train=args.max_train,
-                        max_length=args.max_length,
-                        batch_size=args.batch_size,
-                    )
-                    row.update(label=label, random=is_random)
-                    if is_random:
-                        row["model"] = row["model_dir"] = label
-                    if args.output:
-                        row[INPUT_DIGESTS] = inputs[(spec.name, label)]
-                said = ", from the earlier run" if reused else ""
-                rows.append(row)
+    for spec in specs:
+        for model, label, is_random in models:
+            row = done.get((spec.name, label))
+            changed = row and _changed_inputs(
+                row.get(INPUT_DIGESTS),
+                inputs.get((spec.name, label)),
+                Path(data),
+                Path(label) if is_random else checkpoints[label],  # not the scratch folder's name
+            )
+            if changed:
                 print(
-                    f"{spec.name} {label}: median {_pct(row['median'])} ({row['seconds']:.1f} s{said})",
+                    f"probe: {spec.name} {label}: {changed} changed since its row in {args.output} was "
+                    "probed; probing it again.",
                     file=sys.stderr,
                 )
-                _write_results(args.output, settings, rows, complete=False)
-    print(format_table(rows))
-    _write_results(args.output, settings, rows, complete=True)
-    return 0
+                row = None
+            reused = row is not None
+            if row is None:
+                row = run_probe(
+                    model,
+                    spec,
+                    data,
+                    seeds=settings["seeds"],
+                    max_train=args.max_train,
+                    max_length=args.max_length,
+                    batch_size=args.batch_size,
+                )
+                row.update(label=label, random=is_random)
+                if is_random:
+                    row["model"] = row["model_dir"] = label
+                if args.output:
+                    row[INPUT_DIGESTS] = inputs[(spec.name, label)]
+            said = ", from the earlier run" if reused else ""
+            rows.append(row)
+            print(
+                f"{spec.name} {label}: median {_pct(row['median'])} ({row['seconds']:.1f} s{said})",
+                file=sys.stderr,
+            )
+            _write_results(args.output, settings, rows, complete=False)
+    return rows
 
 
 # What must match for an earlier run's rows to be reused: the rest (the probe list, the random baseline, the
