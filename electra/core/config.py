@@ -44,13 +44,6 @@ COUNT: Range = (lambda v: v >= 1, "be at least 1")
 NOT_NEGATIVE_COUNT: Range = (lambda v: v >= 0, "not be negative")
 OPEN_FRACTION: Range = (lambda v: 0.0 < v < 1.0, "be in (0, 1)")
 SEED_RANGE: Range = (lambda v: 0 <= v < 2**32, f"be in 0..{2**32 - 1} (the range numpy seeds)")
-# The fine-tuners' (GLUE's, SQuAD's) float settings, for the same reasons; None means "the default" and passes.
-FINETUNE_RANGES: dict[str, Range] = {
-    **dict.fromkeys(("learning_rate", "epochs"), POSITIVE),
-    "layer_decay": DECAY,
-    "warmup_fraction": FRACTION,
-    **dict.fromkeys(("weight_decay", "adam_epsilon", "max_grad_norm", "answerable_weight"), NON_NEGATIVE),
-}
 
 
 def check_ranges(settings: Any, ranges: Mapping[str, Range], source: str = "") -> None:
