@@ -13,16 +13,18 @@ from pathlib import Path
 
 from electra.app.compare_settings import (
     COMPARE_CONTROLS,
-    CPU_SIZE_GLUE_LEARNING_RATE,
-    DEFAULT_BUDGET,
-    DEFAULT_GLUE_EPOCHS,
-    DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
     DEFAULT_OBJECTIVES,
     DEFAULT_TASKS,
     CompareSettings,
 )
 from electra.core.errors import UserError
-from electra.core.flags import DefaultsHelpFormatter, add_output_option, require_counts
+from electra.core.flags import (
+    DefaultsHelpFormatter,
+    add_output_option,
+    add_setting_flags,
+    flag_values,
+    require_counts,
+)
 
 
 def _list(value: str) -> list[str]:
@@ -43,7 +45,6 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--corpus", required=True, help="text file or directory every objective pretrains on")
     add_output_option(parser, "out", "output directory (rerun with the same one to resume)", required=True)
-    parser.add_argument("--size", default="tiny", help="model size preset (tiny, mini, small, base, large)")
     parser.add_argument(
         "--objectives",
         default=DEFAULT_OBJECTIVES,
@@ -51,12 +52,8 @@ def register(subparsers) -> None:
         "config fields and a label, [LABEL:]OBJECTIVE[+KEY=VALUE]..., e.g. electra+embedding_sharing=gdes or "
         "fast:electra+generator_from=runs/gen",
     )
-    parser.add_argument(
-        "--flops-budget", type=float, default=DEFAULT_BUDGET, help="training FLOPs per objective"
-    )
-    parser.add_argument(
-        "--checkpoints", type=int, default=4, help="evenly spaced budget fractions to evaluate"
-    )
+    # --size, --flops-budget, --checkpoints, --cache-dir, --vocab, --probe-max-train and the --glue-* numbers
+    add_setting_flags(parser, CompareSettings, declared_defaults=True)
     parser.add_argument("--glue-tasks", default=DEFAULT_TASKS, help="comma list of GLUE tasks, or none")
     parser.add_argument(
         "--probes",
@@ -70,41 +67,9 @@ def register(subparsers) -> None:
         help="folder holding glue/SST-2/ and corpus/brown/ (default: the GLUE folder's parent, or $ELECTRA_DATA)",
     )
     parser.add_argument(
-        "--probe-max-train",
-        type=int,
-        default=None,
-        help="training sentences each probe seed draws (default: the probe's own, sst2 10000, pos 2000)",
-    )
-    parser.add_argument(
-        "--vocab",
-        default=None,
-        help="tokenizer every arm uses (default: train one on the corpus, or a frozen generator's)",
-    )
-    parser.add_argument(
         "--glue-data", default=None, help="GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR"
     )
     parser.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task (median reported)")
-    parser.add_argument(
-        "--glue-max-train-examples",
-        type=int,
-        default=DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
-        help="fixed random subset of each task's train set; 0 = all",
-    )
-    parser.add_argument(
-        "--glue-epochs", type=float, default=DEFAULT_GLUE_EPOCHS, help="fine-tuning epochs; 0 = the paper's"
-    )
-    parser.add_argument(
-        "--glue-max-steps", type=int, default=None, help="fine-tuning updates (overrides epochs)"
-    )
-    parser.add_argument("--glue-batch-size", type=int, default=32)
-    parser.add_argument(
-        "--glue-learning-rate",
-        type=float,
-        default=None,
-        help=f"fine-tuning peak rate (default {CPU_SIZE_GLUE_LEARNING_RATE:g} for tiny/mini, the paper's by width "
-        "for small/base/large)",
-    )
-    parser.add_argument("--cache-dir", default=None, help="tokenizer/example cache (default OUT/cache)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a pretraining config field"
     )
@@ -131,12 +96,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_numbers(args: argparse.Namespace) -> None:
     """Counts, the budget and the rate, checked here rather than at the first cell or probe that reads them, which
-    comes after every arm has pretrained."""
-    if args.seeds < 1 or args.checkpoints < 1:
-        raise UserError("--seeds and --checkpoints must be at least 1.")
+    comes after every arm has pretrained. CompareSettings' declarations hold these ranges too (and --checkpoints');
+    the checks here come first so that the message names the flag."""
     # 0 is no count (--glue-max-steps 0 is not "by epochs": leave it out for that)
-    require_counts(args, ("glue_batch_size",), optional=("glue_max_steps", "probe_max_train"))
-    if not math.isfinite(args.flops_budget) or args.flops_budget <= 0:  # nan, inf: a traceback
+    require_counts(args, ("seeds", "glue_batch_size"), optional=("glue_max_steps", "probe_max_train"))
+    if not math.isfinite(args.budget) or args.budget <= 0:  # nan, inf: a traceback
         raise UserError("--flops-budget must be a positive, finite number (e.g. 2e13).")
     if args.glue_learning_rate is not None and not (
         math.isfinite(args.glue_learning_rate) and args.glue_learning_rate > 0
@@ -193,26 +157,20 @@ def _settings(args: argparse.Namespace) -> CompareSettings:
     for key in overrides:
         if key in COMPARE_CONTROLS:
             raise UserError(f"--set {key}=...: compare controls {key} ({COMPARE_CONTROLS[key]}); drop it.")
+    declared = flag_values(CompareSettings, args)
+    # the flags' 0 ("all" examples, "the paper's" epochs) is None in the settings
+    declared["glue_max_train_examples"] = declared["glue_max_train_examples"] or None
+    declared["glue_epochs"] = declared["glue_epochs"] or None
     return CompareSettings(
         corpus=args.corpus,
         out=Path(args.out),
         objectives=objectives,
         tasks=[spec.name for spec in tasks],
         glue_data=glue_data,
-        size=args.size,
-        budget=args.flops_budget,
-        checkpoints=args.checkpoints,
         seeds=[1 + i for i in range(args.seeds)],
         overrides=overrides,
-        cache_dir=args.cache_dir,
-        glue_max_train_examples=args.glue_max_train_examples or None,
-        glue_epochs=args.glue_epochs or None,
-        glue_max_steps=args.glue_max_steps,
-        glue_batch_size=args.glue_batch_size,
-        glue_learning_rate=args.glue_learning_rate,
-        vocab=args.vocab,
         probes=probes,
         probe_data=probe_data,
-        probe_max_train=args.probe_max_train,
         overwrite=args.overwrite,
+        **declared,
     )

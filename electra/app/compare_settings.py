@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from electra.core.config import COUNT, POSITIVE, check_declared, setting
 from electra.core.errors import UserError
 
 # Chosen so that tiny, electra+mlm, sst2,mrpc,stsb,rte, 3 seeds fit in about an hour on 2 CPU cores: see the README
@@ -77,32 +78,70 @@ def parse_arm(entry: str) -> Arm:
 
 @dataclass
 class CompareSettings:
+    """An `electra compare` run. The fields declared with `setting` carry their flag, help and range: the CLI
+    builds those flags from here (`electra.core.flags.add_setting_flags`) and every instance is checked against the
+    ranges when it is made. The rest are set by the CLI from flags it reads by hand (lists, paths, seeds)."""
+
     corpus: str
     out: Path
     objectives: list[str]
     tasks: list[str]
     glue_data: Path | None
-    size: str = "tiny"
-    budget: float = DEFAULT_BUDGET
-    checkpoints: int = 4
+    size: str = setting("tiny", "model size preset (tiny, mini, small, base, large)", flags=("--size",))
+    budget: float = setting(
+        DEFAULT_BUDGET,
+        "training FLOPs per objective",
+        within=POSITIVE,
+        flags=("--flops-budget",),
+        metavar="FLOPS_BUDGET",
+    )
+    checkpoints: int = setting(
+        4, "evenly spaced budget fractions to evaluate", within=COUNT, flags=("--checkpoints",)
+    )
     seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
     overrides: dict[str, Any] = field(default_factory=dict)
-    cache_dir: str | None = None
-    glue_max_train_examples: int | None = DEFAULT_GLUE_MAX_TRAIN_EXAMPLES
-    glue_epochs: float | None = DEFAULT_GLUE_EPOCHS
-    glue_max_steps: int | None = None
-    glue_batch_size: int = 32
-    # None: CPU_SIZE_GLUE_LEARNING_RATE for tiny/mini, the paper's rate by width otherwise
-    glue_learning_rate: float | None = None
-    vocab: str | None = (
-        None  # a tokenizer every arm uses (needed by a frozen generator's arm); default: train one
+    cache_dir: str | None = setting(
+        None, "tokenizer/example cache (default OUT/cache)", flags=("--cache-dir",)
+    )
+    # The flag's 0 ("all", "the paper's") is None here.
+    glue_max_train_examples: int | None = setting(
+        DEFAULT_GLUE_MAX_TRAIN_EXAMPLES,
+        "fixed random subset of each task's train set; 0 = all",
+        flags=("--glue-max-train-examples",),
+    )
+    glue_epochs: float | None = setting(
+        DEFAULT_GLUE_EPOCHS, "fine-tuning epochs; 0 = the paper's", flags=("--glue-epochs",)
+    )
+    glue_max_steps: int | None = setting(
+        None, "fine-tuning updates (overrides epochs)", within=COUNT, flags=("--glue-max-steps",)
+    )
+    glue_batch_size: int = setting(32, "fine-tuning batch size", within=COUNT, flags=("--glue-batch-size",))
+    glue_learning_rate: float | None = setting(
+        None,
+        f"fine-tuning peak rate (default {CPU_SIZE_GLUE_LEARNING_RATE:g} for tiny/mini, the paper's by width "
+        "for small/base/large)",
+        within=POSITIVE,
+        flags=("--glue-learning-rate",),
+    )
+    vocab: str | None = setting(
+        None,
+        "tokenizer every arm uses (default: train one on the corpus, or a frozen generator's)",
+        flags=("--vocab",),
     )
     probes: list[str] = field(
         default_factory=list
     )  # `electra.probes.run.PROBES` names, run on every checkpoint
     probe_data: Path | None = None  # the folder holding glue/ and corpus/
-    probe_max_train: int | None = None  # training sentences per probe seed; None: each probe's own default
+    probe_max_train: int | None = setting(
+        None,
+        "training sentences each probe seed draws (default: the probe's own, sst2 10000, pos 2000)",
+        within=COUNT,
+        flags=("--probe-max-train",),
+    )
     overwrite: bool = False  # replace a report made with other evaluation settings (the same ones resume it)
+
+    def __post_init__(self) -> None:
+        check_declared(self, "compare")
 
     @property
     def arms(self) -> list[Arm]:
