@@ -16,6 +16,7 @@ from electra.core.config import (
     POSITIVE,
     PretrainConfig,
     check_declared,
+    declaration,
     setting,
 )
 
@@ -72,7 +73,7 @@ class FinetuneSettings:
     )
     cpu_dropout: str = setting(
         "lanes",
-        PretrainConfig.declared("cpu_dropout").metadata["help"],
+        declaration(PretrainConfig, "cpu_dropout").metadata["help"],
         choices=CPU_DROPOUT,
         flags=("--cpu-dropout",),
     )

@@ -18,6 +18,7 @@ from electra.core.config import (
     SEED_RANGE,
     PretrainConfig,
     check_declared,
+    declaration,
     setting,
 )
 from electra.core.errors import UserError
@@ -84,7 +85,7 @@ class SquadSettings:
     )
     cpu_dropout: str = setting(
         "lanes",
-        PretrainConfig.declared("cpu_dropout").metadata["help"],
+        declaration(PretrainConfig, "cpu_dropout").metadata["help"],
         choices=CPU_DROPOUT,
         flags=("--cpu-dropout",),
     )

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Collection, Mapping
-from dataclasses import field, fields, make_dataclass
+from dataclasses import field, make_dataclass
 from pathlib import Path
 from typing import Any
 
-from electra.core.config import COUNT, NOT_NEGATIVE_COUNT
+from electra.core.config import COUNT, NOT_NEGATIVE_COUNT, declaration
 from electra.core.errors import UserError
 from electra.core.flags import (
     add_output_option,
@@ -83,7 +83,7 @@ def command_settings(
     be told from "not given"."""
     columns = []
     for setting_name in settings:
-        spec = declaration(setting_name)
+        spec = declaration(TLMDeclared, setting_name)
         default = (defaults or {}).get(setting_name, spec.default)
         metadata = {**spec.metadata, "help": (helps or {}).get(setting_name, spec.metadata["help"])}
         if default is not None and not isinstance(default, bool):
@@ -93,11 +93,6 @@ def command_settings(
         flag_default = None if setting_name in until_given else default
         columns.append((setting_name, spec.type, field(default=flag_default, metadata=metadata)))
     return make_dataclass(name, columns)
-
-
-def declaration(name: str) -> Any:
-    """The declaration (`dataclasses.Field`) of the setting `name`: its default, help, range or choices and flags."""
-    return next(spec for spec in fields(TLMDeclared) if spec.name == name)
 
 
 TRAIN_FLAGS = command_settings("TrainFlags", TRAIN_SETTINGS, until_given=(*LM_FLAGS, *FINETUNE_FLAGS))
@@ -271,7 +266,7 @@ def add_sciie_parser(sub) -> None:
 def add_task_files(parser: argparse.ArgumentParser) -> None:
     """The three task splits `tlm train` and `tartan` require, with their declared help."""
     for name in TASK_FILES:
-        help = declaration(name).metadata["help"]
+        help = declaration(TLMDeclared, name).metadata["help"]
         parser.add_argument("--" + name.replace("_", "-"), dest=name, required=True, help=help)
 
 

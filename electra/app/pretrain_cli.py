@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from electra.app.plot import plot_run
-from electra.core.config import SIZES, PretrainConfig
+from electra.core.config import SIZES, PretrainConfig, declaration
 from electra.core.errors import UserError
 from electra.core.files import require_file
 from electra.core.flags import add_output_option, add_setting_flags, flagged_fields, require_counts
@@ -68,7 +68,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser, PretrainConfig, parse={"objective": registered_objective})
     # continued pretraining is settled before the config exists (electra.training.continued.run_settings)
     parser.add_argument(
-        "--init-from", metavar="DIR", help=PretrainConfig.declared("init_from").metadata["help"]
+        "--init-from", metavar="DIR", help=declaration(PretrainConfig, "init_from").metadata["help"]
     )
     parser.add_argument(
         "--per-device-batch-size",

@@ -46,28 +46,26 @@ OPEN_FRACTION: Range = (lambda v: 0.0 < v < 1.0, "be in (0, 1)")
 SEED_RANGE: Range = (lambda v: 0 <= v < 2**32, f"be in 0..{2**32 - 1} (the range numpy seeds)")
 
 
-def check_ranges(settings: Any, ranges: Mapping[str, Range], source: str = "") -> None:
-    """One line naming the first of `settings`' fields (those it has of `ranges`) that lies outside its range."""
-    for name, (within, wording) in ranges.items():
-        value = getattr(settings, name, None)
-        if value is not None and not (math.isfinite(value) and within(value)):  # inf passes v > 0
-            raise UserError(f"{source + ': ' if source else ''}{name} must {wording}, got {value}.")
-
-
 def check_declared(settings: Any, source: str) -> None:
     """Every field of a dataclass of `setting`s against its declared choices or range, in field order; one line
     naming the first that is outside them (None, where a field allows it, passes)."""
+    where = f"{source}: " if source else ""
     for spec in fields(settings):
         value = getattr(settings, spec.name)
         choices, within = spec.metadata.get("choices"), spec.metadata.get("within")
         if value is None:
             continue
         if choices is not None and value not in choices:
-            raise UserError(
-                f"{source + ': ' if source else ''}{spec.name}={value!r} is not one of {', '.join(choices)}."
-            )
+            raise UserError(f"{where}{spec.name}={value!r} is not one of {', '.join(choices)}.")
         if within is not None:
-            check_ranges(settings, {spec.name: within}, source)
+            test, wording = within
+            if not (math.isfinite(value) and test(value)):  # inf passes v > 0
+                raise UserError(f"{where}{spec.name} must {wording}, got {value}.")
+
+
+def declaration(settings_class: type, name: str) -> Any:
+    """The declaration (`dataclasses.Field`) of a `setting` field: its default, help, choices, range and flags."""
+    return next(spec for spec in fields(settings_class) if spec.name == name)
 
 
 def setting(
@@ -341,11 +339,6 @@ class PretrainConfig:
                 "(--time-budget MINUTES)."
             )
         return self
-
-    @classmethod
-    def declared(cls, name: str) -> Any:
-        """The declaration (`dataclasses.Field`) of field `name`: its help, choices, range and flags."""
-        return {spec.name: spec for spec in fields(cls)}[name]
 
     # ---- derived generator shape ----
     @property
