@@ -32,6 +32,7 @@ FOLDER_FLOORS = {
     "electra.pll": 3,
     "electra.tlm": 3,
     "electra.probes": 3,
+    "electra.tagging": 3,
     "electra.app": 4,
     "electra": 4,  # the package itself: the lazy public API and `python -m electra`
     "pretrain": 4,
