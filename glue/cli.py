@@ -14,7 +14,7 @@ from electra.core.flags import (
     require_counts,
 )
 from electra.core.overwrite import refuse_to_replace, refuse_unowned, start_over
-from electra.glue.settings import FinetuneSettings
+from electra.glue.settings import FinetuneSettings, MultitaskSettings
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
 10% warmup then linear decay, batch 32, learning rate and layer-wise decay by model size, 10 epochs for RTE and
@@ -26,6 +26,7 @@ GLUE_OUTPUTS = (
     "runs",
     "checkpoints",
     "glue_test",
+    "teachers",
 )  # what a run writes in --output
 
 
@@ -54,8 +55,29 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=1, help="first seed; runs use seed, seed+1, ...")
     add_setting_flags(parser, FinetuneSettings, declared_defaults=True)
     parser.add_argument(
-        "--init-from", default=None, help="start from this fine-tuned checkpoint (e.g. MNLI for RTE)"
+        "--init-from",
+        default=None,
+        help="start from this fine-tuned checkpoint (e.g. MNLI for RTE, or a --multitask model: its task's head too)",
     )
+    parser.add_argument(
+        "--save-train-logits",
+        action="store_true",
+        help="write the best seed's outputs on its training set to OUTPUT/teachers/TASK.json (teachers for --multitask)",
+    )
+    parser.add_argument(
+        "--multitask",
+        action="store_true",
+        help="train one model on all --task tasks at once (BAM: 6 epochs, twice the size's rate, layer decay 0.9 "
+        "unless --epochs/--learning-rate/--layer-decay say otherwise)",
+    )
+    parser.add_argument(
+        "--teachers",
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="with --multitask: distil from these --save-train-logits outputs, with teacher annealing",
+    )
+    add_setting_flags(parser, MultitaskSettings, declared_defaults=True)
     parser.add_argument(
         "--predict-test", action="store_true", help="write GLUE-server TSVs to OUTPUT/glue_test/"
     )
@@ -71,6 +93,20 @@ def register(subparsers) -> None:
         "--overwrite", action="store_true", help="replace the results an earlier run left in the output"
     )
     parser.set_defaults(func=run, several_processes=True)
+    compare = subparsers.add_parser(
+        "glue-compare",
+        help="test whether GLUE arms differ (Mann-Whitney U and bootstrap over seeds)",
+        description="Compare `electra glue` outputs seed by seed: each arm's per-task medians and per-seed values, "
+        "and every arm against the first (Mann-Whitney U, bootstrap of the median difference, Holm-Bonferroni over "
+        "tasks), as the BAM chapter tests its tables. Writes comparison.json, comparison.md and comparison.png.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    compare.add_argument(
+        "arms", nargs="+", metavar="DIR", help="`electra glue --output` folders; the first is the reference"
+    )
+    compare.add_argument("--names", default=None, help="comma list of arm names (default: the folder names)")
+    add_output_option(compare, "output", "write comparison.json/.md/.png here", default=None)
+    compare.set_defaults(func=run_compare)
 
 
 def refuse_foreign_run(output: Path) -> None:
@@ -134,8 +170,13 @@ def run(args: argparse.Namespace) -> int:
     require_counts(args, ("seeds",))
     # checked here, before --overwrite deletes anything
     settings = FinetuneSettings(**flag_values(FinetuneSettings, args), progress=not args.no_progress)
-    if (args.predict_test or args.save_best or args.resume or settings.save_every) and not args.output:
-        raise UserError("--predict-test, --save-best, --save-every and --resume need --output DIR.")
+    multi = MultitaskSettings(**flag_values(MultitaskSettings, args))
+    wants_output = args.predict_test or args.save_best or args.resume or settings.save_every
+    if (wants_output or args.save_train_logits) and not args.output:
+        raise UserError(
+            "--predict-test, --save-best, --save-every, --save-train-logits and --resume need --output DIR."
+        )
+    check_multitask_flags(args, multi)
     specs = parse_task_list(args.task)
     seeds = [args.seed + i for i in range(args.seeds)]
     check_run_inputs(specs, settings, seeds)
@@ -149,6 +190,24 @@ def run(args: argparse.Namespace) -> int:
         args.overwrite,
         args.resume,
     )
+    if args.multitask:
+        from electra.glue.multitask import run_multitask
+
+        run_multitask(
+            args.model,
+            specs,
+            data_dir,
+            settings,
+            multi,
+            seeds,
+            output_dir=Path(args.output) if args.output else None,
+            teachers=args.teachers,
+            init_from=args.init_from,
+            predict_test=args.predict_test,
+            save_best=args.save_best,
+            resume=args.resume,
+        )
+        return 0
     run_glue(
         args.model,
         specs,
@@ -160,5 +219,44 @@ def run(args: argparse.Namespace) -> int:
         predict_test=args.predict_test,
         save_best=args.save_best,
         resume=args.resume,
+        save_train_logits=args.save_train_logits,
     )
+    return 0
+
+
+def check_multitask_flags(args: argparse.Namespace, multi: MultitaskSettings) -> None:
+    """The multi-task flags that only mean something together, refused in one line before any work."""
+    given = [
+        flag
+        for flag, value, default in (
+            ("--teachers", args.teachers, None),
+            ("--task-exponent", multi.task_exponent, 0.75),
+            ("--no-task-sampling", multi.task_sampling, True),
+            ("--fixed-lambda", multi.fixed_lambda, None),
+            ("--multitask-batch-size", multi.multitask_batch_size, 128),
+        )
+        if value != default
+    ]
+    if given and not args.multitask:
+        raise UserError(f"{given[0]} is a --multitask flag; add --multitask (and two or more --task).")
+    if args.multitask and args.save_train_logits:
+        raise UserError(
+            "--save-train-logits writes single-task teachers; run it without --multitask, then pass that output "
+            "to --multitask --teachers."
+        )
+    if multi.fixed_lambda is not None and not args.teachers:
+        raise UserError("--fixed-lambda weighs the gold label against a teacher's; give --teachers DIR too.")
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from electra.glue.significance import compare_arms, format_comparison, read_arm, write_comparison
+
+    names = [n.strip() for n in args.names.split(",")] if args.names else [Path(a).name for a in args.arms]
+    if len(names) != len(args.arms) or len(set(names)) != len(names):
+        raise UserError(
+            f"--names gives {len(names)} distinct names for {len(args.arms)} arms; give one per arm."
+        )
+    arms = {name: read_arm(arm) for name, arm in zip(names, args.arms)}
+    report = write_comparison(arms, Path(args.output)) if args.output else compare_arms(arms)
+    print(format_comparison(report))
     return 0

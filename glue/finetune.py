@@ -40,6 +40,7 @@ from electra.glue.model import GlueModel, load_encoder, saved_seed
 from electra.glue.report import format_table, write_outputs
 from electra.glue.settings import FinetuneSettings
 from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, read_examples, swap_pairs, task_file
+from electra.glue.teachers import TEACHERS_DIR, teacher_fingerprint, write_teacher
 from electra.training.engine import (
     Engine,
     Task,
@@ -77,6 +78,7 @@ class TaskData:
     test: dict[str, tuple[list[str], list[dict]]] = field(
         default_factory=dict
     )  # server stem -> (ids, features)
+    train_ids: list[str] = field(default_factory=list)  # `train`'s example ids (teachers are keyed by them)
 
 
 @dataclass
@@ -90,6 +92,7 @@ class SeedRun:
     test_predictions: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     flops: float = 0.0
     flops_method: str = ""
+    train_logits: list | None = None  # outputs on the training set, dropout off (--save-train-logits)
 
 
 def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
@@ -263,7 +266,7 @@ def load_task_data(
             test[stem] = ([ex.guid for ex in examples], encode(examples))
     train_features = encode(train)
     _warn_if_mostly_unknown(train_features, tokenizer, spec)
-    return TaskData(spec, train_features, dev, test)
+    return TaskData(spec, train_features, dev, test, [ex.guid for ex in train])
 
 
 def _warn_if_mostly_unknown(features: list[dict], tokenizer, spec: TaskSpec) -> None:
@@ -359,8 +362,10 @@ def run_seed(
     show_groups: bool = False,
     run_dir: Path | None = None,
     resume: bool = False,
+    predict_train: bool = False,
 ) -> tuple[SeedRun, GlueModel]:
-    """One fine-tuning run: train, evaluate on every dev set, predict the test sets that were loaded.
+    """One fine-tuning run: train, evaluate on every dev set, predict the test sets that were loaded (and, with
+    `predict_train`, the training set: a teacher's outputs for `electra.glue.teachers`).
 
     With `run_dir`, its logs go there (metrics.csv, TensorBoard) and, with `settings.save_every`, checkpoints a
     `resume=True` call continues from."""
@@ -369,7 +374,7 @@ def run_seed(
     set_seed(seed)
     encoder = load_encoder(init_from or model_dir)
     model = GlueModel(encoder, spec.num_labels, spec.name, spec.labels)
-    if init_from and model.load_head_if_same_task(init_from):
+    if init_from and (model.load_head_if_same_task(init_from) or model.load_multitask_head(init_from)):
         logger.info("%s: task layer loaded from %s", spec.name, init_from)
     _, size_lr, size_decay = size_defaults(encoder.config.hidden_size)
     lr = settings.learning_rate or size_lr
@@ -418,6 +423,11 @@ def run_seed(
         else:
             labels = [spec.labels[int(v)] for v in decided]
         test_predictions[stem] = list(zip(ids, labels))
+    train_logits = None
+    if predict_train:
+        train_logits = _predict(
+            model, data.train, collator, accelerator, settings.eval_batch_size, eval_shapes
+        ).tolist()
     unwrapped = accelerator.unwrap_model(model)
     flops, flops_method = finetune_flops(unwrapped, dict(task.train_shapes), dict(eval_shapes))
     run = SeedRun(
@@ -430,6 +440,7 @@ def run_seed(
         test_predictions,
         flops,
         flops_method,
+        train_logits,
     )
     return run, unwrapped
 
@@ -620,8 +631,10 @@ def run_glue(
     predict_test: bool = False,
     save_best: bool = False,
     resume: bool = False,
+    save_train_logits: bool = False,
 ) -> dict:
-    """Fine-tune on every task with every seed; write results.json / results.md (and test TSVs, checkpoints).
+    """Fine-tune on every task with every seed; write results.json / results.md (and test TSVs, checkpoints; with
+    `save_train_logits`, the best seed's outputs on its training set as OUTPUT/teachers/TASK.json).
 
     With `output_dir`, each seed's run keeps its logs in OUTPUT/runs/TASK/seed-N/ and its result in result.json
     there; `resume=True` reuses finished seeds and continues an unfinished one from its latest checkpoint
@@ -649,7 +662,16 @@ def run_glue(
         if accelerator.is_main_process:
             keep_run_record(output_dir, record, resume)
     job = GlueJob(
-        model_dir, tokenizer, settings, seeds, accelerator, output_dir, init_from, save_best, resume
+        model_dir,
+        tokenizer,
+        settings,
+        seeds,
+        accelerator,
+        output_dir,
+        init_from,
+        save_best,
+        resume,
+        save_train_logits,
     )
     rows: dict[str, dict] = {}
     all_runs: dict[str, list[dict]] = {}
@@ -660,10 +682,21 @@ def run_glue(
         if output_dir is not None and accelerator.is_main_process:
             write_json_atomically(output_dir / "runs" / spec.name / DATA_RECORD, data_records[spec.name])
         runs, best_predictions = job.run_task(spec, data, predict_test)
+        if save_train_logits and output_dir is not None and accelerator.is_main_process:
+            best = next(run for run in runs if run.seed == job.best_seeds[spec.name])
+            write_teacher(
+                output_dir / TEACHERS_DIR / f"{spec.name}.json",
+                spec,
+                data.train_ids,
+                best.train_logits,
+                teacher_fingerprint(spec, data_dir, tokenizer, settings.max_seq_length),
+                str(init_from or model_dir),
+                best.seed,
+            )
         for run in runs:
             total_flops, flops_method = total_flops + run.flops, run.flops_method
         rows.update(summarise(spec, runs))
-        all_runs[spec.name] = [asdict(run) | {"test_predictions": None} for run in runs]
+        all_runs[spec.name] = [asdict(run) | {"test_predictions": None, "train_logits": None} for run in runs]
         test_files.update(best_predictions)
     tasks = [spec.name for spec in specs]
     carried: list[str] = []
@@ -724,6 +757,10 @@ class GlueJob:
     init_from: Path | None
     save_best: bool
     resume: bool
+    save_train_logits: bool = False  # each seed also predicts its training set (a teacher's outputs)
+    best_seeds: dict[str, int] = field(
+        default_factory=dict
+    )  # task -> its best seed, once run_task has run it
 
     def run_dir(self, task: str, seed: int) -> Path | None:
         return self.output_dir / "runs" / task / f"seed-{seed}" if self.output_dir is not None else None
@@ -749,6 +786,7 @@ class GlueJob:
                 if best_dir is not None and model is not None and acc.is_main_process:
                     model.save(best_dir, self.tokenizer, seed=seed)
             runs.append(run)
+            self.best_seeds[spec.name] = best_seed
             del model
             acc.free_memory()
             acc.print(f"{spec.name} seed {seed}: {run.metrics} ({run.steps} steps, {run.seconds:.0f}s)")
@@ -770,6 +808,12 @@ class GlueJob:
                 "--predict-test (from its last checkpoint if it has one, else from the start: same seed, same run)"
             )
             run = None
+        if run is not None and self.save_train_logits and run.train_logits is None:
+            self.accelerator.print(
+                f"{spec.name} seed {seed}: finished earlier without its training-set outputs; running it again for "
+                "--save-train-logits (from its last checkpoint if it has one)"
+            )
+            run = None
         if run is not None:
             return run, None
         run, model = run_seed(
@@ -783,6 +827,7 @@ class GlueJob:
             show_groups=index == 0,
             run_dir=run_dir,
             resume=self.resume,
+            predict_train=self.save_train_logits,
         )
         if run_dir is not None and self.accelerator.is_main_process:
             _write_run(run_dir, run)

@@ -21,10 +21,16 @@ import torch
 from torch import nn
 from transformers import AutoModel
 
+from electra.core.errors import UserError
 from electra.core.files import read_safetensors
 from electra.export.layout import load_pretrained, read_head, save_with_head
+from electra.glue.tasks import TaskSpec, get_task
 
 HEAD_KEY = "glue_head"  # config.json entry with the head's task settings
+MULTI_HEAD_KEY = "glue_multitask"  # config.json entry of a multi-task model: its tasks and their heads
+# The multi-task heads learn STS-B's 0-5 scores divided by this (the BAM chapter's [0, 1] labels); the single-task
+# head learns the scores as they are.
+REGRESSION_SCALE = 5.0
 OLD_HEAD_WEIGHTS = "glue_head.safetensors"  # the first layout's side files
 OLD_HEAD_CONFIG = "glue_head.json"
 
@@ -116,12 +122,111 @@ class GlueModel(nn.Module):
         self.classifier.load_state_dict(state)
         return True
 
+    def load_multitask_head(self, directory: str | Path) -> bool:
+        """Start from this task's head of a multi-task model (`MultiTaskModel.save`), as single-task fine-tuning
+        after multi-task training does (BAM Table 3.3); True if it had one. A regression head is rescaled from the
+        multi-task [0, 1] labels to the 0-5 scores this head learns."""
+        found = read_head(directory, MULTI_HEAD_KEY, (f"heads.{self.task}.",))
+        if found is None:
+            return False
+        meta, tensors = found
+        entry = next((t for t in meta.get("tasks", []) if t.get("task") == self.task), None)
+        labels = list(self.labels) if self.labels else None
+        if (
+            entry is None
+            or (entry.get("labels") or None) != labels
+            or entry.get("num_labels") != self.num_labels
+        ):
+            return False
+        scale = float(entry.get("scale", 1.0))
+        state = {k.rsplit(".", 1)[1]: v * scale for k, v in tensors.items()}
+        self.classifier.load_state_dict(state)
+        return True
+
 
 def saved_seed(directory: str | Path) -> int | None:
-    """The fine-tuning seed a model saved by `GlueModel.save` records (None: none recorded, or no model)."""
+    """The fine-tuning seed a model saved by `GlueModel.save` or `MultiTaskModel.save` records (None: none
+    recorded, or no model)."""
     try:
         config = json.loads((Path(directory) / "config.json").read_text())
     except (OSError, ValueError):
         return None
-    head = config.get(HEAD_KEY) if isinstance(config, dict) else None
+    head = (config.get(HEAD_KEY) or config.get(MULTI_HEAD_KEY)) if isinstance(config, dict) else None
     return head.get("seed") if isinstance(head, dict) else None
+
+
+class MultiTaskModel(nn.Module):
+    """One shared encoder and one linear head per task on the [CLS] (or, for BERT, pooled) vector: the BAM
+    chapter's multi-task model, where only the heads are task-specific. A regression head predicts the score
+    divided by `REGRESSION_SCALE` (plain linear, as the reference code; the chapter's text adds a sigmoid)."""
+
+    def __init__(self, encoder: nn.Module, specs: list[TaskSpec]):
+        super().__init__()
+        self.encoder = encoder
+        config = encoder.config
+        self.specs = {spec.name: spec for spec in specs}
+        self.dropout = nn.Dropout(getattr(config, "hidden_dropout_prob", 0.1))
+        self.heads = nn.ModuleDict(
+            {spec.name: nn.Linear(config.hidden_size, spec.num_labels) for spec in specs}
+        )
+        for head in self.heads.values():
+            nn.init.normal_(head.weight, std=getattr(config, "initializer_range", 0.02))
+            nn.init.zeros_(head.bias)
+
+    def forward(self, groups: list[dict[str, torch.Tensor | str]]) -> list[torch.Tensor]:
+        """Outputs of each group of same-task examples (`task`, `input_ids`, `attention_mask`, `token_type_ids`):
+        [n, labels] logits, or [n] scaled scores for regression. One call per batch, so a batch of several tasks is
+        one forward for data-parallel training; each group is padded to its own longest sequence."""
+        outputs = []
+        for group in groups:
+            out = self.encoder(
+                input_ids=group["input_ids"],
+                attention_mask=group.get("attention_mask"),
+                token_type_ids=group.get("token_type_ids"),
+            )
+            pooled = getattr(out, "pooler_output", None)
+            if pooled is None:
+                pooled = out.last_hidden_state[:, 0]
+            task = str(group["task"])
+            logits = self.heads[task](self.dropout(pooled))
+            outputs.append(logits.squeeze(-1) if self.specs[task].is_regression else logits)
+        return outputs
+
+    def save(self, directory: str | Path, tokenizer=None, seed: int | None = None) -> None:
+        """One Hugging Face directory: the encoder under its prefix (`AutoModel` loads it), `heads.TASK.*` beside
+        it, and the tasks in config.json (`MultiTaskModel.from_pretrained` loads the whole)."""
+        tensors = {f"heads.{k}": v for k, v in self.heads.state_dict().items()}
+        tasks = [
+            {
+                "task": name,
+                "num_labels": spec.num_labels,
+                "labels": list(spec.labels) if spec.labels else None,
+                "scale": REGRESSION_SCALE if spec.is_regression else 1.0,
+            }
+            for name, spec in self.specs.items()
+        ]
+        settings = {"tasks": tasks, "seed": seed}
+        save_with_head(directory, self.encoder, tensors, MULTI_HEAD_KEY, settings, None, tokenizer)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> MultiTaskModel:
+        """A model `save` wrote (the tokenizer is beside it: `AutoTokenizer.from_pretrained(directory)`)."""
+        found = read_head(directory, MULTI_HEAD_KEY, ("heads.",))
+        if found is None:
+            raise UserError(
+                f"{directory}: not a multi-task GLUE model (config.json has no {MULTI_HEAD_KEY})."
+            )
+        meta, tensors = found
+        model = cls(load_encoder(directory), [get_task(t["task"]) for t in meta["tasks"]])
+        model.heads.load_state_dict({k.removeprefix("heads."): v for k, v in tensors.items()})
+        return model.eval()
+
+    @torch.no_grad()
+    def predict(self, task: str, tokenizer, texts: list[str], pairs: list[str] | None = None) -> list:
+        """Labels (or 0-5 scores) of one task for raw texts: the quick way to use a saved model."""
+        spec = self.specs[task]
+        batch = tokenizer(texts, pairs, padding=True, truncation=True, return_tensors="pt")
+        (logits,) = self.eval()([{"task": task, **batch}])
+        if spec.is_regression:
+            return [float(v) * REGRESSION_SCALE for v in logits]
+        return [spec.labels[int(i)] for i in logits.argmax(-1)]

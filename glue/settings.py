@@ -83,8 +83,44 @@ class FinetuneSettings:
         within=NOT_NEGATIVE_COUNT,
         flags=("--save-every",),
     )
-    log_every: int = setting(10, "updates between log rows", within=COUNT)
+    log_every: int = setting(10, "updates between log rows", within=COUNT, flags=("--log-every",))
     progress: bool = setting(True, "progress bars")
+
+    def __post_init__(self) -> None:
+        check_declared(self, "")
+
+
+@dataclass
+class MultitaskSettings:
+    """What `electra glue --multitask` adds to `FinetuneSettings`: the multi-task student of the BAM chapter
+    (Clark's dissertation, ch. 3). Its epochs, learning rate and layer decay are the shared flags, which default to
+    the chapter's multi-task values when not given (6 epochs, twice the single-task rate of the model's size, decay
+    0.9); its batch has a flag of its own because the single-task batch has a declared default."""
+
+    task_exponent: float = setting(
+        0.75,
+        "each example's task is drawn with probability proportional to |train set|^EXPONENT",
+        within=NON_NEGATIVE,
+        flags=("--task-exponent",),
+    )
+    task_sampling: bool = setting(
+        True,
+        "no task sampling: shuffle every task's examples together, each seen once per epoch (ablation)",
+        flags=("--no-task-sampling",),
+    )
+    fixed_lambda: float | None = setting(
+        None,
+        "hold the teacher-annealing weight on the gold label at this value instead of step/total (ablations: 0, 0.5)",
+        within=FRACTION,
+        flags=("--fixed-lambda",),
+        metavar="LAMBDA",
+    )
+    multitask_batch_size: int = setting(
+        128,
+        "global batch of the multi-task student (examples of every task mixed)",
+        within=COUNT,
+        flags=("--multitask-batch-size",),
+    )
 
     def __post_init__(self) -> None:
         check_declared(self, "")

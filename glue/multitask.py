@@ -1,0 +1,630 @@
+"""Multi-task GLUE with born-again distillation and teacher annealing (BAM; Clark's dissertation, chapter 3).
+
+One student (`electra.glue.model.MultiTaskModel`: a shared encoder, one linear head per task) trains on every task
+at once. Each example of a batch is drawn from task τ with probability ∝ |D_τ|^exponent (0.75; `--task-exponent`),
+then from τ's own reshuffled stream, so a batch mixes tasks (`--no-task-sampling` shuffles all examples together
+instead, each once per epoch). Each task's examples in a batch go through the encoder as one group padded to its own
+longest sequence: the loss is the same as one padded forward, without padding short tasks to long ones.
+
+With teachers (`electra.glue.teachers`), a classification example's loss is the cross-entropy against
+λ·one-hot(gold) + (1 − λ)·softmax(teacher logits), a regression example's the squared error to
+λ·gold + (1 − λ)·teacher, with STS-B's scores divided by 5 (the chapter's [0, 1] labels). λ = s / S for update s
+of S (0-based, warmup included: teacher annealing), or a fixed value (`--fixed-lambda`, the chapter's ablations).
+Without teachers λ is 1: plain multi-task training, the same formula with the gold target. The loss is the sum over
+the batch's examples divided by the batch (a mean, as the single-task loss here; the reference code sums, which with
+clipping at 1 acts as a smaller rate). The update number travels in the batch, so a resumed run anneals exactly as
+an uninterrupted one.
+
+Training goes through the one `Engine` (progress, logs, FLOP meter, checkpoints, `--resume`); the result is one
+model with a head per task (`--save-best`), the dev metric of every task per seed, and GLUE-server files for every
+task (`--predict-test`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate.utils import set_seed
+from torch import nn
+from transformers import AutoConfig, AutoTokenizer
+
+from electra.core.config import check_run_record, keep_run_record
+from electra.core.errors import UserError
+from electra.core.files import write_json_atomically
+from electra.core.outputs import StepOutput
+from electra.data.packing import pad_batch
+from electra.data.tokenization import require_tokenizer_fits
+from electra.export.layout import fit_length
+from electra.export.model_card import CARD, CardFacts, render_card
+from electra.flops.analytic import finetune_flops as analytic_finetune_flops
+from electra.glue.finetune import (
+    DATA_RECORD,
+    SeedRun,
+    TaskData,
+    _finished_run,
+    _write_run,
+    check_files,
+    check_init_from,
+    check_run_inputs,
+    check_task_data,
+    check_task_rows,
+    glue_average,
+    load_task_data,
+    resolve_model_dir,
+    resolved_settings,
+    resume_record,
+    size_defaults,
+    summarise,
+)
+from electra.glue.metrics import task_scores
+from electra.glue.model import REGRESSION_SCALE, MultiTaskModel, load_encoder, saved_seed
+from electra.glue.report import format_table, write_outputs
+from electra.glue.settings import FinetuneSettings, MultitaskSettings
+from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, get_task
+from electra.glue.teachers import find_teacher_files, read_teacher, teacher_digests, teacher_fingerprint
+from electra.training.engine import Engine, Task, TrainArgs, make_accelerator, per_process_batch
+from electra.training.optim import describe_lr_groups, warmup_steps_of
+
+MULTITASK_EPOCHS = 6  # the chapter's multi-task recipe: 6 epochs (single-task: 3), batch 128, decay 0.9
+MULTITASK_LAYER_DECAY = 0.9
+MULTITASK_LR_FACTOR = 2.0  # 1e-4 for BERT-Large, whose single-task rate in this recipe is 5e-5
+MODEL_NAME = "multitask"  # OUTPUT/runs/multitask/seed-N, OUTPUT/checkpoints/multitask
+
+
+# ---- the schedule and the loss --------------------------------------------------------------------------------
+def task_probabilities(sizes: Sequence[int], exponent: float) -> np.ndarray:
+    """P(task τ) ∝ |D_τ|^exponent (exponent 0: uniform over tasks; 1: proportional to size)."""
+    weights = np.asarray(sizes, dtype=np.float64) ** exponent
+    return weights / weights.sum()
+
+
+def example_order(
+    sizes: Sequence[int], batch_size: int, seed: int, exponent: float, sampling: bool = True
+) -> Iterator[list[tuple[int, int]]]:
+    """Batches of (task index, example index), forever, a function of the arguments alone (a resumed run replays
+    it). With `sampling`, each example's task is drawn ∝ size^exponent and the example is the next of that task's
+    stream, reshuffled whenever it runs out; without, all examples are shuffled together once per epoch."""
+    rng = np.random.default_rng(seed)
+    if not sampling:
+        pool = [(t, i) for t, n in enumerate(sizes) for i in range(n)]
+        pending: list[tuple[int, int]] = []
+        while True:
+            while len(pending) < batch_size:
+                pending += [pool[j] for j in rng.permutation(len(pool))]
+            yield pending[:batch_size]
+            pending = pending[batch_size:]
+    probabilities = task_probabilities(sizes, exponent)
+    streams = [np.random.default_rng([seed, t]) for t in range(len(sizes))]
+    orders: list[list[int]] = [[] for _ in sizes]
+    while True:
+        batch = []
+        for task in rng.choice(len(sizes), size=batch_size, p=probabilities):
+            if not orders[task]:
+                orders[task] = streams[task].permutation(sizes[task]).tolist()
+            batch.append((int(task), orders[task].pop()))
+        yield batch
+
+
+def annealed_lambda(step: int, total_steps: int, fixed: float | None = None) -> float:
+    """The weight of the gold label at update `step` (0-based) of `total_steps`: step / total, or `fixed`."""
+    if fixed is not None:
+        return float(fixed)
+    return min(1.0, step / max(1, total_steps))
+
+
+def annealed_loss(
+    spec: TaskSpec,
+    outputs: torch.Tensor,
+    labels: torch.Tensor,
+    teacher: torch.Tensor | None,
+    lam: float,
+) -> torch.Tensor:
+    """The summed loss of one task's examples against λ·gold + (1 − λ)·teacher (gold alone without a teacher):
+    cross-entropy to that mixed distribution for classification, squared error for (scaled) regression."""
+    if spec.is_regression:
+        target = labels.float()
+        if teacher is not None:
+            target = lam * target + (1.0 - lam) * teacher.float()
+        return ((outputs.float() - target) ** 2).sum()
+    target = nn.functional.one_hot(labels.long(), spec.num_labels).float()
+    if teacher is not None:
+        target = lam * target + (1.0 - lam) * torch.softmax(teacher.float(), dim=-1)
+    return -(target * torch.log_softmax(outputs.float(), dim=-1)).sum()
+
+
+# ---- the task the engine trains -------------------------------------------------------------------------------
+@dataclass
+class StudentData:
+    """One task's training examples for the student: encoded features, scaled labels, teacher outputs aligned."""
+
+    spec: TaskSpec
+    data: TaskData
+    labels: np.ndarray  # class indices, or scores / REGRESSION_SCALE
+    teacher: np.ndarray | None  # [n, labels] logits, or [n] scores / REGRESSION_SCALE
+
+
+def student_data(data: TaskData, teacher_outputs: np.ndarray | None) -> StudentData:
+    spec = data.spec
+    labels = np.asarray(
+        [f["labels"] for f in data.train], dtype=np.float32 if spec.is_regression else np.int64
+    )
+    if spec.is_regression:
+        labels = labels / REGRESSION_SCALE
+        if teacher_outputs is not None:
+            teacher_outputs = teacher_outputs.reshape(-1) / REGRESSION_SCALE
+    return StudentData(spec, data, labels, teacher_outputs)
+
+
+class MultiTaskTraining(Task):
+    """The student's training for the engine: batches of mixed tasks (with their update number), the annealed
+    loss, and the padded shapes it trained at (for the FLOP count)."""
+
+    progress_keys = {"lambda": "λ"}
+
+    def __init__(
+        self,
+        model: MultiTaskModel,
+        tasks: list[StudentData],
+        multi: MultitaskSettings,
+        total_steps: int,
+        batch_size: int,
+        seed: int,
+        pad_token_id: int,
+        accelerator,
+    ):
+        self.model, self.tasks, self.multi = model, tasks, multi
+        self.total_steps, self.batch_size, self.seed = total_steps, batch_size, seed
+        self.pad_token_id, self.accelerator = pad_token_id, accelerator
+        self.has_teachers = all(t.teacher is not None for t in tasks)
+        self.train_shapes: Counter = Counter()
+
+    def lam(self, step: int) -> float:
+        """λ of update `step`: annealed (or fixed) with teachers, 1 (the gold label) without."""
+        if not self.has_teachers:
+            return 1.0
+        return annealed_lambda(step, self.total_steps, self.multi.fixed_lambda)
+
+    def batches(self, start: int) -> Iterator[dict[str, Any]]:
+        """The global batch of update `step` is drawn alike in every process; each takes its share."""
+        rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        sizes = [len(t.data.train) for t in self.tasks]
+        order = example_order(
+            sizes, self.batch_size, self.seed, self.multi.task_exponent, self.multi.task_sampling
+        )
+        for step, drawn in enumerate(order):
+            if step >= start:
+                yield self.collate(drawn[rank::world], step)
+
+    def collate(self, drawn: list[tuple[int, int]], step: int) -> dict[str, Any]:
+        """One group per task present, in task order, padded to its own longest sequence."""
+        groups = []
+        for index, task in enumerate(self.tasks):
+            rows = [i for t, i in drawn if t == index]
+            if not rows:
+                continue
+            group: dict[str, Any] = {
+                "task": task.spec.name,
+                **pad_batch([task.data.train[i] for i in rows], self.pad_token_id),
+            }
+            group["labels"] = torch.from_numpy(task.labels[rows])
+            if task.teacher is not None:
+                group["teacher"] = torch.from_numpy(task.teacher[rows])
+            groups.append(group)
+        return {"groups": groups, "step": step, "size": len(drawn)}
+
+    def step(self, model, batch) -> StepOutput:
+        lam = self.lam(int(batch["step"]))
+        outputs = model(batch["groups"])
+        loss = outputs[0].new_zeros((), dtype=torch.float32)
+        present = set()
+        for group, output in zip(batch["groups"], outputs):
+            spec = self.model.specs[group["task"]]
+            present.add(spec.name)
+            loss = loss + annealed_loss(spec, output, group["labels"], group.get("teacher"), lam)
+            self.train_shapes[group["input_ids"].shape[1]] += (
+                group["input_ids"].shape[0] * self.accelerator.num_processes
+            )
+        loss = loss / batch["size"]
+        # every head takes part in every step (data-parallel training needs a gradient for each parameter)
+        idle = [
+            p for name, head in self.model.heads.items() if name not in present for p in head.parameters()
+        ]
+        if idle:
+            loss = loss + 0.0 * sum(p.sum() for p in idle)
+        return StepOutput(loss, {"loss": loss.detach(), "lambda": torch.tensor(lam, device=loss.device)})
+
+    def tokens(self, batch) -> int:
+        return sum(group["input_ids"].numel() for group in batch["groups"])
+
+    def state_dict(self) -> dict:
+        return {"train_shapes": {str(k): v for k, v in self.train_shapes.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.train_shapes = Counter({int(k): v for k, v in state.get("train_shapes", {}).items()})
+
+
+# ---- one seed -------------------------------------------------------------------------------------------------
+@dataclass
+class MultitaskPlan:
+    """The settings one student trains with, resolved for the model's size."""
+
+    learning_rate: float
+    layer_decay: float
+    epochs: float
+    batch_size: int
+    total_steps: int
+
+
+def plan(
+    settings: FinetuneSettings, multi: MultitaskSettings, hidden_size: int, examples: int
+) -> MultitaskPlan:
+    """The chapter's multi-task recipe where a shared flag was not given: 6 epochs, twice the single-task rate of
+    the model's size, layer decay 0.9; steps = epochs × (examples of every task) / batch."""
+    _, size_lr, _ = size_defaults(hidden_size)
+    epochs = settings.epochs if settings.epochs is not None else MULTITASK_EPOCHS
+    batch = multi.multitask_batch_size
+    total = settings.max_steps or max(1, round(epochs * examples / batch))
+    return MultitaskPlan(
+        settings.learning_rate or MULTITASK_LR_FACTOR * size_lr,
+        settings.layer_decay or MULTITASK_LAYER_DECAY,
+        epochs,
+        batch,
+        total,
+    )
+
+
+def predict_task(
+    model: MultiTaskModel,
+    task: str,
+    features: list[dict],
+    batch_size: int,
+    pad_token_id: int,
+    device,
+    shapes=None,
+) -> np.ndarray:
+    """One task's outputs for `features` in order, dropout off: logits, or 0-5 scores for regression."""
+    model.eval()
+    outputs = []
+    with torch.no_grad():
+        for start in range(0, len(features), batch_size):
+            chunk = features[start : start + batch_size]
+            batch = {k: v.to(device) for k, v in pad_batch(chunk, pad_token_id).items()}
+            if shapes is not None:
+                shapes[batch["input_ids"].shape[1]] += len(chunk)
+            (out,) = model([{"task": task, **batch}])
+            outputs.append(out.float().cpu())
+    model.train()
+    result = torch.cat(outputs).numpy()
+    return result * REGRESSION_SCALE if model.specs[task].is_regression else result
+
+
+def run_student(
+    tasks: list[StudentData],
+    model_dir: Path,
+    tokenizer,
+    seed: int,
+    settings: FinetuneSettings,
+    multi: MultitaskSettings,
+    accelerator,
+    init_from: Path | None = None,
+    run_dir: Path | None = None,
+    resume: bool = False,
+    show_groups: bool = False,
+) -> tuple[SeedRun, MultiTaskModel]:
+    """One student: train, then every task's dev metrics and the test predictions of the tasks that loaded them."""
+    started = time.time()
+    set_seed(seed)
+    model = MultiTaskModel(load_encoder(init_from or model_dir), [t.spec for t in tasks])
+    examples = sum(len(t.data.train) for t in tasks)
+    recipe = plan(settings, multi, model.encoder.config.hidden_size, examples)
+    per_device = per_process_batch(recipe.batch_size, accelerator.num_processes, "--multitask-batch-size")
+    args = TrainArgs(
+        max_steps=recipe.total_steps,
+        learning_rate=recipe.learning_rate,
+        warmup_steps=warmup_steps_of(settings.warmup_fraction, recipe.total_steps),
+        schedule="reference",
+        weight_decay=settings.weight_decay,
+        layer_decay=recipe.layer_decay,
+        original_layer_decay=settings.original_off_by_one,
+        adam_epsilon=settings.adam_epsilon,
+        max_grad_norm=settings.max_grad_norm,
+        output_dir=run_dir,
+        log_every=settings.log_every,
+        save_every=settings.save_every if run_dir is not None else 0,
+        progress=settings.progress,
+        description=f"multitask seed {seed}",
+        cpu_dropout=settings.cpu_dropout,
+    )
+    pad = tokenizer.pad_token_id or 0
+    training = MultiTaskTraining(
+        model,
+        tasks,
+        multi,
+        recipe.total_steps,
+        per_device * accelerator.num_processes,
+        seed,
+        pad,
+        accelerator,
+    )
+    if show_groups:
+        accelerator.print(
+            f"multitask: {recipe.total_steps} steps of {recipe.batch_size} over {examples} examples, task shares "
+            + ", ".join(
+                f"{t.spec.name} {p:.3f}"
+                for t, p in zip(
+                    tasks, task_probabilities([len(t.data.train) for t in tasks], multi.task_exponent)
+                )
+            )
+        )
+        accelerator.print(describe_lr_groups(training.parameter_groups(model, args)))
+    engine = Engine(args, accelerator)
+    result = engine.fit(training, engine.resume_checkpoint(resume, f"multitask seed {seed}"))
+    model = accelerator.unwrap_model(model)
+    eval_shapes: Counter = Counter()
+    metrics, test_predictions = {}, {}
+    for task in tasks:
+        spec = task.spec
+        for name, features in task.data.dev.items():
+            outputs = predict_task(
+                model, spec.name, features, settings.eval_batch_size, pad, accelerator.device, eval_shapes
+            )
+            decided = outputs if spec.is_regression else outputs.argmax(-1)
+            metrics[name] = task_scores(spec, decided, [f["labels"] for f in features])
+        for stem, (ids, features) in task.data.test.items():
+            outputs = predict_task(
+                model, spec.name, features, settings.eval_batch_size, pad, accelerator.device, eval_shapes
+            )
+            if spec.is_regression:
+                labels = [f"{min(5.0, max(0.0, float(v))):.3f}" for v in outputs]
+            else:
+                labels = [spec.labels[int(v)] for v in outputs.argmax(-1)]
+            test_predictions[stem] = list(zip(ids, labels))
+    flops = student_flops(model, dict(training.train_shapes), dict(eval_shapes))
+    run = SeedRun(
+        seed,
+        metrics,
+        result.step,
+        dict(training.train_shapes),
+        dict(eval_shapes),
+        time.time() - started,
+        test_predictions,
+        flops,
+        "electra.flops.analytic.finetune_flops (train 2x forward, plus eval forward)",
+    )
+    return run, model
+
+
+def student_flops(model: MultiTaskModel, train_shapes: dict[int, int], eval_shapes: dict[int, int]) -> float:
+    """Training (2 × forward) plus evaluation FLOPs, from the padded shapes run, in the paper's convention; the
+    heads are counted at the widest task's size (they are a rounding error of the encoder)."""
+    config, labels = model.encoder.config, max(spec.num_labels for spec in model.specs.values())
+    train = sum(
+        analytic_finetune_flops(config, n_len, n, labels).train_flops for n_len, n in train_shapes.items()
+    )
+    evaluation = sum(
+        analytic_finetune_flops(config, n_len, n, labels).forward_flops_per_sequence * n
+        for n_len, n in eval_shapes.items()
+    )
+    return float(train + evaluation)
+
+
+# ---- the command ----------------------------------------------------------------------------------------------
+def multitask_settings_record(
+    settings: FinetuneSettings, multi: MultitaskSettings, hidden_size: int, teachers: dict[str, str]
+) -> dict[str, Any]:
+    """The settings as run (multi-task defaults filled in), for results.json and the resume check."""
+    recipe = plan(settings, multi, hidden_size, 1)
+    return resolved_settings(settings, hidden_size) | {
+        "learning_rate": recipe.learning_rate,
+        "layer_decay": recipe.layer_decay,
+        "epochs": recipe.epochs,
+        "batch_size": recipe.batch_size,
+        "multitask": asdict(multi),
+        "teachers": teachers,
+    }
+
+
+def load_students(
+    specs: list[TaskSpec],
+    data_dir: Path,
+    tokenizer,
+    settings: FinetuneSettings,
+    teachers: Sequence[str | Path] | None,
+    predict_test: bool,
+) -> tuple[list[StudentData], dict[str, str]]:
+    """Every task's data, with its teacher's outputs aligned by example id (checked against the fingerprint)."""
+    files = find_teacher_files(teachers, [s.name for s in specs]) if teachers else {}
+    students = []
+    for spec in specs:
+        data = load_task_data(spec, data_dir, tokenizer, settings, predict_test)
+        outputs = None
+        if files:
+            fingerprint = teacher_fingerprint(spec, data_dir, tokenizer, settings.max_seq_length)
+            outputs = read_teacher(files[spec.name], spec, fingerprint).outputs_for(data.train_ids)
+        students.append(student_data(data, outputs))
+    return students, teacher_digests(files)
+
+
+def run_multitask(
+    model_dir: str | Path,
+    specs: list[TaskSpec],
+    data_dir: Path,
+    settings: FinetuneSettings,
+    multi: MultitaskSettings,
+    seeds: list[int],
+    output_dir: Path | None = None,
+    teachers: Sequence[str | Path] | None = None,
+    init_from: str | Path | None = None,
+    predict_test: bool = False,
+    save_best: bool = False,
+    resume: bool = False,
+) -> dict:
+    """Train one multi-task student per seed on all `specs` at once (taught by `teachers`, when given); write
+    results.json / results.md as `run_glue` does (the per-task median over seeds, the average without WNLI), the
+    GLUE-server files of every task from the best seed (`predict_test`) and that seed's model, with a head per task
+    and its card, in OUTPUT/checkpoints/multitask (`save_best`)."""
+    if len(specs) < 2:
+        raise UserError("--multitask needs at least two tasks in --task (e.g. cola,sst2,mrpc,stsb,rte).")
+    model_dir = resolve_model_dir(model_dir)
+    init_from = resolve_model_dir(init_from, "--init-from") if init_from else None
+    check_run_inputs(specs, settings, seeds)
+    check_files(specs, data_dir, predict_test)
+    check_task_rows(specs, data_dir, predict_test, settings.skip_malformed)
+    accelerator = make_accelerator(settings.mixed_precision)
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    config = AutoConfig.from_pretrained(str(model_dir))
+    require_tokenizer_fits(tokenizer, config.vocab_size, model_dir)
+    check_init_from(model_dir, init_from)
+    settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
+    check_run_inputs(specs, settings, seeds)
+    tasks, digests = load_students(specs, data_dir, tokenizer, settings, teachers, predict_test)
+    resolved = multitask_settings_record(settings, multi, config.hidden_size, digests)
+    if output_dir is not None:
+        record = resume_record(model_dir, init_from, resolved)
+        if resume:
+            check_run_record(output_dir, record)
+        data_records = check_task_data(output_dir, specs, data_dir, predict_test, resume)
+        if accelerator.is_main_process:
+            keep_run_record(output_dir, record, resume)
+            for spec in specs:
+                write_json_atomically(output_dir / "runs" / spec.name / DATA_RECORD, data_records[spec.name])
+    runs, best = [], None
+    best_dir = output_dir / "checkpoints" / MODEL_NAME if save_best and output_dir is not None else None
+    for index, seed in enumerate(seeds):
+        run_dir = output_dir / "runs" / MODEL_NAME / f"seed-{seed}" if output_dir is not None else None
+        run = _finished_run(run_dir) if resume else None
+        if run is not None and predict_test and not run.test_predictions:
+            run = None  # finished earlier without test predictions: run again (from its checkpoint)
+        model = None
+        if run is None:
+            run, model = run_student(
+                tasks,
+                model_dir,
+                tokenizer,
+                seed,
+                settings,
+                multi,
+                accelerator,
+                init_from,
+                run_dir,
+                resume,
+                index == 0,
+            )
+            if run_dir is not None and accelerator.is_main_process:
+                _write_run(run_dir, run)
+        score = seed_average(run)
+        if best is None or (not math.isnan(score) and score > seed_average(best)):
+            best = run
+            if best_dir is not None and model is not None and accelerator.is_main_process:
+                model.save(best_dir, tokenizer, seed=seed)
+        runs.append(run)
+        accelerator.print(
+            f"multitask seed {seed}: average {100 * score:.1f} ({run.steps} steps, {run.seconds:.0f}s)"
+        )
+    if best_dir is not None and saved_seed(best_dir) != best.seed:  # finished earlier without its model
+        run_dir = output_dir / "runs" / MODEL_NAME / f"seed-{best.seed}"
+        _, model = run_student(
+            tasks, model_dir, tokenizer, best.seed, settings, multi, accelerator, init_from, run_dir, True
+        )
+        if accelerator.is_main_process:
+            model.save(best_dir, tokenizer, seed=best.seed)
+    rows: dict[str, dict] = {}
+    for task in tasks:
+        rows.update(summarise(task.spec, runs))
+    average, averaged = glue_average(rows)
+    results = {
+        "model": str(model_dir),
+        "init_from": str(init_from) if init_from else None,
+        "multitask": True,
+        "tasks": [spec.name for spec in specs],
+        "carried_over": [],
+        "settings": resolved,
+        "seeds": seeds,
+        "results": rows,
+        "average": average,
+        "average_over": averaged,
+        "seed_averages": {str(run.seed): seed_average(run) for run in runs},
+        "average_convention": "mean of per-task medians of the paper's metric (MCC CoLA, Spearman STS-B, accuracy "
+        "otherwise) over CoLA, SST-2, MRPC, STS-B, QQP, MNLI-m, QNLI, RTE where run; WNLI and MNLI-mm not averaged",
+        "finetune_flops": sum(run.flops for run in runs),
+        "finetune_flops_method": runs[0].flops_method,
+        "runs": {MODEL_NAME: [asdict(run) | {"test_predictions": None} for run in runs]},
+    }
+    if accelerator.is_main_process:
+        print(format_table(results))
+        if output_dir is not None:
+            write_outputs(results, output_dir, best.test_predictions if predict_test else None)
+            if best_dir is not None:
+                write_multitask_card(best_dir, model_dir, results, best.seed)
+    return results
+
+
+def seed_average(run: SeedRun) -> float:
+    """One seed's GLUE average (the paper's metric of every averaged task it ran; NaN where none)."""
+    values = []
+    for name in PAPER_AVERAGE_TASKS:
+        if name in run.metrics:
+            value = run.metrics[name].get(get_task(name).primary_metric, math.nan)
+            if value is not None and not math.isnan(value):
+                values.append(value)
+    return float(np.mean(values)) if values else math.nan
+
+
+def write_multitask_card(directory: Path, model_dir: Path, results: dict, seed: int) -> None:
+    """The saved student's README.md: what it was trained from and on, its dev scores, and how to load it."""
+    settings = results["settings"]
+    multi = settings["multitask"]
+    taught = (
+        "born-again distillation from single-task teachers" if settings["teachers"] else "gold labels only"
+    )
+    schedule = (
+        f"fixed λ {multi['fixed_lambda']}"
+        if multi["fixed_lambda"] is not None
+        else "teacher annealing λ = step/total"
+    )
+    sampling = (
+        f"|D|^{multi['task_exponent']:g}" if multi["task_sampling"] else "all examples shuffled together"
+    )
+    rows = [
+        ("base model", f"`{model_dir}`"),
+        ("tasks", ", ".join(results["tasks"])),
+        ("training", f"{taught}; {schedule if settings['teachers'] else 'λ = 1'}"),
+        ("task sampling", sampling),
+        (
+            "recipe",
+            f"{settings['epochs']:g} epochs, batch {settings['batch_size']}, learning rate "
+            f"{settings['learning_rate']:g}, layer-wise decay {settings['layer_decay']:g}, max length "
+            f"{settings['max_seq_length']}, seed {seed} (the best of {results['seeds']})",
+        ),
+    ]
+    metrics = {
+        name: row["per_seed"][row["metric"]][row["seed_ids"].index(seed)]
+        for name, row in results["results"].items()
+    }
+    first = get_task(results["tasks"][0])
+    pair = ', ["its second sentence"]' if first.text_b else ""
+    code = (
+        "from transformers import AutoTokenizer\n"
+        "from electra.glue.model import MultiTaskModel  # installed with electra\n\n"
+        f'tokenizer = AutoTokenizer.from_pretrained("{directory}")\n'
+        f'model = MultiTaskModel.from_pretrained("{directory}")  # shared encoder + one head per task\n'
+        f'print(model.predict("{first.name}", tokenizer, ["a first example"]{pair}))'
+    )
+    facts = CardFacts(
+        title=f"{directory.parent.parent.name}: multi-task GLUE",
+        summary="One model for several GLUE tasks, trained by `electra glue --multitask` (BAM, Clark's dissertation "
+        "ch. 3): a shared encoder and one linear head per task. `AutoModel` loads the encoder; `MultiTaskModel` "
+        "the heads too (STS-B's head predicts the score / 5).",
+        facts=rows,
+        metrics={f"dev {name}": float(value) for name, value in metrics.items() if value is not None},
+        tags=("text-classification", "glue", "multi-task"),
+    )
+    (directory / CARD).write_text(render_card(facts, [("How to load", code)]), encoding="utf-8")
