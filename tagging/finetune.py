@@ -1,0 +1,560 @@
+"""Fine-tune one checkpoint as a tagger over several seeds, with GLUE's recipe (AdamW eps 1e-6, 10% warmup then
+linear decay, no weight decay, batch 32, layer-wise learning-rate decay and learning rate by model size) and the
+one training engine; report each seed's scores on --dev (and --test) and their median.
+
+A run with an output folder keeps each seed's logs, checkpoints (`save_every`) and result under
+OUTPUT/runs/seed-N/ (a `resume` reuses finished seeds and continues an unfinished one), the best seed's (by the
+primary dev metric) predictions as CoNLL files, and its model as one Hugging Face directory with a model card.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import statistics
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate.utils import set_seed
+from transformers import AutoConfig, AutoTokenizer
+
+from electra.core.config import INPUT_DIGESTS, check_run_record, keep_run_record
+from electra.core.errors import ElectraWarning, UserError
+from electra.core.files import file_sha256, read_json_record, write_json_atomically
+from electra.core.outputs import StepOutput
+from electra.data.tokenization import require_tokenizer_fits
+from electra.export.layout import fit_length
+from electra.export.model_card import CARD, CardFacts, render_card
+from electra.glue.finetune import SEED_LIMIT, resolve_model_dir, size_defaults
+from electra.glue.report import json_safe
+from electra.tagging.conll import (
+    Sentence,
+    is_span_scheme,
+    label_vocabulary,
+    read_conll,
+    to_bio,
+    to_bioes,
+    write_conll,
+)
+from electra.tagging.features import Collator, Window, encode, words_from_windows
+from electra.tagging.model import HEAD_KEY, TaggerModel, load_encoder
+from electra.tagging.settings import RESUMABLE_SETTINGS, TagSettings
+from electra.tagging.spans import is_span_label, score_tags
+from electra.training.engine import (
+    Engine,
+    Task,
+    TrainArgs,
+    make_accelerator,
+    per_process_batch,
+    shuffled_epochs,
+)
+from electra.training.optim import describe_lr_groups, warmup_steps_of
+
+COMMAND = "tag"  # run.json's "command": what tells a tagging output from another command's
+RUN_RESULT = "result.json"
+MODEL_DIR = "model"
+
+
+@dataclass
+class EvalSet:
+    """A scored file: its sentences as read, and their encoded windows."""
+
+    path: Path
+    sentences: list[Sentence]
+    features: list[dict]
+    windows: list[Window]
+
+
+@dataclass
+class TagData:
+    """What every seed trains and scores on."""
+
+    labels: list[str]  # the model's labels (the training file's, in BIOES form with encoding "bioes")
+    spans: bool  # scored by span F1 (else token accuracy)
+    train: list[dict]
+    train_sentences: int
+    evals: dict[str, EvalSet]  # "dev", "test"
+    file_bioes: bool  # the training file's own tags use E-/S- (predictions are written back in that scheme)
+
+
+@dataclass
+class SeedRun:
+    seed: int
+    metrics: dict[str, dict[str, float]]  # "dev"/"test" -> metric -> value
+    steps: int
+    seconds: float
+    train_seconds: float = 0.0
+
+
+def primary_metric(data: TagData) -> str:
+    return "f1" if data.spans else "accuracy"
+
+
+def choose_scoring(labels: Sequence[str], settings: TagSettings, train: Path) -> bool:
+    """Whether runs are scored by spans: `--metric auto` decides by the labels; `span` and `--encoding bioes`
+    need every label to be O or B-/I-/E-/S- and are refused, naming one that is not, otherwise."""
+    spans = is_span_scheme(labels) if settings.metric == "auto" else settings.metric == "span"
+    needs_spans = settings.metric == "span" or settings.encoding == "bioes"
+    if needs_spans:
+        bad = next((tag for tag in labels if not is_span_label(tag)), None)
+        if bad is not None:
+            flag = "--metric span" if settings.metric == "span" else "--encoding bioes"
+            raise UserError(
+                f"{flag}: {train} has the label {bad!r}, which is neither O nor B-, I-, E- or S- and a type; pick "
+                "the chunk or entity column with --label, or drop the flag."
+            )
+    return spans
+
+
+def load_data(train: Path, evals: dict[str, Path], tokenizer, settings: TagSettings) -> TagData:
+    """Read and encode the files. The label set is the whole training file's (a capped run still knows every
+    label); a dev or test label the training file lacks is scored but cannot be predicted."""
+    read = lambda path, cap: read_conll(path, settings.columns, settings.label, cap)  # noqa: E731
+    every = read(train, None)
+    file_labels = label_vocabulary(every)
+    spans = choose_scoring(file_labels, settings, train)
+    train_sentences = every[: settings.max_train_sentences] if settings.max_train_sentences else every
+    bioes = settings.encoding == "bioes"
+    convert = to_bioes if bioes else list
+    labels = label_vocabulary_of([convert(s.labels) for s in every]) if bioes else file_labels
+    ids = {label: i for i, label in enumerate(labels)}
+    features, _ = encode(
+        [s.words for s in train_sentences],
+        tokenizer,
+        settings.max_seq_length,
+        [convert(s.labels) for s in train_sentences],
+        ids,
+    )
+    sets = {}
+    for name, path in evals.items():
+        sentences = read(path, settings.max_eval_sentences)
+        encoded, windows = encode([s.words for s in sentences], tokenizer, settings.max_seq_length)
+        sets[name] = EvalSet(path, sentences, encoded, windows)
+    file_bioes = any(tag[:2] in ("E-", "S-") for tag in file_labels)
+    return TagData(labels, spans, features, len(train_sentences), sets, file_bioes)
+
+
+def label_vocabulary_of(tag_lists: Sequence[Sequence[str]]) -> list[str]:
+    """`label_vocabulary`'s order (O first, then sorted) over lists of tags."""
+    tags = {t for tags in tag_lists for t in tags}
+    return (["O"] if "O" in tags else []) + sorted(tags - {"O"})
+
+
+class TagSeedTask(Task):
+    """One seed's fine-tuning for the engine: shuffled windows from a generator seeded per run (a resumed run
+    replays the same order) and the tagging loss."""
+
+    def __init__(
+        self, data: TagData, model: TaggerModel, collator: Collator, per_device: int, seed: int, acc
+    ):
+        self.model, self.data, self.collator = model, data, collator
+        self.per_device, self.seed, self.accelerator = per_device, seed, acc
+
+    def batches(self, start: int):
+        return shuffled_epochs(
+            self.data.train, self.per_device, self.seed, self.collator, self.accelerator, start
+        )
+
+    def step(self, model, batch) -> StepOutput:
+        loss, _ = model(**batch)
+        return StepOutput(loss, {"loss": loss.detach()})
+
+    def tokens(self, batch) -> int:
+        return int(batch["attention_mask"].sum())
+
+
+def predict_tags(
+    model: TaggerModel, evalset: EvalSet, labels: Sequence[str], pad_id: int, batch_size: int, device
+) -> list[list[str]]:
+    """Per sentence of `evalset`, the predicted label of each word (the argmax at its first piece)."""
+    collator = Collator(pad_id)
+    model.eval()
+    rows: list[np.ndarray] = []
+    with torch.no_grad():
+        for start in range(0, len(evalset.features), batch_size):
+            batch = collator(evalset.features[start : start + batch_size])
+            batch = {k: v.to(device) for k, v in batch.items()}
+            _, logits = model(**batch)
+            rows.extend(logits.argmax(-1).cpu().numpy())
+    model.train()
+    lengths = [len(s.rows) for s in evalset.sentences]
+    ids = words_from_windows(rows, evalset.windows, lengths)
+    return [[labels[i] for i in sentence] for sentence in ids]
+
+
+def in_file_scheme(tags: list[str], data: TagData, settings: TagSettings) -> list[str]:
+    """Predicted tags in the training file's scheme: BIOES-trained predictions back to BIO for a BIO file."""
+    if settings.encoding == "bioes" and not data.file_bioes:
+        return to_bio(tags)
+    return tags
+
+
+def run_seed(
+    data: TagData,
+    model_dir: Path,
+    pad_id: int,
+    seed: int,
+    settings: TagSettings,
+    accelerator,
+    run_dir: Path | None = None,
+    resume: bool = False,
+    show_groups: bool = False,
+) -> tuple[SeedRun, TaggerModel, dict[str, list[list[str]]]]:
+    """One fine-tuning run: train, then tag and score every eval set. Returns the run, the model and the
+    predictions per eval set (in the file's tag scheme)."""
+    started = time.time()
+    set_seed(seed)
+    encoder = load_encoder(model_dir)
+    model = TaggerModel(encoder, data.labels)
+    _, size_lr, size_decay = size_defaults(encoder.config.hidden_size)
+    per_device = per_process_batch(settings.batch_size, accelerator.num_processes)
+    steps_per_epoch = math.ceil(len(data.train) / (per_device * accelerator.num_processes))
+    total = settings.max_steps or max(1, round((settings.epochs or 3.0) * steps_per_epoch))
+    args = TrainArgs(
+        max_steps=total,
+        learning_rate=settings.learning_rate or size_lr,
+        warmup_steps=warmup_steps_of(settings.warmup_fraction, total),
+        schedule="reference",
+        weight_decay=settings.weight_decay,
+        layer_decay=settings.layer_decay or size_decay,
+        original_layer_decay=settings.original_off_by_one,
+        adam_epsilon=settings.adam_epsilon,
+        max_grad_norm=settings.max_grad_norm,
+        output_dir=run_dir,
+        log_every=settings.log_every,
+        save_every=settings.save_every if run_dir is not None else 0,
+        progress=settings.progress,
+        description=f"tag seed {seed}",
+        cpu_dropout=settings.cpu_dropout,
+    )
+    task = TagSeedTask(data, model, Collator(pad_id), per_device, seed, accelerator)
+    if show_groups:
+        accelerator.print(f"tag: {total} steps, learning rate per parameter group:")
+        accelerator.print(describe_lr_groups(task.parameter_groups(model, args)))
+    engine = Engine(args, accelerator)
+    result = engine.fit(task, engine.resume_checkpoint(resume, f"seed {seed}"))
+    trained = time.time() - started
+    model = accelerator.unwrap_model(model)
+    metrics, predictions = {}, {}
+    for name, evalset in data.evals.items():
+        tags = predict_tags(model, evalset, data.labels, pad_id, settings.eval_batch_size, accelerator.device)
+        tags = [in_file_scheme(t, data, settings) for t in tags]
+        gold = [s.labels for s in evalset.sentences]
+        metrics[name] = score_tags(gold, tags, data.spans)
+        predictions[name] = tags
+    run = SeedRun(seed, metrics, result.step, time.time() - started, trained)
+    return run, model, predictions
+
+
+def check_seeds(seeds: Sequence[int]) -> None:
+    """At least one seed, each once, each one numpy accepts: one line otherwise, before any work."""
+    if not seeds:
+        raise UserError("--seeds must be at least 1.")
+    repeated = next((s for i, s in enumerate(seeds) if s in seeds[:i]), None)
+    if repeated is not None:
+        raise UserError(f"seed {repeated} is given twice in seeds {list(seeds)}; give each seed once.")
+    outside = next((s for s in seeds if not 0 <= s < SEED_LIMIT), None)
+    if outside is not None:
+        raise UserError(
+            f"seed {outside} is outside 0..{SEED_LIMIT - 1}; choose --seed so that every seed fits."
+        )
+
+
+def summarise(runs: Sequence[SeedRun]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per eval set and metric: the median over seeds, the spread (max - min), and each seed's value."""
+    summary: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in runs[0].metrics:
+        summary[name] = {}
+        for metric in runs[0].metrics[name]:
+            values = [run.metrics[name].get(metric, math.nan) for run in runs]
+            finite = [v for v in values if not math.isnan(v)]
+            summary[name][metric] = {
+                "median": statistics.median(finite) if finite else math.nan,
+                "spread": (max(finite) - min(finite)) if finite else math.nan,
+                "seeds": values,
+            }
+    return summary
+
+
+def run_record(model_dir: Path, files: dict[str, Path], settings: dict[str, Any]) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues: the model, the files (by path and contents) and
+    every setting that changes what is learnt or scored."""
+    return {
+        "command": COMMAND,
+        "model": str(model_dir.resolve()),
+        **{name: str(path.resolve()) for name, path in files.items()},
+        INPUT_DIGESTS: {name: file_sha256(path) for name, path in files.items()},
+        **{name: value for name, value in settings.items() if name not in RESUMABLE_SETTINGS},
+    }
+
+
+def resolved_settings(settings: TagSettings, hidden_size: int) -> dict[str, Any]:
+    """The settings as run: the learning rate and layer decay of the model's size where none was given."""
+    size, size_lr, size_decay = size_defaults(hidden_size)
+    return asdict(settings) | {
+        "learning_rate": settings.learning_rate or size_lr,
+        "layer_decay": settings.layer_decay or size_decay,
+        "size": size,
+    }
+
+
+def run_tag(
+    model: str | Path,
+    train: str | Path,
+    dev: str | Path,
+    settings: TagSettings,
+    seeds: Sequence[int],
+    test: str | Path | None = None,
+    output_dir: str | Path | None = None,
+    resume: bool = False,
+) -> dict[str, Any]:
+    """Fine-tune `model` on `train` with every seed, score on `dev` (and `test`), print and return the summary.
+
+    With `output_dir`: results.json and results.md, runs/seed-N/ per seed, the best seed's predictions
+    (dev.predictions.txt, test.predictions.txt: each row with its predicted tag appended) and its model
+    (model/, a Hugging Face directory with README.md)."""
+    check_seeds(seeds)
+    model_dir = resolve_model_dir(model)
+    files = {"train": Path(train), "dev": Path(dev)} | ({"test": Path(test)} if test else {})
+    accelerator = make_accelerator(settings.mixed_precision)
+    if accelerator.num_processes > 1:
+        raise UserError("`electra tag` runs in one process; start it without a launcher.")
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    config = AutoConfig.from_pretrained(str(model_dir))
+    require_tokenizer_fits(tokenizer, config.vocab_size, model_dir)
+    settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
+    resolved = resolved_settings(settings, config.hidden_size)
+    output = Path(output_dir) if output_dir is not None else None
+    data = load_data(files["train"], {k: v for k, v in files.items() if k != "train"}, tokenizer, settings)
+    if output is not None:
+        record = run_record(model_dir, files, resolved)
+        if resume:
+            check_run_record(output, record)
+        keep_run_record(output, record, resume)
+    job = TagJob(model_dir, tokenizer, settings, data, accelerator, output, resume)
+    runs, best = job.run_all(list(seeds))
+    metric = primary_metric(data)
+    results = {
+        "command": COMMAND,
+        "model": str(model_dir),
+        "files": {name: str(path) for name, path in files.items()},
+        "settings": resolved,
+        "labels": data.labels,
+        "metric": metric,
+        "train_sentences": data.train_sentences,
+        "eval_sentences": {name: len(s.sentences) for name, s in data.evals.items()},
+        "seeds": list(seeds),
+        "best_seed": best,
+        "summary": summarise(runs),
+        "runs": [asdict(run) for run in runs],
+    }
+    print(format_summary(results))
+    if output is not None:
+        write_json_atomically(output / "results.json", json_safe(results), indent=2)
+        (output / "results.md").write_text(format_summary(results, markdown=True) + "\n", encoding="utf-8")
+        write_card(output / MODEL_DIR, results, data)
+    return results
+
+
+@dataclass
+class TagJob:
+    """What every seed of a run shares, and where its runs, predictions and best model go."""
+
+    model_dir: Path
+    tokenizer: Any
+    settings: TagSettings
+    data: TagData
+    accelerator: Any
+    output: Path | None
+    resume: bool
+    saved: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pad_id(self) -> int:
+        return self.tokenizer.pad_token_id or 0
+
+    def run_dir(self, seed: int) -> Path | None:
+        return self.output / "runs" / f"seed-{seed}" if self.output is not None else None
+
+    def run_all(self, seeds: list[int]) -> tuple[list[SeedRun], int]:
+        """Every seed (a resume reuses the finished ones); returns the runs and the best seed, whose
+        predictions and model are in the output (its model trained again from its checkpoint where an earlier
+        invocation finished it without being the best then)."""
+        metric = primary_metric(self.data)
+        runs: list[SeedRun] = []
+        best_seed, best_score = seeds[0], -math.inf
+        for index, seed in enumerate(seeds):
+            run = self._finished(seed)
+            if run is None:
+                run, model, predictions = run_seed(
+                    self.data,
+                    self.model_dir,
+                    self.pad_id,
+                    seed,
+                    self.settings,
+                    self.accelerator,
+                    self.run_dir(seed),
+                    self.resume,
+                    show_groups=index == 0,
+                )
+                self._keep(seed, run, model, predictions)
+                del model
+            elif (
+                saved_seed(self.output) == seed
+            ):  # reused: the model an earlier invocation kept is this seed's
+                self.saved = {"seed": seed, "score": run.metrics["dev"][metric]}
+            runs.append(run)
+            score = run.metrics["dev"][metric]
+            if score > best_score:
+                best_seed, best_score = seed, score
+            print(f"tag seed {seed}: dev {metric} {100 * score:.2f} ({run.steps} steps, {run.seconds:.0f}s)")
+        if self.output is not None:
+            self._publish(best_seed)
+        return runs, best_seed
+
+    def _finished(self, seed: int) -> SeedRun | None:
+        run_dir = self.run_dir(seed)
+        if not self.resume or run_dir is None or not (run_dir / RUN_RESULT).is_file():
+            return None
+        record = read_json_record(run_dir / RUN_RESULT)
+        try:
+            return SeedRun(**record)
+        except TypeError:
+            warnings.warn(
+                f"{run_dir / RUN_RESULT} is damaged (not a seed's result); running that seed again",
+                ElectraWarning,
+                stacklevel=2,
+            )
+            return None
+
+    def _keep(self, seed: int, run: SeedRun, model: TaggerModel, predictions: dict) -> None:
+        """Write the seed's predictions and result in its run folder; its model only while it is the best yet
+        (OUTPUT/model records which seed it holds)."""
+        run_dir = self.run_dir(seed)
+        if run_dir is None:
+            return
+        for name, tags in predictions.items():
+            write_conll(run_dir / f"{name}.predictions.txt", self.data.evals[name].sentences, tags)
+        metric = primary_metric(self.data)
+        if run.metrics["dev"][metric] > self.saved.get("score", -math.inf):
+            model.save(self.output / MODEL_DIR, self.tokenizer, self._head_settings(seed))
+            self.saved = {"seed": seed, "score": run.metrics["dev"][metric]}
+        write_json_atomically(run_dir / RUN_RESULT, asdict(run), indent=1)
+
+    def _head_settings(self, seed: int) -> dict[str, Any]:
+        s = self.settings
+        return {"columns": s.columns, "label": s.label, "encoding": s.encoding, "seed": seed}
+
+    def _publish(self, best: int) -> None:
+        """The best seed's predictions beside results.json, and its model in OUTPUT/model."""
+        if saved_seed(self.output) != best:
+            print(
+                f"tag: the best seed, {best}, finished earlier without its model kept; running it again to save it"
+            )
+            _, model, _ = run_seed(
+                self.data,
+                self.model_dir,
+                self.pad_id,
+                best,
+                self.settings,
+                self.accelerator,
+                self.run_dir(best),
+                True,
+            )
+            model.save(self.output / MODEL_DIR, self.tokenizer, self._head_settings(best))
+        for name in self.data.evals:
+            shutil.copyfile(
+                self.run_dir(best) / f"{name}.predictions.txt", self.output / f"{name}.predictions.txt"
+            )
+
+
+def saved_seed(output: Path | None) -> int | None:
+    """The seed whose model OUTPUT/model holds (None: none saved)."""
+    if output is None:
+        return None
+    config = read_json_record(output / MODEL_DIR / "config.json") if (output / MODEL_DIR).is_dir() else None
+    head = (config or {}).get(HEAD_KEY)
+    return head.get("seed") if isinstance(head, dict) else None
+
+
+def _pct(value: float) -> str:
+    return "nan" if value is None or math.isnan(value) else f"{100 * value:.2f}"
+
+
+def format_summary(results: dict[str, Any], markdown: bool = False) -> str:
+    """The primary metric (and precision, recall or accuracy) per eval set: median, spread and seeds."""
+    shown = ["f1", "precision", "recall", "accuracy"] if results["metric"] == "f1" else ["accuracy"]
+    rows = [["set", "metric", "median", "spread", "seeds"]]
+    for name, metrics in results["summary"].items():
+        for metric in shown:
+            entry = metrics[metric]
+            seeds = " ".join(_pct(v) for v in entry["seeds"])
+            rows.append([name, metric, _pct(entry["median"]), _pct(entry["spread"]), seeds])
+    if markdown:
+        lines = ["| " + " | ".join(r) + " |" for r in rows]
+        lines.insert(1, "|" + "---|" * len(rows[0]))
+        s = results["settings"]
+        lines += [
+            "",
+            f"Model `{results['model']}` (lr {s['learning_rate']:g}, layer decay {s['layer_decay']:g}, batch "
+            f"{s['batch_size']}), {results['train_sentences']:,} training sentences, seeds {results['seeds']} "
+            f"(best: {results['best_seed']}). Scores x100; spread is max - min over seeds.",
+        ]
+        return "\n".join(lines)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def write_card(model_dir: Path, results: dict[str, Any], data: TagData) -> None:
+    """The saved model's README.md: what it was fine-tuned from and on, its dev scores, and how to load it."""
+    best = next(run for run in results["runs"] if run["seed"] == results["best_seed"])
+    s = results["settings"]
+    layout = f"columns `{s['columns'] or 'word ... label'}`, label `{s['label'] or 'last column'}`"
+    rows = [
+        ("base model", f"`{results['model']}`"),
+        (
+            "data",
+            f"`{Path(results['files']['train']).name}`: {results['train_sentences']:,} sentences; {layout}",
+        ),
+        ("labels", ", ".join(f"`{label}`" for label in data.labels)),
+        (
+            "steps",
+            f"{best['steps']:,}, batch {s['batch_size']}, learning rate {s['learning_rate']:g}, layer-wise decay "
+            f"{s['layer_decay']:g}, max length {s['max_seq_length']}, seed {best['seed']}",
+        ),
+        ("evaluated on", f"`{Path(results['files']['dev']).name}`"),
+    ]
+    metrics = {f"dev {k}": v for k, v in best["metrics"]["dev"].items() if "/" not in k}
+    code = (
+        "import torch\nfrom transformers import AutoModelForTokenClassification, AutoTokenizer\n\n"
+        f'tokenizer = AutoTokenizer.from_pretrained("{model_dir}")\n'
+        f'model = AutoModelForTokenClassification.from_pretrained("{model_dir}").eval()\n'
+        'words = ["He", "reckons", "the", "current", "account", "deficit"]\n'
+        'inputs = tokenizer(words, is_split_into_words=True, return_tensors="pt")\n'
+        "with torch.no_grad():\n    ids = model(**inputs).logits.argmax(-1)[0].tolist()\n"
+        "seen, tags = set(), []\n"
+        "for position, word in enumerate(inputs.word_ids()):\n"
+        "    if word is not None and word not in seen:  # each word's first piece carries its tag\n"
+        "        seen.add(word)\n        tags.append(model.config.id2label[ids[position]])\n"
+        "print(list(zip(words, tags)))"
+    )
+    native = ((read_json_record(model_dir / "config.json") or {}).get("architectures") or [None])[0]
+    facts = CardFacts(
+        title=f"{model_dir.parent.name}: sequence tagging",
+        summary="A token-classification model fine-tuned by `electra tag`; each word's tag is read at its first "
+        f"piece. Its head is transformers' own ({native or 'a linear layer per piece'}).",
+        facts=rows,
+        metrics=metrics,
+        tags=("token-classification",),
+    )
+    (model_dir / CARD).write_text(
+        render_card(facts, [("How to load", code)], "token-classification"), encoding="utf-8"
+    )

@@ -1,0 +1,95 @@
+"""`electra tag`'s settings, declared once: its flags and their checks both come from here (light to import: the
+command line reads it before any model code loads). The optimizer's settings are GLUE's declarations, taken from
+`electra.glue.settings.FinetuneSettings` so that both fine-tuners describe and check them alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from electra.core.config import COUNT, check_declared, declaration, setting
+from electra.glue.settings import FinetuneSettings
+
+ENCODINGS = ("file", "bioes")  # train on the file's tags as they are, or on their BIOES form
+METRICS = ("auto", "span", "accuracy")
+
+
+def glue_setting(name: str, default: Any = None, help: str | None = None) -> Any:
+    """GLUE's declaration of the setting `name` (its help, range, choices and flags), with another default or
+    help where tagging's differs."""
+    spec = declaration(FinetuneSettings, name)
+    meta = dict(spec.metadata)
+    return setting(
+        spec.default if default is None else default,
+        help or meta["help"],
+        choices=meta["choices"],
+        within=meta["within"],
+        flags=meta["flags"],
+        metavar=meta["metavar"],
+    )
+
+
+@dataclass
+class TagSettings:
+    """How a tagger is fine-tuned and scored. None, where allowed, means the value for the model's size (GLUE's:
+    learning rate 3e-4 small, 1e-4 base, 5e-5 large; layer decay 0.8, 0.9 for large)."""
+
+    columns: str | None = setting(
+        None,
+        "comma-separated names of the files' columns, e.g. word,pos,chunk (default: word first, label last)",
+        flags=("--columns",),
+    )
+    label: str | None = setting(
+        None, "the column to tag, by its --columns name (default: the last)", flags=("--label",)
+    )
+    encoding: str = setting(
+        "file",
+        "train on the file's tags as they are, or on their BIOES form (predictions are written back in the "
+        "file's scheme); spans and scores are the same either way",
+        choices=ENCODINGS,
+        flags=("--encoding",),
+    )
+    metric: str = setting(
+        "auto",
+        "span F1 (BIO/BIOES labels) or token accuracy; auto: span F1 when every label is O or B-/I-/E-/S-",
+        choices=METRICS,
+        flags=("--metric",),
+    )
+    learning_rate: float | None = glue_setting("learning_rate")
+    layer_decay: float | None = glue_setting("layer_decay")
+    epochs: float | None = glue_setting("epochs", 3.0, "training epochs")
+    max_steps: int | None = glue_setting("max_steps")
+    batch_size: int = glue_setting("batch_size")
+    eval_batch_size: int = glue_setting("eval_batch_size")
+    max_seq_length: int = glue_setting(
+        "max_seq_length", help="pieces per window; longer sentences are split into windows of whole words"
+    )
+    warmup_fraction: float = glue_setting("warmup_fraction")
+    weight_decay: float = glue_setting("weight_decay")
+    adam_epsilon: float = glue_setting("adam_epsilon")
+    max_grad_norm: float = glue_setting("max_grad_norm")
+    original_off_by_one: bool = glue_setting("original_off_by_one")
+    max_train_sentences: int | None = setting(
+        None, "train on the first N sentences of --train", within=COUNT, flags=("--max-train-sentences",)
+    )
+    max_eval_sentences: int | None = setting(
+        None,
+        "score the first N sentences of --dev and --test",
+        within=COUNT,
+        flags=("--max-eval-sentences",),
+    )
+    mixed_precision: str = glue_setting("mixed_precision")
+    cpu_dropout: str = glue_setting("cpu_dropout")
+    save_every: int = glue_setting(
+        "save_every",
+        help="checkpoint each seed's run every N updates under OUTPUT/runs/ (0: never), for --resume",
+    )
+    log_every: int = glue_setting("log_every")
+    progress: bool = glue_setting("progress")
+
+    def __post_init__(self) -> None:
+        check_declared(self, "")
+
+
+# Settings that change how a run is watched or saved, not what it learns or scores: a resume may change them.
+RESUMABLE_SETTINGS = frozenset({"save_every", "log_every", "progress", "eval_batch_size"})
