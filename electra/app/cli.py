@@ -28,6 +28,7 @@ from electra.pll import cli as pll_cli
 from electra.probes import cli as probes_cli
 from electra.squad import cli as squad_cli
 from electra.tagging import cli as tag_cli
+from electra.tagging import cvt_cli as tag_cvt_cli
 from electra.tlm import cli as tlm_cli
 from electra.tlm import tartan_cli
 from electra.training.run_log import parse_report_to
@@ -40,6 +41,7 @@ SUBCOMMANDS = (
     glue_cli,
     squad_cli,
     tag_cli,
+    tag_cvt_cli,
     pll_cli,
     tlm_cli,
     tartan_cli,
