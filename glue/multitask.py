@@ -355,38 +355,19 @@ def run_student(
         accelerator,
     )
     if show_groups:
+        shares = task_probabilities([len(t.data.train) for t in tasks], multi.task_exponent)
         accelerator.print(
-            f"multitask: {recipe.total_steps} steps of {recipe.batch_size} over {examples} examples, task shares "
-            + ", ".join(
-                f"{t.spec.name} {p:.3f}"
-                for t, p in zip(
-                    tasks, task_probabilities([len(t.data.train) for t in tasks], multi.task_exponent)
-                )
-            )
+            f"multitask: {recipe.total_steps} steps of {recipe.batch_size} over {examples} examples; task shares "
+            + ", ".join(f"{t.spec.name} {share:.3f}" for t, share in zip(tasks, shares))
         )
         accelerator.print(describe_lr_groups(training.parameter_groups(model, args)))
     engine = Engine(args, accelerator)
     result = engine.fit(training, engine.resume_checkpoint(resume, f"multitask seed {seed}"))
     model = accelerator.unwrap_model(model)
     eval_shapes: Counter = Counter()
-    metrics, test_predictions = {}, {}
-    for task in tasks:
-        spec = task.spec
-        for name, features in task.data.dev.items():
-            outputs = predict_task(
-                model, spec.name, features, settings.eval_batch_size, pad, accelerator.device, eval_shapes
-            )
-            decided = outputs if spec.is_regression else outputs.argmax(-1)
-            metrics[name] = task_scores(spec, decided, [f["labels"] for f in features])
-        for stem, (ids, features) in task.data.test.items():
-            outputs = predict_task(
-                model, spec.name, features, settings.eval_batch_size, pad, accelerator.device, eval_shapes
-            )
-            if spec.is_regression:
-                labels = [f"{min(5.0, max(0.0, float(v))):.3f}" for v in outputs]
-            else:
-                labels = [spec.labels[int(v)] for v in outputs.argmax(-1)]
-            test_predictions[stem] = list(zip(ids, labels))
+    metrics, test_predictions = evaluate_student(
+        model, tasks, settings.eval_batch_size, pad, accelerator, eval_shapes
+    )
     flops = student_flops(model, dict(training.train_shapes), dict(eval_shapes))
     run = SeedRun(
         seed,
@@ -400,6 +381,36 @@ def run_student(
         "electra.flops.analytic.finetune_flops (train 2x forward, plus eval forward)",
     )
     return run, model
+
+
+def evaluate_student(
+    model: MultiTaskModel,
+    tasks: list[StudentData],
+    batch_size: int,
+    pad_token_id: int,
+    accelerator,
+    shapes: Counter,
+) -> tuple[dict[str, dict[str, float]], dict[str, list[tuple[str, str]]]]:
+    """Every task's dev metrics (by dev result name) and the GLUE-server rows of the test sets that were loaded."""
+    metrics, test_predictions = {}, {}
+    for task in tasks:
+        spec = task.spec
+        for name, features in task.data.dev.items():
+            outputs = predict_task(
+                model, spec.name, features, batch_size, pad_token_id, accelerator.device, shapes
+            )
+            decided = outputs if spec.is_regression else outputs.argmax(-1)
+            metrics[name] = task_scores(spec, decided, [f["labels"] for f in features])
+        for stem, (ids, features) in task.data.test.items():
+            outputs = predict_task(
+                model, spec.name, features, batch_size, pad_token_id, accelerator.device, shapes
+            )
+            if spec.is_regression:
+                labels = [f"{min(5.0, max(0.0, float(v))):.3f}" for v in outputs]
+            else:
+                labels = [spec.labels[int(v)] for v in outputs.argmax(-1)]
+            test_predictions[stem] = list(zip(ids, labels))
+    return metrics, test_predictions
 
 
 def student_flops(model: MultiTaskModel, train_shapes: dict[int, int], eval_shapes: dict[int, int]) -> float:
@@ -496,51 +507,101 @@ def run_multitask(
             keep_run_record(output_dir, record, resume)
             for spec in specs:
                 write_json_atomically(output_dir / "runs" / spec.name / DATA_RECORD, data_records[spec.name])
-    runs, best = [], None
+    job = StudentJob(tasks, model_dir, tokenizer, settings, multi, accelerator, init_from, output_dir, resume)
     best_dir = output_dir / "checkpoints" / MODEL_NAME if save_best and output_dir is not None else None
-    for index, seed in enumerate(seeds):
-        run_dir = output_dir / "runs" / MODEL_NAME / f"seed-{seed}" if output_dir is not None else None
-        run = _finished_run(run_dir) if resume else None
-        if run is not None and predict_test and not run.test_predictions:
-            run = None  # finished earlier without test predictions: run again (from its checkpoint)
-        model = None
-        if run is None:
-            run, model = run_student(
-                tasks,
-                model_dir,
-                tokenizer,
-                seed,
-                settings,
-                multi,
-                accelerator,
-                init_from,
-                run_dir,
-                resume,
-                index == 0,
+    runs, best = job.run_seeds(seeds, predict_test, best_dir)
+    results = multitask_results(model_dir, init_from, specs, resolved, seeds, runs)
+    if accelerator.is_main_process:
+        print(format_table(results))
+        if output_dir is not None:
+            write_outputs(results, output_dir, best.test_predictions if predict_test else None)
+            if best_dir is not None:
+                write_multitask_card(best_dir, model_dir, results, best.seed)
+    return results
+
+
+@dataclass
+class StudentJob:
+    """What every seed's student shares: the tasks with their teachers, the model, the settings, and where (and
+    whether) its runs and the best seed's model are kept."""
+
+    tasks: list[StudentData]
+    model_dir: Path
+    tokenizer: Any
+    settings: FinetuneSettings
+    multi: MultitaskSettings
+    accelerator: Any
+    init_from: Path | None
+    output_dir: Path | None
+    resume: bool
+
+    def run_dir(self, seed: int) -> Path | None:
+        return self.output_dir / "runs" / MODEL_NAME / f"seed-{seed}" if self.output_dir is not None else None
+
+    def train(self, seed: int, resume: bool, show_groups: bool = False) -> tuple[SeedRun, MultiTaskModel]:
+        return run_student(
+            self.tasks,
+            self.model_dir,
+            self.tokenizer,
+            seed,
+            self.settings,
+            self.multi,
+            self.accelerator,
+            self.init_from,
+            self.run_dir(seed),
+            resume,
+            show_groups,
+        )
+
+    def run_seeds(
+        self, seeds: list[int], predict_test: bool, best_dir: Path | None
+    ) -> tuple[list[SeedRun], SeedRun]:
+        """Every seed's student (a resume reuses the finished ones) and the best by GLUE average; with `best_dir`,
+        that seed's model is saved there (trained again from its checkpoint where an earlier run did not save it)."""
+        acc = self.accelerator
+        runs: list[SeedRun] = []
+        best: SeedRun | None = None
+        for index, seed in enumerate(seeds):
+            run = _finished_run(self.run_dir(seed)) if self.resume else None
+            if run is not None and predict_test and not run.test_predictions:
+                run = None  # finished earlier without test predictions: run again (from its checkpoint)
+            model = None
+            if run is None:
+                run, model = self.train(seed, self.resume, show_groups=index == 0)
+                if self.run_dir(seed) is not None and acc.is_main_process:
+                    _write_run(self.run_dir(seed), run)
+            score = seed_average(run)
+            if best is None or (not math.isnan(score) and score > seed_average(best)):
+                best = run
+                if best_dir is not None and model is not None and acc.is_main_process:
+                    model.save(best_dir, self.tokenizer, seed=seed)
+            runs.append(run)
+            acc.print(
+                f"multitask seed {seed}: average {100 * score:.1f} ({run.steps} steps, {run.seconds:.0f}s)"
             )
-            if run_dir is not None and accelerator.is_main_process:
-                _write_run(run_dir, run)
-        score = seed_average(run)
-        if best is None or (not math.isnan(score) and score > seed_average(best)):
-            best = run
-            if best_dir is not None and model is not None and accelerator.is_main_process:
-                model.save(best_dir, tokenizer, seed=seed)
-        runs.append(run)
-        accelerator.print(
-            f"multitask seed {seed}: average {100 * score:.1f} ({run.steps} steps, {run.seconds:.0f}s)"
-        )
-    if best_dir is not None and saved_seed(best_dir) != best.seed:  # finished earlier without its model
-        run_dir = output_dir / "runs" / MODEL_NAME / f"seed-{best.seed}"
-        _, model = run_student(
-            tasks, model_dir, tokenizer, best.seed, settings, multi, accelerator, init_from, run_dir, True
-        )
-        if accelerator.is_main_process:
-            model.save(best_dir, tokenizer, seed=best.seed)
+        acc.wait_for_everyone()
+        if best_dir is not None and saved_seed(best_dir) != best.seed:
+            _, model = self.train(best.seed, resume=True)
+            if acc.is_main_process:
+                model.save(best_dir, self.tokenizer, seed=best.seed)
+        return runs, best
+
+
+def multitask_results(
+    model_dir: Path,
+    init_from: Path | None,
+    specs: list[TaskSpec],
+    resolved: dict[str, Any],
+    seeds: list[int],
+    runs: list[SeedRun],
+) -> dict[str, Any]:
+    """results.json of a multi-task run: `run_glue`'s layout (per-task rows, the average), plus each seed's
+    average and the multi-task settings."""
     rows: dict[str, dict] = {}
-    for task in tasks:
-        rows.update(summarise(task.spec, runs))
+    for spec in specs:
+        rows.update(summarise(spec, runs))
     average, averaged = glue_average(rows)
-    results = {
+    return {
         "model": str(model_dir),
         "init_from": str(init_from) if init_from else None,
         "multitask": True,
@@ -558,13 +619,6 @@ def run_multitask(
         "finetune_flops_method": runs[0].flops_method,
         "runs": {MODEL_NAME: [asdict(run) | {"test_predictions": None} for run in runs]},
     }
-    if accelerator.is_main_process:
-        print(format_table(results))
-        if output_dir is not None:
-            write_outputs(results, output_dir, best.test_predictions if predict_test else None)
-            if best_dir is not None:
-                write_multitask_card(best_dir, model_dir, results, best.seed)
-    return results
 
 
 def seed_average(run: SeedRun) -> float:

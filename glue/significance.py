@@ -27,6 +27,9 @@ from electra.core.errors import UserError
 from electra.glue.tasks import PAPER_AVERAGE_TASKS
 
 AVERAGE = "average"
+BOOTSTRAP_MIN_SEEDS = (
+    5  # below this many seeds per arm, the comparison says the bootstrap p is not to be trusted
+)
 
 
 def read_arm(directory: str | Path) -> dict:
@@ -70,6 +73,11 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> float:
     if len(set(a) | set(b)) == 1:
         return 1.0
     return float(mannwhitneyu(b, a, alternative="two-sided").pvalue)
+
+
+def min_mann_whitney_p(n: int) -> float:
+    """The smallest two-sided Mann-Whitney p two arms of `n` seeds each can reach: 2 / C(2n, n)."""
+    return 2.0 / math.comb(2 * n, n) if n else math.nan
 
 
 def bootstrap_p(a: Sequence[float], b: Sequence[float], samples: int = 10_000, seed: int = 0) -> float:
@@ -150,7 +158,20 @@ def format_comparison(report: Mapping) -> str:
             seeds = " ".join(_pct(v) for v in values)
             cells.append(f"**{_pct(float(np.median(values)))}** ({seeds})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "Median over seeds in bold, every seed in brackets (seed order), scores × 100.", ""]
+    lines += [
+        "",
+        "Median over seeds in bold, every seed in brackets (seed order), scores × 100; `average` is each seed's mean "
+        "over the tasks, so its median can differ from results.md's mean of per-task medians.",
+        "",
+    ]
+    fewest = min((len(v) for arm in arms.values() for v in arm.values()), default=0)
+    if fewest < BOOTSTRAP_MIN_SEEDS:
+        lines += [
+            f"With {fewest} seed(s) in an arm the bootstrap p is anti-conservative (a resample can only reuse those "
+            "few values: arms that do not overlap give p = 0); read the Mann-Whitney p, whose floor at this size (exact, no ties) is "
+            f"{min_mann_whitney_p(fewest):.3f}.",
+            "",
+        ]
     for comparison in report["comparisons"]:
         lines += [
             f"**{comparison['arm']} vs {comparison['reference']}**",
