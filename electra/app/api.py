@@ -115,6 +115,7 @@ def pretrain(
     - keep_warmup: with `size_to_budget`, keep the config's warmup_steps
     - doc_boundary: what separates documents: "auto", "file" or "blank"
     - strict_utf8: refuse non-UTF-8 files instead of reading them as Latin-1
+    - text_field: the field holding the text in JSON lines, Parquet and saved datasets ("text")
 
     Fields of `config` set after `build_config` (`config.max_steps = 500`) are coerced and validated again. The
     caller's config is left as it was, and so are the random generators of torch, numpy and `random`."""

@@ -92,7 +92,17 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cache-dir", help="where tokenizers and packed examples are cached (default ~/.cache/electra)"
     )
-    parser.add_argument("--num-proc", type=int, help="processes for building examples")
+    parser.add_argument(
+        "--num-proc",
+        type=int,
+        help="processes that pack the examples (default: one per core this machine has)",
+    )
+    parser.add_argument(
+        "--text-field",
+        default="text",
+        metavar="NAME",
+        help="the field holding the text in JSON lines, Parquet and saved datasets (default: text)",
+    )
     parser.add_argument(
         "--doc-boundary", default="auto", choices=("auto", "file", "blank"), help="what separates documents"
     )
@@ -169,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
         keep_warmup="warmup_steps" in explicit,
         doc_boundary=args.doc_boundary,
         strict_utf8=args.strict_utf8,
+        text_field=args.text_field,
     )
     result = pretrain(config, inputs)
     curves = result.output_dir / "metrics.csv"

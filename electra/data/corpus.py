@@ -1,32 +1,29 @@
-"""Read raw text corpora as a stream of documents, whatever their packaging.
+"""Read raw text corpora as a stream of documents, whatever their packaging, at bounded memory.
 
-Accepted: a text file, a directory of text files (recursively, in sorted order), JSONL with a `text` field, a
-`datasets` dataset saved with `save_to_disk`, and `.gz` / `.zip` / `.tar.gz` archives of any of the text forms.
-A document is a file when reading a directory of several files, and a blank-line-separated block when reading one
-text file (`doc_boundary` overrides). POS-tagged text such as the Brown corpus (`word/tag`) is detected and
-stripped, so users can point the trainer at classic corpora without preprocessing them.
-Files are read one at a time, so the whole corpus is never in memory; a document longer than MAX_DOCUMENT_CHARS (a
-file that is one enormous line, say) is cut at whitespace into consecutive documents, so no single string the data
-builder tokenizes is larger than that.
+Accepted: a text file, a directory of files (recursively, in sorted order, through linked folders), JSON lines,
+Parquet, a `datasets` dataset saved with `save_to_disk`, each of the file forms compressed (`.gz`, `.bz2`, `.xz`,
+`.zst`) or inside `.tar` (any compression) and `.zip` archives, nested as OpenWebText nests them
+(`electra.data.streams`). JSON lines, Parquet and saved datasets give one document per record, from the `text`
+field unless told another. A text file gives one document per blank-line-separated block, or (a directory of
+several files) one per file; `doc_boundary` overrides. POS-tagged text such as the Brown corpus (`word/tag`) is
+detected and stripped, so users can point the trainer at classic corpora without preprocessing them.
+Files are read a block at a time, so neither the corpus nor any one file is ever whole in memory; a document
+longer than MAX_DOCUMENT_CHARS (a file that is one enormous line, say) is cut at whitespace into consecutive
+documents, so no single string the data builder tokenizes is larger than that.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
-import tarfile
-import warnings
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-from electra.core.errors import ElectraWarning, UserError
-from electra.core.files import decode_utf16, not_text_error, utf16_without_mark
+from electra.core.errors import UserError
+from electra.data.streams import decoded_blocks, file_members
 
-TEXT_SUFFIXES = {"", ".txt", ".text", ".md", ".raw", ".tokens"}
-JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
 SKIPPED_SUFFIXES = {
     ".pdf",
     ".png",
@@ -45,37 +42,49 @@ DOC_BOUNDARIES = ("auto", "file", "blank")
 MAX_DOCUMENT_CHARS = 100_000  # ~25k tokens: hundreds of examples, and a bounded share of a map batch
 
 _WHITESPACE = re.compile(r"\s+")
-_BLANK_LINE = re.compile(r"\n\s*\n")
 _TAGGED_TOKEN = re.compile(r"^\S+/[a-z0-9\-+$*.,:;()`'!?]+$")
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
-def read_documents(path: str | Path, doc_boundary: str = "auto", strict_utf8: bool = False) -> Iterator[str]:
+def read_documents(
+    path: str | Path, doc_boundary: str = "auto", strict_utf8: bool = False, text_field: str = "text"
+) -> Iterator[str]:
     """Yield documents as text, one paragraph per line; raise UserError naming the file on unreadable input.
 
-    Files that are not UTF-8 but look like 8-bit text (old corpora: Reuters, some Gutenberg books) are read as
-    Latin-1 with a warning, unless `strict_utf8`; bytes that are not text at all (NUL bytes, binaries) are an error.
+    Files are streamed a block at a time (`electra.data.streams`), so memory does not grow with file or corpus
+    size. Files that are not UTF-8 but look like 8-bit text (old corpora: Reuters, some Gutenberg books) are read
+    as Latin-1 with a warning, unless `strict_utf8`; bytes that are not text at all (NUL bytes, binaries) are an
+    error. `text_field` names the text column of JSON lines, Parquet and saved datasets.
     """
     if doc_boundary not in DOC_BOUNDARIES:
         raise UserError(f"doc_boundary={doc_boundary!r} is not one of {', '.join(DOC_BOUNDARIES)}.")
     path = Path(path)
     if not path.exists():
         raise UserError(
-            f"corpus {path} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset."
+            f"corpus {path} does not exist; pass a text file, a directory, a .jsonl or .parquet file or a "
+            "saved dataset."
         )
     if is_saved_dataset(path):
-        for document in _read_saved_dataset(path):
+        for document in _read_saved_dataset(path, text_field):
             yield from bounded(document)
         return
     files = corpus_files(path)
     if not files:
-        raise UserError(f"corpus {path} holds no readable text files (.txt, .jsonl, archives).")
+        raise UserError(f"corpus {path} holds no readable text files (.txt, .jsonl, .parquet, archives).")
     boundary = doc_boundary
     if boundary == "auto":
         boundary = "file" if path.is_dir() and len(files) > 1 else "blank"
     for file in files:
-        for name, text in _file_texts(file, strict_utf8):
-            for document in _documents_of(name, text, boundary):
+        for member in file_members(file, open_corpus_file):
+            if member.kind == "parquet":
+                documents = _parquet_documents(member.name, member.stream, text_field)
+            elif member.kind == "json":
+                blocks = decoded_blocks(member.name, member.stream, strict_utf8, whole_lines=True)
+                documents = _jsonl_documents(member.name, blocks, text_field)
+            else:
+                blocks = decoded_blocks(member.name, member.stream, strict_utf8, whole_lines=False)
+                documents = _text_documents(blocks, boundary)
+            for document in documents:
                 yield from bounded(document)
 
 
@@ -123,12 +132,10 @@ def corpus_files(path: Path) -> list[Path]:
     return [p for p in files if p.suffix.lower() not in SKIPPED_SUFFIXES]
 
 
-def read_corpus_bytes(file: Path, limit: int = -1) -> bytes:
-    """The bytes of one corpus file (its first `limit` when given), or one line naming the file when it cannot be
-    read (no permission, a vanished network mount): an OSError's traceback otherwise."""
+def open_corpus_file(file: Path) -> BinaryIO:
+    """`file` opened for reading, or one line naming it when it cannot be (no permission, a vanished mount)."""
     try:
-        with open(file, "rb") as handle:
-            return handle.read(limit)
+        return open(file, "rb")
     except OSError as exc:
         raise UserError(
             f"{file}: cannot be read ({exc.strerror or exc}); give this user access to it (chmod) or remove it "
@@ -136,143 +143,120 @@ def read_corpus_bytes(file: Path, limit: int = -1) -> bytes:
         ) from None
 
 
+def read_corpus_bytes(file: Path, limit: int = -1) -> bytes:
+    """The bytes of one corpus file (its first `limit` when given), or one line naming the file when it cannot be
+    read."""
+    with open_corpus_file(file) as handle:
+        return handle.read(limit)
+
+
 def is_saved_dataset(path: Path) -> bool:
     return path.is_dir() and (path / "dataset_info.json").is_file() and (path / "state.json").is_file()
 
 
-def _read_saved_dataset(path: Path) -> Iterator[str]:
+def _read_saved_dataset(path: Path, text_field: str) -> Iterator[str]:
     from datasets import load_from_disk
 
     dataset = load_from_disk(str(path))
     if hasattr(dataset, "keys"):  # a DatasetDict: use its train split, or its only split
         split = "train" if "train" in dataset else next(iter(dataset))
         dataset = dataset[split]
-    if "text" not in dataset.column_names:
-        raise UserError(f"dataset {path} has no 'text' column (columns: {', '.join(dataset.column_names)}).")
-    for batch in dataset.select_columns(["text"]).iter(batch_size=1000):
-        for text in batch["text"]:
-            if text and text.strip():
+    if text_field not in dataset.column_names:
+        raise UserError(
+            f"dataset {path} has no {text_field!r} column (columns: {', '.join(dataset.column_names)}); "
+            "name its text column with --text-field."
+        )
+    for batch in dataset.select_columns([text_field]).iter(batch_size=1000):
+        for text in batch[text_field]:
+            if isinstance(text, str) and text.strip():
                 yield text
 
 
-def _file_texts(file: Path, strict_utf8: bool = False) -> Iterator[tuple[str, str]]:
-    """(display name, decoded text) for a file or each text member of an archive."""
-    read_corpus_bytes(file, 0)  # a file this user may not read is one line, whatever its format
-    name = file.name.lower()
-    if name.endswith((".tar.gz", ".tgz", ".tar")):
-        try:
-            with tarfile.open(file) as archive:
-                for member in sorted(archive.getmembers(), key=lambda m: m.name):
-                    if member.isfile() and _is_text_name(member.name):
-                        handle = archive.extractfile(member)
-                        if handle is not None:
-                            yield (
-                                f"{file}:{member.name}",
-                                _decode(handle.read(), f"{file}:{member.name}", strict_utf8),
-                            )
-        except tarfile.TarError as exc:
-            raise UserError(f"{file}: not a readable tar archive ({exc}).") from None
-    elif name.endswith(".zip"):
-        try:
-            with zipfile.ZipFile(file) as archive:
-                for member in sorted(archive.namelist()):
-                    if not member.endswith("/") and _is_text_name(member):
-                        yield (
-                            f"{file}:{member}",
-                            _decode(archive.read(member), f"{file}:{member}", strict_utf8),
-                        )
-        except zipfile.BadZipFile as exc:
-            raise UserError(f"{file}: not a readable zip archive ({exc}).") from None
-    elif name.endswith(".gz"):
-        try:
-            data = gzip.decompress(read_corpus_bytes(file))
-        except OSError as exc:
-            raise UserError(f"{file}: not a readable gzip file ({exc}).") from None
-        yield str(file), _decode(data, str(file), strict_utf8)
-    else:
-        yield str(file), _decode(read_corpus_bytes(file), str(file), strict_utf8)
+def _parquet_documents(name: str, path: Path, text_field: str) -> Iterator[str]:
+    """The text column of a Parquet file, a row group's batch at a time (the hub's native format)."""
+    import pyarrow.parquet as pq
 
-
-def _is_text_name(name: str) -> bool:
-    base = name.rsplit("/", 1)[-1]
-    if base.startswith(".") or base.startswith("__MACOSX"):
-        return False
-    suffix = "." + base.rsplit(".", 1)[-1].lower() if "." in base else ""
-    return suffix in TEXT_SUFFIXES or suffix in JSON_SUFFIXES
-
-
-def _decode(data: bytes, name: str, strict_utf8: bool) -> str:
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]  # a UTF-8 byte-order mark is not text
-    elif data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16, with its byte-order mark
-        if strict_utf8:
-            raise UserError(
-                f"{name}: UTF-16 text (byte-order mark), not UTF-8; convert it with `iconv -f utf-16 -t utf-8` or "
-                "drop --strict-utf8 to read it as UTF-16."
-            )
-        return decode_utf16(data, name)
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        looks_binary = b"\x00" in data[:65536] or sum(
-            b < 9 or 13 < b < 32 for b in data[:65536]
-        ) > 0.01 * min(len(data), 65536)
-        if utf16_without_mark(data):
-            raise not_text_error(name, data) from None
-        if strict_utf8 or looks_binary:
-            raise UserError(
-                f"{name}: undecodable bytes at offset {exc.start} (not UTF-8 text); convert it with "
-                f"`iconv -f latin1 -t utf-8` or remove it from the corpus."
-            ) from None
-        warnings.warn(
-            f"{name} is not UTF-8; reading it as Latin-1 (--strict-utf8 refuses it instead)",
-            ElectraWarning,
-            stacklevel=2,
+        table = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises its own errors for a file that is not Parquet
+        raise UserError(f"{name}: not a readable Parquet file ({exc}).") from None
+    columns = table.schema_arrow.names
+    if text_field not in columns:
+        raise UserError(
+            f"{name} has no {text_field!r} column (columns: {', '.join(columns)}); name its text column with "
+            "--text-field."
         )
-        return data.decode("latin-1")
-    sample = data[:65536]
-    if "\0" in text and (utf16_without_mark(data) or sample.count(0) > 0.01 * len(sample)):
-        raise not_text_error(name, data)  # valid UTF-8, but UTF-16 without its mark ("T\0h\0e\0") or binary
-    return text  # a stray NUL in text is a control character the tokenizer's normalizer drops
+    for batch in table.iter_batches(batch_size=1024, columns=[text_field]):
+        for text in batch.column(0).to_pylist():
+            if isinstance(text, str) and text.strip():
+                yield text
 
 
-def _documents_of(name: str, text: str, boundary: str) -> Iterator[str]:
-    base = (
-        name.rsplit("/", 1)[-1].removesuffix(".gz").removesuffix(".GZ")
-    )  # c.jsonl.gz is JSON lines, so named
-    suffix = "." + base.rsplit(".", 1)[-1].lower() if "." in base else ""
-    if suffix in JSON_SUFFIXES:
-        yield from _jsonl_documents(name, text)
-        return
-    text = text.replace("\r\n", "\n")
-    if looks_pos_tagged(text):
-        text = strip_pos_tags(text)
-    # Whitespace runs become one space (as " ".join(block.split()) would, without a string object per word); blocks
-    # are made one at a time, so a large file is not held several times over.
-    blocks = (_WHITESPACE.sub(" ", piece).strip() for block in _blocks(text) for piece in bounded(block))
-    blocks = (block for block in blocks if block)
-    if boundary == "file":
-        joined = "\n".join(blocks)
-        if joined:
-            yield joined
-    else:
-        yield from blocks
+def _text_documents(blocks: Iterator[str], boundary: str) -> Iterator[str]:
+    """Documents of a text file given as decoded blocks: blank-line-separated paragraphs, each with its
+    whitespace runs made one space; with `boundary` "file", paragraphs joined by newlines into documents of up to
+    MAX_DOCUMENT_CHARS. Brown-style `word/tag` text (judged on the file's start) loses its tags."""
+    tagged: bool | None = None
+    lines: list[str] = []  # the paragraph being read
+    size = 0
+    document: list[str] = []  # boundary "file": the paragraphs waiting to be joined
+    held = 0
+    continued = False  # whether the last block ended inside a line
+
+    def paragraphs(final: bool) -> Iterator[str]:
+        nonlocal lines, size
+        text = _WHITESPACE.sub(" ", " ".join(lines)).strip()
+        lines, size = [], 0
+        pieces = list(bounded(text)) if text else []
+        if not final and len(pieces) > 1:  # a line longer than a document goes on in the next block
+            rest = pieces.pop()
+            lines, size = [rest], len(rest)
+        yield from pieces
+
+    def documents(paragraph: str) -> Iterator[str]:
+        nonlocal document, held
+        if boundary != "file":
+            yield paragraph
+            return
+        if document and held + len(paragraph) > MAX_DOCUMENT_CHARS:
+            yield "\n".join(document)
+            document, held = [], 0
+        document.append(paragraph)
+        held += len(paragraph) + 1
+
+    for block in blocks:
+        if tagged is None:
+            tagged = looks_pos_tagged(block)
+        if tagged:
+            block = strip_pos_tags(block)
+        *whole, last = block.replace("\r\n", "\n").split("\n")
+        for line in whole:
+            if line.strip():
+                lines.append(line)
+                size += len(line)
+            elif lines and not continued:
+                for paragraph in paragraphs(final=True):
+                    yield from documents(paragraph)
+            continued = False  # the end of a line the last block cut is no blank line
+        continued = bool(last)
+        if last:  # a block cut inside a long line: the line goes on in the next block
+            lines.append(last)
+            size += len(last)
+        if size > MAX_DOCUMENT_CHARS:
+            for paragraph in paragraphs(final=False):
+                yield from documents(paragraph)
+    if lines:
+        for paragraph in paragraphs(final=True):
+            yield from documents(paragraph)
+    if document:
+        yield "\n".join(document)
 
 
-def _blocks(text: str) -> Iterator[str]:
-    """The blank-line-separated blocks of `text`, lazily."""
-    start = 0
-    for separator in _BLANK_LINE.finditer(text):
-        yield text[start : separator.start()]
-        start = separator.end()
-    yield text[start:] if start else text
-
-
-def json_lines(name: str, text: str, expected: str) -> Iterator[tuple[int, dict]]:
+def json_lines(name: str, text: str, expected: str, first_line: int = 1) -> Iterator[tuple[int, dict]]:
     """(line number, object) of each non-blank line of a JSON-lines text; a line that is not one JSON object is
     one line naming `name`, the line and what was `expected` there. Lines end at "\n" alone (a CR before it is
     JSON whitespace): `str.splitlines` also cuts at U+2028, which a JSON string may hold as it is."""
-    for number, line in enumerate(text.split("\n"), start=1):
+    for number, line in enumerate(text.split("\n"), start=first_line):
         if not line.strip():
             continue
         try:
@@ -286,13 +270,21 @@ def json_lines(name: str, text: str, expected: str) -> Iterator[tuple[int, dict]
         yield number, record
 
 
-def _jsonl_documents(name: str, text: str) -> Iterator[str]:
-    expected = 'an object with a string "text" field'
-    for number, record in json_lines(name, text, expected):
-        if not isinstance(record.get("text"), str):
-            raise UserError(f"{name}:{number}: expected {expected}.")
-        if record["text"].strip():
-            yield record["text"]
+def _jsonl_documents(name: str, blocks: Iterator[str], text_field: str) -> Iterator[str]:
+    expected = f"an object with a string {text_field!r} field"
+    first_line = 1
+    for block in blocks:
+        for number, record in json_lines(name, block, expected, first_line):
+            text = record.get(text_field)
+            if not isinstance(text, str):
+                keys = ", ".join(list(record)[:8])
+                raise UserError(
+                    f"{name}:{number}: expected {expected} (this one has: {keys}); name the text field with "
+                    "--text-field."
+                )
+            if text.strip():
+                yield text
+        first_line += block.count("\n")
 
 
 def looks_pos_tagged(text: str, sample_tokens: int = 400) -> bool:

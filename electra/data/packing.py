@@ -10,14 +10,19 @@ renamed into place only when complete, so an interrupted build is never trusted.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import multiprocessing
 import os
 import random
 import shutil
+import sys
 import tempfile
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +31,12 @@ import torch
 
 from electra.core.errors import UserError
 from electra.data.corpus import corpus_fingerprint, read_documents, split_sentences
+from electra.data.progress import PackingProgress, corpus_size
+from electra.data.word_pieces import WordPieceEncoder
 
-BUILDER_VERSION = 2  # bump when the example format or packing rule changes: old caches then rebuild
+BUILDER_VERSION = 3  # bump when the example format or packing rule changes: old caches then rebuild
+EXAMPLES_FILE = "examples.arrow"  # an Arrow stream file, memory-mapped by `datasets.Dataset.from_file`
+EXAMPLES_RECORD = "electra_examples.json"  # written last: a cache entry without it is never read
 
 
 @dataclass(frozen=True)
@@ -106,50 +115,54 @@ class ExampleBuilder:
         return input_ids, token_type_ids
 
 
-ENCODE_CHARS = 200_000  # sentences are tokenized in groups of about this much text: memory stays bounded
-
-
-def _pack_batch(
-    batch: dict[str, list], indices: list[int], *, tokenizer, settings: ExampleSettings
-) -> dict[str, list]:
-    """`datasets.map` worker: documents in, examples out.
-
-    Each document gets its own builder seeded by (seed, document index), so the result is the same for any
-    `num_proc` and batch size. Documents are tokenized a group at a time (about ENCODE_CHARS of text, or one long
-    document), so a batch of long documents never holds all their token encodings at once.
-    """
+def pack_documents(
+    first_index: int,
+    documents: Sequence[str],
+    encoder: WordPieceEncoder,
+    settings: ExampleSettings,
+    cls_id: int,
+    sep_id: int,
+) -> tuple[list[list[int]], list[list[int]]]:
+    """The examples (input ids, token type ids) of consecutive documents, the first of which is the corpus's
+    document `first_index`. Each document gets its own builder seeded by (seed, document index), so the examples
+    are the same however the corpus is cut into chunks and however many processes pack them."""
+    per_document = [
+        [sentence for paragraph in document.split("\n") for sentence in split_sentences(paragraph)]
+        for document in documents
+    ]
+    encodings = iter(encoder.encode([sentence for sentences in per_document for sentence in sentences]))
     out_ids: list[list[int]] = []
     out_types: list[list[int]] = []
-    group: list[tuple[int, list[str]]] = []
-    chars = 0
-    for doc_index, doc in zip(indices, batch["text"]):
-        sentences = [sentence for paragraph in doc.split("\n") for sentence in split_sentences(paragraph)]
-        group.append((doc_index, sentences))
-        chars += len(doc)
-        if chars >= ENCODE_CHARS:
-            _pack_group(group, tokenizer, settings, out_ids, out_types)
-            group, chars = [], 0
-    _pack_group(group, tokenizer, settings, out_ids, out_types)
-    return {"input_ids": out_ids, "token_type_ids": out_types}
-
-
-def _pack_group(group, tokenizer, settings: ExampleSettings, out_ids: list, out_types: list) -> None:
-    flat = [sentence for _, sentences in group for sentence in sentences]
-    encodings = tokenizer.backend_tokenizer.encode_batch(flat, add_special_tokens=False) if flat else []
-    cursor = 0
-    for doc_index, sentences in group:
-        rng = random.Random(settings.seed * 1_000_003 + doc_index)
-        builder = ExampleBuilder(settings, tokenizer.cls_token_id, tokenizer.sep_token_id, rng)
+    for offset, sentences in enumerate(per_document):
+        rng = random.Random(settings.seed * 1_000_003 + first_index + offset)
+        builder = ExampleBuilder(settings, cls_id, sep_id, rng)
         examples = []
         for _ in sentences:
-            ids = encodings[cursor].ids
-            cursor += 1
+            ids = next(encodings)
             if ids:
                 examples += builder.add_sentence(ids)
         examples += builder.end_document()
         for ids, types in examples:
             out_ids.append(ids)
             out_types.append(types)
+    return out_ids, out_types
+
+
+def examples_batch(ids: list[list[int]], types: list[list[int]], id_type: Any) -> Any:
+    """Examples as one Arrow record batch: ids as `id_type` (uint16 for vocabularies that fit: a quarter of
+    int64's disk and page cache), segment ids as int8."""
+    import pyarrow as pa
+
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    offsets = np.zeros(len(ids) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    flat_ids = np.fromiter(chain.from_iterable(ids), dtype=id_type.to_pandas_dtype(), count=total)
+    flat_types = np.fromiter(chain.from_iterable(types), dtype=np.int8, count=total)
+    return pa.RecordBatch.from_arrays(
+        [pa.ListArray.from_arrays(offsets, flat_ids), pa.ListArray.from_arrays(offsets, flat_types)],
+        names=["input_ids", "token_type_ids"],
+    )
 
 
 def default_cache_root() -> Path:
@@ -195,9 +208,14 @@ def build_pretraining_dataset(
     settings: ExampleSettings | None = None,
     show_progress: bool = True,
     strict_utf8: bool = False,
+    text_field: str = "text",
 ):
-    """The packed, tokenised examples of a corpus as a memory-mapped `datasets.Dataset` (cached; see module doc)."""
-    from datasets import disable_progress_bars, enable_progress_bars, load_from_disk
+    """The packed, tokenised examples of a corpus as a memory-mapped `datasets.Dataset` (cached; see module doc).
+
+    The corpus is read as a stream in this process and packed in chunks by `num_proc` worker processes (default:
+    every core), a bounded number of chunks at a time, and the examples are written to one Arrow file as they come:
+    memory stays flat whatever the corpus size."""
+    from datasets import Dataset
 
     if settings is None:
         settings = ExampleSettings(
@@ -210,71 +228,123 @@ def build_pretraining_dataset(
             f"max_seq_length={settings.max_seq_length} is too short to hold [CLS] A [SEP] B [SEP]."
         )
     root = Path(cache_dir) if cache_dir else default_cache_root() / "examples"
-    key = examples_cache_key(corpus_path, tokenizer, settings, f"{doc_boundary}/strict={strict_utf8}")
+    reading = f"{doc_boundary}/strict={strict_utf8}" + (
+        f"/field={text_field}" if text_field != "text" else ""
+    )
+    key = examples_cache_key(corpus_path, tokenizer, settings, reading)
     final = root / key
-    if (final / "dataset_info.json").is_file():
-        return load_from_disk(str(final))
+    if (final / EXAMPLES_RECORD).is_file():
+        return Dataset.from_file(str(final / EXAMPLES_FILE))
+    documents = read_documents(corpus_path, doc_boundary, strict_utf8, text_field)
+    first = next(documents, None)
+    if first is None:
+        raise UserError(f"corpus {corpus_path} is empty: it holds no text; give a corpus with text in it.")
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
-    if not show_progress:
-        disable_progress_bars()
     try:
-        documents = _documents_dataset(corpus_path, doc_boundary, work / "documents-cache", strict_utf8)
-        if len(documents) == 0:
-            raise UserError(
-                f"corpus {corpus_path} is empty: it holds no text; give a corpus with text in it."
-            )
-        num_proc = num_proc if num_proc is not None else min(4, os.cpu_count() or 1)
-        num_proc = max(1, min(num_proc, len(documents) // 64 or 1))
-        examples = documents.map(
-            _pack_batch,
-            batched=True,
-            batch_size=16,  # documents per call: up to 16 x MAX_DOCUMENT_CHARS of text and its examples in memory
-            with_indices=True,
-            remove_columns=documents.column_names,
-            fn_kwargs={"tokenizer": tokenizer, "settings": settings},
-            num_proc=num_proc if num_proc > 1 else None,
-            cache_file_name=str(work / "examples-cache" / "packed.arrow"),
-            desc="Packing examples",
+        progress = PackingProgress(corpus_size(corpus_path), show_progress)
+        count = _write_examples(
+            chain([first], documents), tokenizer, settings, work / EXAMPLES_FILE, num_proc, progress
         )
-        if len(examples) == 0:
+        progress.close()
+        if count == 0:
             raise UserError(f"corpus {corpus_path} produced no examples (no tokens after tokenization).")
-        examples.save_to_disk(str(work / "final"))
-        (work / "final" / "electra_examples.json").write_text(
-            json.dumps({"corpus": str(corpus_path), "settings": settings.__dict__, "examples": len(examples)})
-        )
-        os.replace(work / "final", final)
-    finally:
-        if not show_progress:
-            enable_progress_bars()
-        shutil.rmtree(work, ignore_errors=True)
-    return load_from_disk(str(final))
-
-
-def _documents_dataset(corpus_path, doc_boundary: str, cache_dir: Path, strict_utf8: bool):
-    """Stream documents into an Arrow file; a UserError raised while reading comes out as itself."""
-    from datasets import Dataset, Features, Value
-    from datasets.exceptions import DatasetGenerationError
-
-    if next(read_documents(corpus_path, doc_boundary, strict_utf8), None) is None:
-        raise UserError(f"corpus {corpus_path} is empty: it holds no text; give a corpus with text in it.")
-    try:
-        return Dataset.from_generator(
-            _document_records,
-            gen_kwargs={"corpus": str(corpus_path), "doc_boundary": doc_boundary, "strict_utf8": strict_utf8},
-            features=Features({"text": Value("string")}),
-            cache_dir=str(cache_dir),
-        )
-    except DatasetGenerationError as exc:
-        cause = exc.__cause__ or exc.__context__
-        if isinstance(cause, UserError):
-            raise cause from None
+        record = {"corpus": str(corpus_path), "settings": settings.__dict__, "examples": count}
+        (work / EXAMPLES_RECORD).write_text(json.dumps(record))
+        os.replace(work, final)  # the cache entry appears whole, or not at all
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise UserError(
+                f"the disk holding {root} is full while writing the examples of {corpus_path}; nothing was kept. "
+                "Free space, or give --cache-dir (or ELECTRA_CACHE) on a larger disk."
+            ) from None
         raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return Dataset.from_file(str(final / EXAMPLES_FILE))
 
 
-def _document_records(corpus: str, doc_boundary: str, strict_utf8: bool) -> Iterator[dict[str, str]]:
-    for document in read_documents(corpus, doc_boundary, strict_utf8):
-        yield {"text": document}
+def _write_examples(documents, tokenizer, settings, path: Path, num_proc: int | None, progress) -> int:
+    """Pack `documents` in chunks on `num_proc` processes, keeping at most two chunks a process in flight, and
+    append their examples to the Arrow stream file `path` in corpus order. Returns the number of examples."""
+    import pyarrow as pa
+
+    workers = max(1, num_proc if num_proc is not None else os.cpu_count() or 1)
+    id_type = pa.uint16() if len(tokenizer) <= 65536 else pa.int32()
+    schema = pa.schema([("input_ids", pa.list_(id_type)), ("token_type_ids", pa.list_(pa.int8()))])
+    worker_args = (
+        tokenizer.backend_tokenizer.to_str(),
+        tokenizer.cls_token_id,
+        tokenizer.sep_token_id,
+        settings,
+    )
+    count = 0
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+
+        def write(batch) -> None:
+            nonlocal count
+            writer.write_batch(batch)
+            count += batch.num_rows
+            progress.examples(batch.num_rows)
+
+        chunks = document_chunks(documents, progress)
+        if workers == 1:
+            _start_packer(*worker_args)
+            for chunk in chunks:
+                write(_pack_chunk(chunk, id_type))
+            return count
+        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        with context.Pool(workers, initializer=_start_packer, initargs=worker_args) as pool:
+            pending: deque = deque()
+            for chunk in chunks:
+                pending.append(pool.apply_async(_pack_chunk, (chunk, id_type)))
+                if len(pending) >= 2 * workers:
+                    write(pending.popleft().get())
+            while pending:
+                write(pending.popleft().get())
+    return count
+
+
+CHUNK_CHARS = 1_000_000  # text a worker packs per task: its examples are ~2 MB of Arrow
+_PACKER: dict[str, Any] = {}
+
+
+def document_chunks(documents: Iterator[str], progress=None) -> Iterator[tuple[int, list[str]]]:
+    """(index of the first document, documents) of about CHUNK_CHARS of text each, in corpus order."""
+    chunk: list[str] = []
+    chars = first = 0
+    for index, document in enumerate(documents):
+        chunk.append(document)
+        chars += len(document)
+        if chars >= CHUNK_CHARS:
+            if progress is not None:
+                progress.read(len(chunk), chars)
+            yield first, chunk
+            chunk, chars, first = [], 0, index + 1
+    if chunk:
+        if progress is not None:
+            progress.read(len(chunk), chars)
+        yield first, chunk
+
+
+def _start_packer(tokenizer_json: str, cls_id: int, sep_id: int, settings: ExampleSettings) -> None:
+    """A packing process's tokenizer, rebuilt from its serialisation (cheap, and nothing unpickled)."""
+    from tokenizers import Tokenizer
+
+    _PACKER.update(
+        encoder=WordPieceEncoder(Tokenizer.from_str(tokenizer_json)),
+        cls_id=cls_id,
+        sep_id=sep_id,
+        settings=settings,
+    )
+
+
+def _pack_chunk(chunk: tuple[int, list[str]], id_type: Any) -> Any:
+    first, documents = chunk
+    ids, types = pack_documents(
+        first, documents, _PACKER["encoder"], _PACKER["settings"], _PACKER["cls_id"], _PACKER["sep_id"]
+    )
+    return examples_batch(ids, types, id_type)
 
 
 class PretrainingCollator:

@@ -104,6 +104,7 @@ class RunInputs:
     keep_warmup: bool = False
     doc_boundary: str = "auto"
     strict_utf8: bool = False
+    text_field: str = "text"  # the text's field in JSON lines, Parquet and saved datasets
 
 
 class PretrainingTask(Task):
@@ -418,7 +419,9 @@ def _tokenizer_and_examples(
                 config.tokenizer_vocab_size,
                 config.lowercase,
                 _sub(inputs.cache_dir, "tokenizers"),
+                strict_utf8=inputs.strict_utf8,
                 text_form=config.text_form,
+                text_field=inputs.text_field,
             )
         dataset = build_pretraining_dataset(
             inputs.corpus,
@@ -429,6 +432,7 @@ def _tokenizer_and_examples(
             doc_boundary=inputs.doc_boundary,
             show_progress=accelerator.is_main_process,
             strict_utf8=inputs.strict_utf8,
+            text_field=inputs.text_field,
         )
     return tokenizer, dataset
 
