@@ -432,6 +432,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.tools = tools
         if not args.vocab.is_file():
             parser.error(f"--vocab {args.vocab} is not a file; give a WordPiece vocab.txt (e.g. BERT's)")
+        args.vocab = args.vocab.resolve()  # the measured work runs in another folder
         if not args.source.exists():
             parser.error(f"--source {args.source} does not exist; give a folder or file of text")
         if args.repeats < 1 or args.num_proc < 1:
