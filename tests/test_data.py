@@ -230,3 +230,30 @@ def test_the_registered_pieces_are_not_special_tokens(tokenizer):
     assert piece not in tokenizer.tokenize(f"a {piece}")  # split into '#', '#' (or [UNK]) and its character
     ids = tokenizer.convert_tokens_to_ids(["[CLS]", "the", piece])
     assert tokenizer.decode(ids, skip_special_tokens=True) == "the" + piece[2:]
+
+
+def test_packing_without_a_bar_prints_lines_with_the_time_left(
+    small_corpus, tokenizer, tmp_path, monkeypatch, capsys
+):
+    """--no-progress (TQDM_DISABLE) turns the bar off; a long build still says how far it is, every 30 s (here at
+    every chunk), with documents, bytes, examples and the time left, and its totals at the end."""
+    from electra.data import packing, progress
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    monkeypatch.setattr(progress, "LINE_EVERY_S", 0.0)
+    monkeypatch.setattr(packing, "CHUNK_CHARS", 500)
+    dataset = build_pretraining_dataset(
+        small_corpus,
+        tokenizer,
+        settings=ExampleSettings(max_seq_length=48),
+        cache_dir=tmp_path / "c",
+        num_proc=1,
+    )
+    err = capsys.readouterr().err
+    assert "%|" not in err  # no bar
+    lines = [line for line in err.splitlines() if line.startswith("packing examples")]
+    assert lines[0].startswith("packing examples of ") and lines[0].endswith("MB: started")
+    assert any(
+        " documents, " in line and "MB/s, about " in line and " s left" in line for line in lines[1:-1]
+    )
+    assert lines[-1].startswith(f"packing examples: {len(dataset):,} examples from ")

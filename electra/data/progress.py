@@ -39,10 +39,11 @@ class PackingProgress:
         self.total, self.show, self.what = total_bytes, show, what
         self.documents = self.chars = self.made = 0
         self.start = self.last_line = time.perf_counter()
+        quiet = bool(os.environ.get("TQDM_DISABLE"))  # --no-progress; an explicit `disable` would override it
         self.bar = tqdm(
-            total=total_bytes, unit="B", unit_scale=True, desc=what.capitalize(), disable=not show
+            total=total_bytes, unit="B", unit_scale=True, desc=what.capitalize(), disable=not show or quiet
         )
-        self.lines = show and bool(self.bar.disable or os.environ.get("TQDM_DISABLE"))
+        self.lines = show and quiet
         if self.lines:
             size = f" of {total_bytes / 1e6:,.0f} MB" if total_bytes else ""
             print(f"{what}{size}: started", file=sys.stderr, flush=True)
