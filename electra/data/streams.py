@@ -69,7 +69,7 @@ def is_member_name(name: str) -> bool:
 def file_members(file: Path, open_file: Callable[[Path], BinaryIO]) -> Iterator[Member]:
     """The members of one corpus file; `open_file` opens it for reading (and names the file when it cannot)."""
     suffix = suffix_of(file.name)
-    if suffix in (".parquet", ".zip"):  # opened by their own readers: a file this user may not read is one line
+    if suffix in (".parquet", ".zip"):  # opened by their own readers: an unreadable file is one line here
         open_file(file).close()
     if suffix == ".parquet":
         yield Member(str(file), "parquet", file)
