@@ -351,6 +351,36 @@ class GlueSeedTask(Task):
         self.train_shapes = Counter({int(k): v for k, v in state.get("train_shapes", {}).items()})
 
 
+def finetune_args(
+    settings: Any,
+    total: int,
+    learning_rate: float,
+    layer_decay: float,
+    run_dir: Path | None,
+    description: str,
+) -> TrainArgs:
+    """The engine's arguments for a fine-tuning run of `total` updates under the GLUE recipe's optimizer settings
+    (`settings`: GLUE's, the multi-task student's or `tag`'s, which declare them alike): the reference schedule,
+    warmup as a fraction of the run, checkpoints only when the run has a folder."""
+    return TrainArgs(
+        max_steps=total,
+        learning_rate=learning_rate,
+        warmup_steps=warmup_steps_of(settings.warmup_fraction, total),
+        schedule="reference",
+        weight_decay=settings.weight_decay,
+        layer_decay=layer_decay,
+        original_layer_decay=settings.original_off_by_one,
+        adam_epsilon=settings.adam_epsilon,
+        max_grad_norm=settings.max_grad_norm,
+        output_dir=run_dir,
+        log_every=settings.log_every,
+        save_every=settings.save_every if run_dir is not None else 0,
+        progress=settings.progress,
+        description=description,
+        cpu_dropout=settings.cpu_dropout,
+    )
+
+
 def run_seed(
     data: TaskData,
     model_dir: str | Path,
@@ -385,23 +415,7 @@ def run_seed(
     steps_per_epoch = math.ceil(len(data.train) / (per_device * accelerator.num_processes))
     epochs = settings.epochs if settings.epochs is not None else paper_epochs(spec.name)
     total = settings.max_steps or max(1, round(epochs * steps_per_epoch))
-    args = TrainArgs(
-        max_steps=total,
-        learning_rate=lr,
-        warmup_steps=warmup_steps_of(settings.warmup_fraction, total),
-        schedule="reference",
-        weight_decay=settings.weight_decay,
-        layer_decay=decay,
-        original_layer_decay=settings.original_off_by_one,
-        adam_epsilon=settings.adam_epsilon,
-        max_grad_norm=settings.max_grad_norm,
-        output_dir=run_dir,
-        log_every=settings.log_every,
-        save_every=settings.save_every if run_dir is not None else 0,
-        progress=settings.progress,
-        description=f"{spec.name} seed {seed}",
-        cpu_dropout=settings.cpu_dropout,
-    )
+    args = finetune_args(settings, total, lr, decay, run_dir, f"{spec.name} seed {seed}")
     task = GlueSeedTask(data, model, collator, per_device, seed, accelerator)
     if show_groups:
         accelerator.print(f"{spec.name}: {total} steps, learning rate per parameter group:")

@@ -56,6 +56,7 @@ from electra.glue.finetune import (
     check_run_inputs,
     check_task_data,
     check_task_rows,
+    finetune_args,
     glue_average,
     load_task_data,
     resolve_model_dir,
@@ -70,8 +71,8 @@ from electra.glue.report import format_table, write_outputs
 from electra.glue.settings import FinetuneSettings, MultitaskSettings
 from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, get_task
 from electra.glue.teachers import find_teacher_files, read_teacher, teacher_digests, teacher_fingerprint
-from electra.training.engine import Engine, Task, TrainArgs, make_accelerator, per_process_batch
-from electra.training.optim import describe_lr_groups, warmup_steps_of
+from electra.training.engine import Engine, Task, make_accelerator, per_process_batch
+from electra.training.optim import describe_lr_groups
 
 MULTITASK_EPOCHS = 6  # the chapter's multi-task recipe: 6 epochs (single-task: 3), batch 128, decay 0.9
 MULTITASK_LAYER_DECAY = 0.9
@@ -326,22 +327,13 @@ def run_student(
     examples = sum(len(t.data.train) for t in tasks)
     recipe = plan(settings, multi, model.encoder.config.hidden_size, examples)
     per_device = per_process_batch(recipe.batch_size, accelerator.num_processes, "--multitask-batch-size")
-    args = TrainArgs(
-        max_steps=recipe.total_steps,
-        learning_rate=recipe.learning_rate,
-        warmup_steps=warmup_steps_of(settings.warmup_fraction, recipe.total_steps),
-        schedule="reference",
-        weight_decay=settings.weight_decay,
-        layer_decay=recipe.layer_decay,
-        original_layer_decay=settings.original_off_by_one,
-        adam_epsilon=settings.adam_epsilon,
-        max_grad_norm=settings.max_grad_norm,
-        output_dir=run_dir,
-        log_every=settings.log_every,
-        save_every=settings.save_every if run_dir is not None else 0,
-        progress=settings.progress,
-        description=f"multitask seed {seed}",
-        cpu_dropout=settings.cpu_dropout,
+    args = finetune_args(
+        settings,
+        recipe.total_steps,
+        recipe.learning_rate,
+        recipe.layer_decay,
+        run_dir,
+        f"multitask seed {seed}",
     )
     pad = tokenizer.pad_token_id or 0
     training = MultiTaskTraining(

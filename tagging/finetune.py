@@ -31,7 +31,7 @@ from electra.core.outputs import StepOutput
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import fit_length
 from electra.export.model_card import CARD, CardFacts, render_card
-from electra.glue.finetune import SEED_LIMIT, resolve_model_dir, size_defaults
+from electra.glue.finetune import SEED_LIMIT, finetune_args, resolve_model_dir, size_defaults
 from electra.glue.report import json_safe
 from electra.tagging.conll import (
     Sentence,
@@ -49,12 +49,11 @@ from electra.tagging.spans import is_span_label, score_tags
 from electra.training.engine import (
     Engine,
     Task,
-    TrainArgs,
     make_accelerator,
     per_process_batch,
     shuffled_epochs,
 )
-from electra.training.optim import describe_lr_groups, warmup_steps_of
+from electra.training.optim import describe_lr_groups
 
 COMMAND = "tag"  # run.json's "command": what tells a tagging output from another command's
 RUN_RESULT = "result.json"
@@ -216,22 +215,13 @@ def run_seed(
     per_device = per_process_batch(settings.batch_size, accelerator.num_processes)
     steps_per_epoch = math.ceil(len(data.train) / (per_device * accelerator.num_processes))
     total = settings.max_steps or max(1, round((settings.epochs or 3.0) * steps_per_epoch))
-    args = TrainArgs(
-        max_steps=total,
-        learning_rate=settings.learning_rate or size_lr,
-        warmup_steps=warmup_steps_of(settings.warmup_fraction, total),
-        schedule="reference",
-        weight_decay=settings.weight_decay,
-        layer_decay=settings.layer_decay or size_decay,
-        original_layer_decay=settings.original_off_by_one,
-        adam_epsilon=settings.adam_epsilon,
-        max_grad_norm=settings.max_grad_norm,
-        output_dir=run_dir,
-        log_every=settings.log_every,
-        save_every=settings.save_every if run_dir is not None else 0,
-        progress=settings.progress,
-        description=f"tag seed {seed}",
-        cpu_dropout=settings.cpu_dropout,
+    args = finetune_args(
+        settings,
+        total,
+        settings.learning_rate or size_lr,
+        settings.layer_decay or size_decay,
+        run_dir,
+        f"tag seed {seed}",
     )
     task = TagSeedTask(data, model, Collator(pad_id), per_device, seed, accelerator)
     if show_groups:
