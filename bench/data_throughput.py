@@ -10,8 +10,8 @@ subprocess:
 - **run_mlm**: what a user of transformers' `run_mlm.py` runs: `datasets.load_dataset("json")`, the fast BERT
   tokenizer mapped over the text (`batched=True`, `num_proc`, `return_special_tokens_mask=True`), then the token
   lists concatenated and cut into blocks of 128 (`run_mlm.py`'s `group_texts`), mapped the same way;
-- **ours-stream** (when the library offers a streaming reader, see `STREAMING_ENTRY_POINTS`): the time to the first
-  batch of examples.
+- **ours-stream**: `--streaming`'s loader (`electra.data.streaming.stream_loader`, `--num-proc` workers): the time
+  to the first batch of 128 examples, then examples a second over the next STREAM_BATCHES batches.
 
 Wall time is the subprocess's, start-up and imports included (each tool pays its own). Peak memory is polled every
 0.1 s over the subprocess and all its descendants: the largest SUM of their resident sets at one moment ("tree"),
@@ -52,9 +52,7 @@ DOCUMENT_CHARS = 5000  # a document ends at the first paragraph that takes it to
 MIN_PARAGRAPH_CHARS = 40  # shorter lines are headings and list items: not prose to draw from
 BLOCK = 128  # run_mlm's max_seq_length in this comparison, and ours
 TOOLS = ("ours", "run_mlm", "ours-stream")
-# The names a streaming reader may take in electra.data.packing, tried in order: called as fn(corpus, tokenizer,
-# num_proc=...) and iterated; the time to the first `--stream-batch` examples is reported. Absent: skipped.
-STREAMING_ENTRY_POINTS = ("stream_pretraining_examples", "streaming_pretraining_dataset")
+STREAM_BATCHES = 200  # batches of BLOCK examples drawn after the first, for the streaming rate
 POLL_SECONDS = 0.1
 RESULT_PREFIX = "DATA_THROUGHPUT_RESULT "
 
@@ -166,28 +164,40 @@ def _work_run_mlm(corpus: str, vocab: str, num_proc: int, scratch: str) -> dict:
     return {"examples": len(grouped)}
 
 
-def streaming_entry_point():
-    """This library's streaming reader, or None while it has none (see STREAMING_ENTRY_POINTS)."""
-    from electra.data import packing
-
-    for name in STREAMING_ENTRY_POINTS:
-        if callable(getattr(packing, name, None)):
-            return getattr(packing, name)
-    return None
-
-
-def _work_ours_stream(corpus: str, vocab: str, num_proc: int, scratch: str, batch: int = 128) -> dict:
+def _work_ours_stream(corpus: str, vocab: str, num_proc: int, scratch: str) -> dict:
+    from electra.data.packing import ExampleSettings, PretrainingCollator
+    from electra.data.streaming import StreamSpec, stream_loader
     from electra.data.tokenization import load_vocab_tokenizer
 
-    stream = streaming_entry_point()
     tokenizer = load_vocab_tokenizer(vocab)
     started = time.perf_counter()
-    seen = 0
-    for _ in stream(corpus, tokenizer, num_proc=num_proc):
-        seen += 1
-        if seen >= batch:
-            break
-    return {"examples": seen, "first_batch_s": time.perf_counter() - started}
+    spec = StreamSpec(
+        corpus=corpus,
+        doc_boundary="auto",
+        strict_utf8=False,
+        text_field="text",
+        tokenizer_json=tokenizer.backend_tokenizer.to_str(),
+        cls_id=tokenizer.cls_token_id,
+        sep_id=tokenizer.sep_token_id,
+        settings=ExampleSettings(max_seq_length=BLOCK),
+        seed=0,
+        ledger_dir=scratch,
+    )
+    collate = PretrainingCollator(tokenizer.pad_token_id)
+    batches = iter(stream_loader(spec, collate, BLOCK, rank=0, world=1, workers=num_proc, start=0))
+    next(batches)
+    first = time.perf_counter() - started
+    for _ in range(STREAM_BATCHES):
+        next(batches)
+    rate = STREAM_BATCHES * BLOCK / (time.perf_counter() - started - first)
+    # windows the streams had packed by then (workers run ahead of the loader: a few more than it drew from)
+    packed = sum(1 for ledger in Path(scratch).glob("slot-*.txt") for line in ledger.read_text().splitlines())
+    return {
+        "examples": (STREAM_BATCHES + 1) * BLOCK,
+        "first_batch_s": first,
+        "stream_examples_per_s": rate,
+        "windows_packed": packed,
+    }
 
 
 WORK = {"ours": _work_ours, "run_mlm": _work_run_mlm, "ours-stream": _work_ours_stream}
@@ -331,9 +341,10 @@ def summarise(runs: list[dict]) -> dict:
         values = [run[key] for run in runs]
         out[key] = {"min": min(values), "median": statistics.median(values), "max": max(values)}
     out["examples"] = runs[0].get("examples")
-    if "first_batch_s" in runs[0]:
-        values = [run["first_batch_s"] for run in runs]
-        out["first_batch_s"] = {"min": min(values), "median": statistics.median(values), "max": max(values)}
+    for key in ("first_batch_s", "stream_examples_per_s"):
+        if key in runs[0]:
+            values = [run[key] for run in runs]
+            out[key] = {"min": min(values), "median": statistics.median(values), "max": max(values)}
     return out
 
 
@@ -358,10 +369,15 @@ def markdown(report: dict) -> str:
     for row in report["results"]:
         examples = "" if row["examples"] is None else f"{row['examples']:,}"
         tool = row["tool"]
-        if "first_batch_s" in row:
-            tool += f" (first batch {_cell(row['first_batch_s'], digits=2)} s)"
+        rate = _cell(row["mb_per_s"], digits=2)
+        if "first_batch_s" in row:  # a stream is not read to its end: its wall time is the sample's
+            tool += (
+                f" (first batch {_cell(row['first_batch_s'], digits=2)} s, then "
+                f"{_cell(row['stream_examples_per_s'], digits=0)} examples/s)"
+            )
+            rate = "–"
         lines.append(
-            f"| {row['corpus_bytes'] / GB:.3g} GB | {tool} | {_cell(row['wall_s'])} | {_cell(row['mb_per_s'], digits=2)}"
+            f"| {row['corpus_bytes'] / GB:.3g} GB | {tool} | {_cell(row['wall_s'])} | {rate}"
             f" | {_cell(row['peak_rss_tree_bytes'], GB, 2)} | {_cell(row['peak_rss_largest_bytes'], GB, 2)}"
             f" | {examples} |"
         )
@@ -447,9 +463,6 @@ def main(argv: list[str] | None = None) -> dict | None:
         return None
     sizes = [int(float(s) * GB) for s in args.sizes.split(",") if s]
     tools = list(args.tools)
-    if "ours-stream" in tools and streaming_entry_point() is None:
-        print("ours-stream: electra.data.packing has no streaming reader yet; skipped", file=sys.stderr)
-        tools.remove("ours-stream")
     temporary = args.workdir is None
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="data-throughput-"))
     started = time.perf_counter()

@@ -94,3 +94,15 @@ def test_peak_memory_of_our_packing_does_not_grow_with_corpus_size(tmp_path, mon
             f"{key}: {low[key] / MB:.0f} MB at 12 MB, {high[key] / MB:.0f} MB at 48 MB of corpus: "
             f"{extra / extra_corpus:.1f} bytes of peak memory per extra corpus byte"
         )
+
+
+def test_the_streaming_loader_gives_its_first_batch_without_packing_the_corpus(tmp_path):
+    """`ours-stream` draws from `--streaming`'s loader: examples come back, and only a few of the corpus's
+    windows were packed (its streams' ledgers count them)."""
+    bench = _bench()
+    source, vocab = _source_and_vocab(tmp_path)
+    corpus = bench.build_corpus(bench.load_paragraphs(source), 48 * MB, tmp_path / "work", seed=0)
+    run = bench.measure("ours-stream", corpus, vocab, num_proc=2, scratch_root=tmp_path)
+    assert run["examples"] == (bench.STREAM_BATCHES + 1) * bench.BLOCK
+    assert run["first_batch_s"] > 0 and run["stream_examples_per_s"] > 0
+    assert 2 <= run["windows_packed"] < 48 * MB // 4_000_000

@@ -275,8 +275,15 @@ class PretrainConfig:
     )
     dataloader_workers: int | None = setting(
         None,
-        "processes that collate batches beside training; default: 2 when a GPU trains, 0 on a CPU",
+        "processes that collate (and under --streaming pack) batches beside training; default: 0 on a CPU, 2 "
+        "when a GPU trains (4 when streaming)",
         within=NOT_NEGATIVE_COUNT,
+    )
+    streaming: bool = setting(
+        False,
+        "pack examples as training reads them, in the data-loader workers, instead of ahead into the cache: "
+        "training starts at once on a corpus of any size; the order is shuffled within 4 MB windows of text",
+        flags=("--streaming",),
     )
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # free-form notes (never read by code)
 

@@ -47,6 +47,15 @@ class ExampleSettings:
     seed: int = 12345
 
 
+def example_settings(config: Any) -> ExampleSettings:
+    """The packing settings of a pretraining config."""
+    return ExampleSettings(
+        max_seq_length=config.max_seq_length,
+        single_segment_prob=config.single_segment_prob,
+        short_seq_prob=config.short_seq_prob,
+    )
+
+
 class ExampleBuilder:
     """Greedy sentence packing with ELECTRA's segment and length randomisation; one instance per worker batch."""
 
@@ -218,11 +227,7 @@ def build_pretraining_dataset(
     from datasets import Dataset
 
     if settings is None:
-        settings = ExampleSettings(
-            max_seq_length=config.max_seq_length,
-            single_segment_prob=config.single_segment_prob,
-            short_seq_prob=config.short_seq_prob,
-        )
+        settings = example_settings(config)
     if settings.max_seq_length < 8:
         raise UserError(
             f"max_seq_length={settings.max_seq_length} is too short to hold [CLS] A [SEP] B [SEP]."
@@ -309,14 +314,16 @@ CHUNK_CHARS = 1_000_000  # text a worker packs per task: its examples are ~2 MB 
 _PACKER: dict[str, Any] = {}
 
 
-def document_chunks(documents: Iterator[str], progress=None) -> Iterator[tuple[int, list[str]]]:
-    """(index of the first document, documents) of about CHUNK_CHARS of text each, in corpus order."""
+def document_chunks(
+    documents: Iterator[str], progress=None, size: int = CHUNK_CHARS
+) -> Iterator[tuple[int, list[str]]]:
+    """(index of the first document, documents) of about `size` characters of text each, in corpus order."""
     chunk: list[str] = []
     chars = first = 0
     for index, document in enumerate(documents):
         chunk.append(document)
         chars += len(document)
-        if chars >= CHUNK_CHARS:
+        if chars >= size:
             if progress is not None:
                 progress.read(len(chunk), chars)
             yield first, chunk
@@ -416,6 +423,41 @@ class ResumableBatchOrder:
                 start = (b * self.world + self.rank) * size
                 yield order[start : start + size].tolist()
             epoch, offset = epoch + 1, 0
+
+
+class _MicroBatches:
+    """A DataLoader batch sampler over the resumable order, starting at a given micro-batch."""
+
+    def __init__(self, order: ResumableBatchOrder, start: int):
+        self.order, self.start = order, start
+
+    def __iter__(self):
+        return self.order.batches(self.start)
+
+
+class CachedSource:
+    """The examples of a run packed ahead into the cache, as `PretrainingTask` reads them: `loader(start)` gives
+    this process's micro-batches from number `start` on, forever; `rows(n)` the first examples; `examples` their
+    number (None for a stream, `electra.data.streaming.StreamedSource`)."""
+
+    def __init__(self, dataset: Any, collate: PretrainingCollator, order: ResumableBatchOrder, workers: int):
+        self.dataset, self.collate, self.order, self.workers = dataset, collate, order, workers
+        self.examples: int | None = len(dataset)
+
+    def loader(self, start: int) -> torch.utils.data.DataLoader:
+        return torch.utils.data.DataLoader(
+            self.dataset,
+            batch_sampler=_MicroBatches(self.order, start),
+            collate_fn=self.collate,
+            num_workers=self.workers,
+            pin_memory=torch.cuda.is_available(),  # lets the engine's non_blocking copy overlap the step
+        )
+
+    def rows(self, count: int) -> list[dict[str, Any]]:
+        return [self.dataset[i] for i in range(min(count, len(self.dataset)))]
+
+    def describe(self) -> str:
+        return f"{len(self.dataset):,} examples"
 
 
 def token_counts(dataset, vocab_size: int, max_examples: int = 200_000) -> np.ndarray:

@@ -13,10 +13,11 @@ import fnmatch
 import hashlib
 import json
 import math
+import os
 import shutil
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,24 @@ from electra.core.overwrite import refuse_file_as_directory, refuse_foreign_dire
 from electra.core.version import __version__
 from electra.data.corpus import read_corpus_bytes
 from electra.data.packing import (
+    CachedSource,
     PretrainingCollator,
     ResumableBatchOrder,
     build_pretraining_dataset,
     corpus_fingerprint,
+    example_settings,
     token_counts,
     tokenizer_fingerprint,
+)
+from electra.data.streaming import (
+    LEDGER_FOLDER,
+    StreamedSource,
+    StreamSpec,
+    first_window_examples,
+    held_out_count,
+    require_windows,
+    stream_token_counts,
+    stream_window_chars,
 )
 from electra.data.tokenization import (
     load_or_train_tokenizer,
@@ -108,7 +121,8 @@ class RunInputs:
 
 
 class PretrainingTask(Task):
-    """Batches of packed examples in a seeded order that any step can restart from; the objective's step."""
+    """Batches of packed examples (from the cache in a seeded order, or streamed) that any step can restart from;
+    the objective's step."""
 
     progress_keys = {
         "discriminator_accuracy": "disc_acc",
@@ -119,34 +133,18 @@ class PretrainingTask(Task):
     def __init__(
         self,
         model: PretrainingModel,
-        dataset,
-        collate,
-        order: ResumableBatchOrder,
+        source: CachedSource | StreamedSource,
         config: PretrainConfig,
         held_out=None,
         eval_batch_size: int = 32,
     ):
-        self.model = model
-        self.dataset, self.collate, self.order, self.config = dataset, collate, order, config
+        self.model, self.source, self.collate, self.config = model, source, source.collate, config
         self.held_out, self.eval_batch_size = held_out, eval_batch_size
         self.flops_per_step = float(flop_report(config).train_flops_per_step)
         self.flop_check: dict[str, Any] | None = None
 
     def batches(self, start: int) -> Iterator[dict[str, torch.Tensor]]:
-        loader = torch.utils.data.DataLoader(
-            self.dataset,
-            batch_sampler=_MicroBatches(self.order, start),
-            collate_fn=self.collate,
-            num_workers=self.workers(),
-            pin_memory=torch.cuda.is_available(),  # lets the engine's non_blocking copy overlap the step
-        )
-        return iter(loader)  # creating the iterator draws from the RNG
-
-    def workers(self) -> int:
-        configured = self.config.dataloader_workers
-        if configured is not None:
-            return configured
-        return 2 if torch.cuda.is_available() else 0
+        return iter(self.source.loader(start))  # creating the iterator draws from the RNG
 
     def step(self, model, batch) -> StepOutput:
         return model(**batch)
@@ -184,7 +182,7 @@ class PretrainingTask(Task):
         objective = get_objective(self.config.objective)
         if not _is_main_process() or not objective.startup_flop_check:
             return
-        batch = self.collate([self.dataset[0], self.dataset[1]])
+        batch = self.collate(self.source.rows(2))
         device = next(model.parameters()).device
         plan = objective.flop_plan(self.config)
         # RNG and buffers (step counters of scheduled objectives) are left as they were: the check is not a step.
@@ -238,6 +236,17 @@ def size_to_budget(config: PretrainConfig, budget: float, keep_warmup: bool = Fa
         config.warmup_steps = min(config.warmup_steps, max(1, steps // 10))
     config.flops_budget = budget
     return steps
+
+
+def loader_workers(config: PretrainConfig) -> int:
+    """Data-loader worker processes a process runs: the config's, else none on a CPU and, beside a GPU, 2 (4 when
+    streaming, up to the cores but one: a worker packs ~4,000 examples of 128 tokens a second, about what
+    ELECTRA-Small consumes on one H100)."""
+    if config.dataloader_workers is not None:
+        return config.dataloader_workers
+    if not torch.cuda.is_available():
+        return 0
+    return max(2, min(4, (os.cpu_count() or 1) - 1)) if config.streaming else 2
 
 
 def split_held_out(dataset, config: PretrainConfig):
@@ -335,16 +344,26 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     set_seed(config.seed)
 
     if resume_from is not None:
-        check_resume(output_dir, inputs, world, config.lowercase, config.text_form)
+        check_resume(output_dir, inputs, world, config)
     tokenizer, dataset = _tokenizer_and_examples(config, inputs, accelerator, resume_from is not None)
-    dataset, held_out = split_held_out(dataset, config)
     config.vocab_size = len(tokenizer)
     if inputs.size_to_budget and config.flops_budget and resume_from is None:
         steps = size_to_budget(config, config.flops_budget, inputs.keep_warmup)
         accelerator.print(
             f"--flops-budget {config.flops_budget:.3g} buys {steps} steps (warmup {config.warmup_steps})"
         )
-    counts = token_counts(dataset, len(tokenizer)) if config.generator == "unigram" else None
+    args = train_args(config, output_dir, accelerator.device.type == "cuda", world)
+    collate = PretrainingCollator(
+        tokenizer.pad_token_id, pad_to=config.max_seq_length if args.compile else None
+    )
+    where = (accelerator.process_index, world, loader_workers(config))
+    if config.streaming:
+        source, held_out, counts = _streamed_examples(config, inputs, tokenizer, collate, micro_batch, where)
+    else:
+        dataset, held_out = split_held_out(dataset, config)
+        counts = token_counts(dataset, len(tokenizer)) if config.generator == "unigram" else None
+        order = ResumableBatchOrder(len(dataset), micro_batch, config.seed, where[0], world)
+        source = CachedSource(dataset, collate, order, where[2])
     model = build_pretraining_model(config, tokenizer, token_counts=counts)
     if config.init_from is not None and resume_from is None:
         fresh = load_initial_weights(model, config.init_from)
@@ -356,14 +375,9 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     if resume_from is None and accelerator.is_main_process:
         _record_new_run(config, inputs, tokenizer, world)
 
-    order = ResumableBatchOrder(len(dataset), micro_batch, config.seed, accelerator.process_index, world)
-    args = train_args(config, output_dir, accelerator.device.type == "cuda", world)
-    collate = PretrainingCollator(
-        tokenizer.pad_token_id, pad_to=config.max_seq_length if args.compile else None
-    )
-    task = PretrainingTask(model, dataset, collate, order, config, held_out, micro_batch)
+    task = PretrainingTask(model, source, config, held_out, micro_batch)
     accelerator.print(
-        f"{len(dataset):,} examples | {sum(p.numel() for p in model.parameters()):,} parameters | batch "
+        f"{source.describe()} | {sum(p.numel() for p in model.parameters()):,} parameters | batch "
         f"{config.train_batch_size} = {world} process{'es' if world != 1 else ''} x {micro_batch} x "
         f"{config.gradient_accumulation_steps} accumulation | {task.flops_per_step:.3g} train FLOPs/step"
         + (f" | {len(held_out):,} held out" if held_out is not None else "")
@@ -384,7 +398,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         how = _how_to_go_on(result.stop_reason, output_dir)
         accelerator.print(f"{output_dir} already finished at step {result.step}; nothing to do ({how}).")
     elif accelerator.is_main_process:
-        facts = card_facts(config, inputs, model, tokenizer, result, len(dataset), held_out)
+        facts = card_facts(config, inputs, model, tokenizer, result, source.describe(), held_out)
         written = _export(
             model, tokenizer, output_dir, facts, dict(last, stop_reason=result.stop_reason), task
         )
@@ -408,7 +422,7 @@ def _tokenizer_and_examples(
     config: PretrainConfig, inputs: RunInputs, accelerator: Any, resumed: bool
 ) -> tuple[Any, Any]:
     """The run's tokenizer (a resumed run's own, saved: token ids must keep their meaning; else loaded or trained)
-    and its packed examples, built by the main process first so the others read its cache."""
+    and its packed examples, built by the main process first so the others read its cache (None when streaming)."""
     with accelerator.main_process_first():
         if resumed:
             tokenizer = load_saved_tokenizer(inputs.output_dir / "tokenizer")
@@ -423,6 +437,8 @@ def _tokenizer_and_examples(
                 text_form=config.text_form,
                 text_field=inputs.text_field,
             )
+        if config.streaming:
+            return tokenizer, None
         dataset = build_pretraining_dataset(
             inputs.corpus,
             tokenizer,
@@ -437,6 +453,41 @@ def _tokenizer_and_examples(
     return tokenizer, dataset
 
 
+def _streamed_examples(
+    config: PretrainConfig,
+    inputs: RunInputs,
+    tokenizer: Any,
+    collate: PretrainingCollator,
+    micro_batch: int,
+    where: tuple[int, int, int],
+) -> tuple[StreamedSource, Any, Any]:
+    """A `--streaming` run's source, its held-out examples (the start of window 0) and, for the unigram generator,
+    token counts of the first windows."""
+    from datasets import Dataset
+
+    spec = StreamSpec(
+        corpus=str(inputs.corpus),
+        doc_boundary=inputs.doc_boundary,
+        strict_utf8=inputs.strict_utf8,
+        text_field=inputs.text_field,
+        tokenizer_json=tokenizer.backend_tokenizer.to_str(),
+        cls_id=tokenizer.cls_token_id,
+        sep_id=tokenizer.sep_token_id,
+        settings=example_settings(config),
+        seed=config.seed,
+        window_chars=stream_window_chars(),
+        ledger_dir=str(inputs.output_dir / LEDGER_FOLDER),
+    )
+    rank, world, workers = where
+    require_windows(spec, world * max(1, workers))
+    first = first_window_examples(spec)
+    held = held_out_count(len(first), config.eval_examples, config.eval_fraction)
+    spec = replace(spec, held_out=held)
+    held_out = Dataset.from_list(first[:held]) if held else None
+    counts = stream_token_counts(spec, len(tokenizer)) if config.generator == "unigram" else None
+    return StreamedSource(spec, collate, micro_batch, rank, world, workers, first[:2]), held_out, counts
+
+
 def _record_new_run(config: PretrainConfig, inputs: RunInputs, tokenizer: Any, world: int) -> None:
     """A new run's config, tokenizer and run.json (corpus, vocabulary and processes a --resume must match)."""
     output_dir = inputs.output_dir
@@ -445,6 +496,8 @@ def _record_new_run(config: PretrainConfig, inputs: RunInputs, tokenizer: Any, w
     save_tokenizer(tokenizer, output_dir / "tokenizer", config)
     record = {"corpus": str(Path(inputs.corpus).resolve()), "corpus_sample": corpus_sample(inputs.corpus)}
     record.update(tokenizer_sha256=tokenizer_sha256(tokenizer), world_size=world)
+    if config.streaming:  # the streams' layout: a resume must read the same windows in the same slots
+        record["stream"] = stream_layout(config)
     write_run_record(output_dir / RUN_RECORD, record)
 
 
@@ -467,7 +520,7 @@ def card_facts(
     model: Any,
     tokenizer: Any,
     result: Any,
-    examples: int,
+    examples: str,
     held_out: Any,
 ) -> CardFacts:
     """What the export's model cards state, all read from the run (electra.export.model_card renders them)."""
@@ -489,7 +542,7 @@ def card_facts(
         (
             "corpus",
             f"`{Path(inputs.corpus).name}`, sha256 of names, sizes and first 64 KiB "
-            f"`{corpus_sample(inputs.corpus)[:16]}`; {examples:,} training examples{held}",
+            f"`{corpus_sample(inputs.corpus)[:16]}`; {examples} for training{held}",
         ),
         (
             "vocabulary",
@@ -540,11 +593,16 @@ def tokenizer_sha256(tokenizer: Any) -> str:
     return tokenizer_fingerprint(tokenizer)
 
 
-def check_resume(
-    output_dir: Path, inputs: RunInputs, world: int, lowercase: bool = True, text_form: str = "raw"
-) -> None:
-    """Refuse to continue a run on another corpus, vocabulary or number of processes (one line, before any work):
-    token ids would change meaning, or every process would read other data than the checkpoint expects."""
+def stream_layout(config: PretrainConfig) -> dict[str, int]:
+    """What decides which examples each stream of a `--streaming` run reads, beside processes and corpus."""
+    return {"workers": loader_workers(config), "window_chars": stream_window_chars()}
+
+
+def check_resume(output_dir: Path, inputs: RunInputs, world: int, config: PretrainConfig) -> None:
+    """Refuse to continue a run on another corpus, vocabulary, number of processes or stream layout (one line,
+    before any work): token ids would change meaning, or every process would read other data than the checkpoint
+    expects."""
+    streaming = config.streaming
     path = output_dir / RUN_RECORD
     if not path.is_file():
         return  # a run from before the record existed
@@ -560,28 +618,26 @@ def check_resume(
             f"--resume: {output_dir} was trained with {record['world_size']} process(es), this launch has {world}; "
             f"resume with {record['world_size']} (accelerate launch --num_processes {record['world_size']})."
         )
+    if "stream" in record or streaming:
+        saved_layout, layout = record.get("stream"), stream_layout(config) if streaming else None
+        if saved_layout != layout:
+            raise UserError(
+                f"--resume: {output_dir} streamed its examples as {saved_layout or 'a cached run (no --streaming)'}, "
+                f"this launch as {layout or 'a cached run'}; resume with the same --streaming, "
+                "dataloader_workers and ELECTRA_STREAM_WINDOW, or start a new --output."
+            )
     if corpus_sample(inputs.corpus) != record["corpus_sample"]:
         raise UserError(
             f"--resume: the corpus {inputs.corpus} is not the one {output_dir} trained on ({record['corpus']}, "
             "unchanged); resume with that corpus or start a new --output."
         )
     if inputs.vocab is not None:
-        given = load_or_train_tokenizer(inputs.vocab, None, 1, lowercase, text_form=text_form)
+        given = load_or_train_tokenizer(inputs.vocab, None, 1, config.lowercase, text_form=config.text_form)
         if tokenizer_sha256(given) != record["tokenizer_sha256"]:
             raise UserError(
                 f"--resume: --vocab {inputs.vocab} is not the vocabulary {output_dir} trained with "
                 f"({output_dir / 'tokenizer'}); drop --vocab to use the run's own."
             )
-
-
-class _MicroBatches:
-    """A DataLoader batch sampler over the resumable order, starting at a given micro-batch."""
-
-    def __init__(self, order: ResumableBatchOrder, start: int):
-        self.order, self.start = order, start
-
-    def __iter__(self):
-        return self.order.batches(self.start)
 
 
 # What a pretraining run writes into its directory (`--overwrite` removes these, in a run's own directory only).
@@ -600,6 +656,7 @@ RUN_FILES = (
     "mlm",
     "README.md",  # the export's model card
     "wandb",  # --report-to wandb's local files
+    LEDGER_FOLDER,  # --streaming's examples per window
 )
 
 
@@ -626,6 +683,7 @@ _WRITTEN_INSIDE = {
     "generator": _EXPORT_NAMES,
     "mlm": _EXPORT_NAMES,
     "wandb": ("*",),
+    LEDGER_FOLDER: ("slot-*-of-*.txt",),
 }
 
 
