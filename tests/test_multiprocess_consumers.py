@@ -280,6 +280,26 @@ def test_pretrain_per_device_batch_counts_every_process(tmp_path, small_corpus, 
     assert json.loads((tmp_path / "run" / "run.json").read_text())["world_size"] == 2
 
 
+def test_two_streaming_processes_pack_disjoint_windows(tmp_path, small_corpus, micro_overrides, monkeypatch):
+    """`--streaming` under two processes: each packs every other window of the corpus (its ledger names them),
+    and the run trains and exports."""
+    monkeypatch.setenv("ELECTRA_STREAM_WINDOW", "3000")
+    sets = [f"--set={key}={micro_overrides[key]}" for key in sorted(micro_overrides) if key != "max_steps"]
+    done = _torchrun(
+        ["pretrain", "--corpus", str(small_corpus), "--output", str(tmp_path / "run"), "--streaming"]
+        + ["--max-steps", "4", "--no-plot", "--no-progress", *sets],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "streaming (2 streams" in done.stdout
+    windows = {}
+    for rank in (0, 1):
+        lines = (tmp_path / "run" / "stream" / f"slot-{rank}-of-2.txt").read_text().split("\n")
+        windows[rank] = {int(line.split()[0]) for line in lines if line and not line.startswith("end")}
+        assert windows[rank] and all(number % 2 == rank for number in windows[rank])
+    assert (tmp_path / "run" / "discriminator" / "model.safetensors").is_file()
+
+
 _ONE_PROCESS_ENDS = """
 import os, sys, time
 import torch.distributed as dist
