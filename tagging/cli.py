@@ -94,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
     files = [("--train", args.train), ("--dev", args.dev)] + ([("--test", args.test)] if args.test else [])
     for flag, path in files:  # each file read once before any work: a bad line is one line naming it
         read_conll(require_file(path, f"{flag} column file"), settings.columns, settings.label)
+    if settings.unlabeled is not None and not Path(settings.unlabeled).exists():
+        raise UserError(
+            f"--unlabeled {settings.unlabeled} does not exist; give a corpus of text (a file or folder)."
+        )
     model_dir = resolve_model_dir(args.model)
     require_safetensors(model_dir)
     require_tokenizer(finetune_dir(args.model))

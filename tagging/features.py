@@ -89,7 +89,7 @@ def encode(
 
 
 class Collator:
-    """Pads a list of features to the longest (pad_batch) and pads `labels` with IGNORE."""
+    """Pads a list of features to the longest (pad_batch), `labels` with IGNORE and `word_starts` with False."""
 
     def __init__(self, pad_token_id: int):
         self.pad_token_id = pad_token_id
@@ -102,6 +102,14 @@ class Collator:
             for i, feature in enumerate(features):
                 labels[i, : len(feature["labels"])] = torch.tensor(feature["labels"])
             batch["labels"] = labels
+        if "word_starts" in features[0]:  # --cvt's unlabeled windows
+            length = batch["input_ids"].shape[1]
+            starts = torch.zeros((len(features), length), dtype=torch.bool)
+            for i, feature in enumerate(features):
+                starts[i, : len(feature["word_starts"])] = torch.tensor(
+                    feature["word_starts"], dtype=torch.bool
+                )
+            batch["word_starts"] = starts
         return batch
 
 

@@ -42,10 +42,12 @@ from electra.tagging.conll import (
     to_bioes,
     write_conll,
 )
+from electra.tagging.cvt_views import CvtTagger
 from electra.tagging.features import Collator, Window, encode, words_from_windows
 from electra.tagging.model import HEAD_KEY, TaggerModel, load_encoder
 from electra.tagging.settings import RESUMABLE_SETTINGS, TagSettings
 from electra.tagging.spans import is_span_label, score_tags
+from electra.tagging.unlabeled import read_unlabeled
 from electra.training.engine import (
     Engine,
     Task,
@@ -80,6 +82,8 @@ class TagData:
     train_sentences: int
     evals: dict[str, EvalSet]  # "dev", "test"
     file_bioes: bool  # the training file's own tags use E-/S- (predictions are written back in that scheme)
+    unlabeled: list[dict] = field(default_factory=list)  # --cvt's windows, with `word_starts` (0/1 per piece)
+    sep_id: int = 0  # the tokenizer's [SEP]: where --cvt's right-to-left views end
 
 
 @dataclass
@@ -136,7 +140,21 @@ def load_data(train: Path, evals: dict[str, Path], tokenizer, settings: TagSetti
         encoded, windows = encode([s.words for s in sentences], tokenizer, settings.max_seq_length)
         sets[name] = EvalSet(path, sentences, encoded, windows)
     file_bioes = any(tag[:2] in ("E-", "S-") for tag in file_labels)
-    return TagData(labels, spans, features, len(train_sentences), sets, file_bioes)
+    unlabeled = unlabeled_features(settings, tokenizer) if settings.cvt else []
+    return TagData(
+        labels, spans, features, len(train_sentences), sets, file_bioes, unlabeled, tokenizer.sep_token_id
+    )
+
+
+def unlabeled_features(settings: TagSettings, tokenizer) -> list[dict]:
+    """--cvt's unlabeled sentences as windows, each piece marked 1 where a word starts."""
+    sentences = read_unlabeled(settings.unlabeled, settings.max_unlabeled)
+    marked, _ = encode(
+        sentences, tokenizer, settings.max_seq_length, [["w"] * len(s) for s in sentences], {"w": 1}
+    )
+    for feature in marked:
+        feature["word_starts"] = [int(label == 1) for label in feature.pop("labels")]
+    return marked
 
 
 def label_vocabulary_of(tag_lists: Sequence[Sequence[str]]) -> list[str]:
@@ -147,7 +165,8 @@ def label_vocabulary_of(tag_lists: Sequence[Sequence[str]]) -> list[str]:
 
 class TagSeedTask(Task):
     """One seed's fine-tuning for the engine: shuffled windows from a generator seeded per run (a resumed run
-    replays the same order) and the tagging loss."""
+    replays the same order) and the tagging loss; under --cvt each update also takes an unlabeled batch, whose
+    loss trains the auxiliary modules (`electra.tagging.cvt_views`)."""
 
     def __init__(
         self, data: TagData, model: TaggerModel, collator: Collator, per_device: int, seed: int, acc
@@ -156,15 +175,29 @@ class TagSeedTask(Task):
         self.per_device, self.seed, self.accelerator = per_device, seed, acc
 
     def batches(self, start: int):
-        return shuffled_epochs(
+        labeled = shuffled_epochs(
             self.data.train, self.per_device, self.seed, self.collator, self.accelerator, start
         )
+        if not self.data.unlabeled:
+            return labeled
+        unlabeled = shuffled_epochs(
+            self.data.unlabeled, self.per_device, self.seed + 1, self.collator, self.accelerator, start
+        )
+        return ({"labeled": a, "unlabeled": b} for a, b in zip(labeled, unlabeled))
 
     def step(self, model, batch) -> StepOutput:
-        loss, _ = model(**batch)
-        return StepOutput(loss, {"loss": loss.detach()})
+        if "unlabeled" not in batch:
+            loss, _ = model(**batch)
+            return StepOutput(loss, {"loss": loss.detach()})
+        loss, _ = model(**batch["labeled"])
+        views, parts = model.unlabeled_loss(**batch["unlabeled"])
+        metrics = {"loss": loss.detach(), "cvt_loss": views.detach()}
+        metrics.update({f"cvt_{name}": value.detach() for name, value in parts.items()})
+        return StepOutput(loss + views, metrics)
 
     def tokens(self, batch) -> int:
+        if "unlabeled" in batch:
+            return sum(int(part["attention_mask"].sum()) for part in batch.values())
         return int(batch["attention_mask"].sum())
 
 
@@ -211,6 +244,10 @@ def run_seed(
     set_seed(seed)
     encoder = load_encoder(model_dir)
     model = TaggerModel(encoder, data.labels)
+    if settings.cvt:
+        layers = encoder.config.num_hidden_layers
+        view_layers = min(settings.view_layers or -(-layers // 2), layers)
+        model = CvtTagger(model, data.sep_id, view_layers, settings.modules())
     _, size_lr, size_decay = size_defaults(encoder.config.hidden_size)
     per_device = per_process_batch(settings.batch_size, accelerator.num_processes)
     steps_per_epoch = math.ceil(len(data.train) / (per_device * accelerator.num_processes))
@@ -231,6 +268,8 @@ def run_seed(
     result = engine.fit(task, engine.resume_checkpoint(resume, f"seed {seed}"))
     trained = time.time() - started
     model = accelerator.unwrap_model(model)
+    if isinstance(model, CvtTagger):  # the auxiliary modules served training; the tagger is the model
+        model = model.tagger
     metrics, predictions = {}, {}
     for name, evalset in data.evals.items():
         tags = predict_tags(model, evalset, data.labels, pad_id, settings.eval_batch_size, accelerator.device)

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from electra.core.config import COUNT, check_declared, declaration, setting
+from electra.core.errors import UserError
 from electra.glue.settings import FinetuneSettings
 
+VIEW_MODULES = ("fwd", "bwd", "future", "past")  # tagging.cvt_views' auxiliary modules
 ENCODINGS = ("file", "bioes")  # train on the file's tags as they are, or on their BIOES form
 METRICS = ("auto", "span", "accuracy")
 
@@ -78,6 +80,33 @@ class TagSettings:
         within=COUNT,
         flags=("--max-eval-sentences",),
     )
+    cvt: bool = setting(
+        False,
+        "Cross-View Training: every update adds a batch of unlabeled sentences (--unlabeled), on which "
+        "auxiliary modules reading left-only and right-only views of the lower layers learn the tagger's "
+        "predictions",
+        flags=("--cvt",),
+    )
+    unlabeled: str | None = setting(
+        None,
+        "--cvt's unlabeled text: any corpus `electra pretrain` reads",
+        flags=("--unlabeled",),
+        metavar="CORPUS",
+    )
+    max_unlabeled: int = setting(
+        20000, "--cvt reads the first N sentences of --unlabeled", within=COUNT, flags=("--max-unlabeled",)
+    )
+    view_layers: int | None = setting(
+        None,
+        "--cvt's restricted views run the encoder's lower N layers (default: half of them, rounded up)",
+        within=COUNT,
+        flags=("--view-layers",),
+    )
+    cvt_modules: str = setting(
+        "fwd,bwd,future,past",
+        "--cvt's auxiliary modules, a comma list of fwd, bwd, future, past",
+        flags=("--cvt-modules",),
+    )
     mixed_precision: str = glue_setting("mixed_precision")
     cpu_dropout: str = glue_setting("cpu_dropout")
     save_every: int = glue_setting(
@@ -89,6 +118,19 @@ class TagSettings:
 
     def __post_init__(self) -> None:
         check_declared(self, "")
+        if self.cvt != (self.unlabeled is not None):
+            raise UserError(
+                "--cvt and --unlabeled CORPUS go together: Cross-View Training learns from the unlabeled text."
+            )
+        unknown = sorted(set(self.modules()) - set(VIEW_MODULES))
+        if unknown or not self.modules():
+            raise UserError(
+                f"--cvt-modules {self.cvt_modules}: give a comma list of {', '.join(VIEW_MODULES)}"
+                + (f" (unknown: {', '.join(unknown)})." if unknown else ".")
+            )
+
+    def modules(self) -> tuple[str, ...]:
+        return tuple(name.strip() for name in self.cvt_modules.split(",") if name.strip())
 
 
 # Settings that change how a run is watched or saved, not what it learns or scores: a resume may change them.
