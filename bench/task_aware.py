@@ -204,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
                 + ["--out", str(base), "--seed", "0", "--no-progress"])  # fmt: skip
     print(f"encoder: {base} ({time.time() - started:.0f}s)", flush=True)
 
+    # every task's splits, budget and corpora before any arm trains: a retrieval that refuses (a pool smaller than
+    # --dapt-multiple asks for) stops the run at once, not after the first task's hours of training
+    prepared = {}
     for task in args.tasks:
         metric, source = args.task_dirs.get(task, (TASKS.get(task), None))
         paths = task_splits(data, work, task, source)
@@ -211,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"metric": metric, "source": str(source or data)}) + "\n"
         )
         budget = task_budget(args, paths, base, metric)
-        corpora = prepare_corpora(args, work / task, paths, corpus, base)
+        prepared[task] = metric, paths, budget, prepare_corpora(args, work / task, paths, corpus, base)
+    for task, (metric, paths, budget, corpora) in prepared.items():
         for seed in range(args.seeds):
             for arm in args.arms:
                 result = run_arm(args, arm, task, metric, seed, paths, corpora, base, budget)
