@@ -221,16 +221,32 @@ class StreamedBatches(torch.utils.data.IterableDataset):
         start: int = 0,
     ):
         self.spec, self.collate, self.batch_size = spec, collate, batch_size
-        self.rank, self.world, self.workers, self.start = rank, world, max(1, workers), start
+        self.rank, self.world, self.loader_workers, self.start = rank, world, workers, start
+        self.workers = max(1, workers)  # slots per process
+
+    def starting_at(self, start: int) -> StreamedBatches:
+        return StreamedBatches(
+            self.spec, self.collate, self.batch_size, self.rank, self.world, self.loader_workers, start
+        )
+
+    def loader(self) -> torch.utils.data.DataLoader:
+        """A DataLoader over these batches (its workers rebuild the tokenizer from JSON: nothing is unpickled)."""
+        workers = self.loader_workers
+        return torch.utils.data.DataLoader(
+            self,
+            batch_size=None,
+            num_workers=workers,
+            pin_memory=torch.cuda.is_available(),
+            prefetch_factor=4 if workers else None,
+        )
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         info = torch.utils.data.get_worker_info()
         # The loader asks its workers in turn from worker 0, so worker w gives micro-batches start + w,
         # start + w + workers, ...: those of the slot whose turn comes at `start + w`.
         role = ((info.id if info is not None else 0) + self.start) % self.workers
-        done = max(
-            0, -(-(self.start - role) // self.workers)
-        )  # micro-batches m < start with m % workers == role
+        # micro-batches m < start with m % workers == role came from this slot before
+        done = max(0, -(-(self.start - role) // self.workers))
         slot, slots = self.rank * self.workers + role, self.world * self.workers
         examples = slot_examples(self.spec, slot, slots, skip=done * self.batch_size)
         while True:
@@ -247,15 +263,8 @@ def stream_loader(
     workers: int,
     start: int,
 ) -> torch.utils.data.DataLoader:
-    """A DataLoader over `StreamedBatches` (its workers rebuild the tokenizer from JSON: nothing is unpickled)."""
-    dataset = StreamedBatches(spec, collate, batch_size, rank, world, workers, start)
-    return torch.utils.data.DataLoader(
-        dataset,
-        batch_size=None,
-        num_workers=workers,
-        pin_memory=torch.cuda.is_available(),
-        prefetch_factor=4 if workers else None,
-    )
+    """The DataLoader of one process's micro-batches from number `start` on (`StreamedBatches.loader`)."""
+    return StreamedBatches(spec, collate, batch_size, rank, world, workers, start).loader()
 
 
 def stream_token_counts(spec: StreamSpec, vocab_size: int, windows: int = 4) -> np.ndarray:
@@ -275,32 +284,19 @@ def stream_token_counts(spec: StreamSpec, vocab_size: int, windows: int = 4) -> 
 class StreamedSource:
     """The examples of a `--streaming` run, as `PretrainingTask` reads them (see `CachedSource`)."""
 
-    def __init__(
-        self,
-        spec: StreamSpec,
-        collate: PretrainingCollator,
-        batch_size: int,
-        rank: int,
-        world: int,
-        workers: int,
-        first_rows: list[dict[str, list[int]]],
-    ):
-        self.spec, self.collate, self.batch_size = spec, collate, batch_size
-        self.rank, self.world, self.workers = rank, world, workers
-        self.first_rows = first_rows
+    def __init__(self, batches: StreamedBatches, first_rows: list[dict[str, list[int]]]):
+        self.batches, self.collate, self.first_rows = batches, batches.collate, first_rows
         self.examples: int | None = None  # a stream's length is not known ahead
 
     def loader(self, start: int) -> torch.utils.data.DataLoader:
-        return stream_loader(
-            self.spec, self.collate, self.batch_size, self.rank, self.world, self.workers, start
-        )
+        return self.batches.starting_at(start).loader()
 
     def rows(self, count: int) -> list[dict[str, list[int]]]:
         return self.first_rows[:count]
 
     def describe(self) -> str:
-        slots = self.world * max(1, self.workers)
+        slots = self.batches.world * self.batches.workers
         return (
             f"streaming ({slots} stream{'s' if slots != 1 else ''}, packed as it trains, shuffled within "
-            f"{self.spec.window_chars / 1e6:g} MB windows)"
+            f"{self.batches.spec.window_chars / 1e6:g} MB windows)"
         )

@@ -51,6 +51,7 @@ from electra.data.packing import (
 )
 from electra.data.streaming import (
     LEDGER_FOLDER,
+    StreamedBatches,
     StreamedSource,
     StreamSpec,
     first_window_examples,
@@ -485,7 +486,8 @@ def _streamed_examples(
     spec = replace(spec, held_out=held)
     held_out = Dataset.from_list(first[:held]) if held else None
     counts = stream_token_counts(spec, len(tokenizer)) if config.generator == "unigram" else None
-    return StreamedSource(spec, collate, micro_batch, rank, world, workers, first[:2]), held_out, counts
+    batches = StreamedBatches(spec, collate, micro_batch, rank, world, workers)
+    return StreamedSource(batches, first[:2]), held_out, counts
 
 
 def _record_new_run(config: PretrainConfig, inputs: RunInputs, tokenizer: Any, world: int) -> None:
