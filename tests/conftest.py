@@ -168,3 +168,24 @@ def run_command_as(name: str, work) -> int:
         return cli.main([name])
     finally:
         cli.build_parser = built
+
+
+@contextlib.contextmanager
+def killed_after_checkpoint(monkeypatch, step: int, where: str = "") -> Iterator[None]:
+    """Inside, the engine raises KeyboardInterrupt right after it writes the checkpoint of `step` (in a folder
+    whose path contains `where`), as a kill there would; the real save is back on leaving."""
+    import electra.training.engine as engine_module
+
+    real = engine_module.save_checkpoint
+
+    def save_then_die(directory, at, *args, **kwargs):
+        path = real(directory, at, *args, **kwargs)
+        if at == step and where in str(directory):
+            raise KeyboardInterrupt(f"killed after the step-{step} checkpoint")
+        return path
+
+    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(engine_module, "save_checkpoint", real)

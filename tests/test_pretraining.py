@@ -13,6 +13,7 @@ from electra.export.checkpoint import latest_checkpoint
 from electra.objectives import build_config
 from electra.training.pretraining import RunInputs, pretrain
 from electra.training.run_log import read_metrics
+from tests.conftest import killed_after_checkpoint
 
 
 def _run(corpus, out, cache, overrides, resume=False):
@@ -33,18 +34,8 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(
     micro_overrides = {**micro_overrides, "log_every": 1}
     _run(small_corpus, tmp_path / "straight", cache, micro_overrides)
 
-    real_save = engine_module.save_checkpoint
-
-    def save_then_die(checkpoints_dir, step, *args, **kwargs):
-        path = real_save(checkpoints_dir, step, *args, **kwargs)
-        if step == 3:
-            raise KeyboardInterrupt("killed after the step-3 checkpoint")
-        return path
-
-    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
-    with pytest.raises(KeyboardInterrupt):
+    with killed_after_checkpoint(monkeypatch, 3), pytest.raises(KeyboardInterrupt):
         _run(small_corpus, tmp_path / "killed", cache, micro_overrides)
-    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
     with pytest.raises(UserError, match="--resume"):
         _run(small_corpus, tmp_path / "killed", cache, micro_overrides)
     result = _run(small_corpus, tmp_path / "killed", cache, micro_overrides, resume=True)

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from safetensors.torch import load_file
 
-import electra.training.engine as engine_module
 from electra.core.errors import UserError
 from electra.data.packing import ExampleSettings, PretrainingCollator, pack_documents
 from electra.data.streaming import (
@@ -25,7 +24,7 @@ from electra.export.checkpoint import latest_checkpoint
 from electra.objectives import build_config
 from electra.training.pretraining import RunInputs, pretrain
 from electra.training.run_log import read_metrics
-from tests.conftest import SAMPLE_TEXT
+from tests.conftest import SAMPLE_TEXT, killed_after_checkpoint
 
 WINDOW = 3_000  # characters: the fixture corpus makes a dozen windows
 
@@ -161,18 +160,8 @@ def test_a_killed_streaming_run_resumes_exactly(
     monkeypatch.setenv("ELECTRA_STREAM_WINDOW", str(WINDOW))
     overrides = {**micro_overrides, "log_every": 1, "dataloader_workers": workers}
     _run(small_corpus, tmp_path / "straight", overrides)
-    real_save = engine_module.save_checkpoint
-
-    def save_then_die(checkpoints_dir, step, *args, **kwargs):
-        path = real_save(checkpoints_dir, step, *args, **kwargs)
-        if step == 3:
-            raise KeyboardInterrupt("killed after the step-3 checkpoint")
-        return path
-
-    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
-    with pytest.raises(KeyboardInterrupt):
+    with killed_after_checkpoint(monkeypatch, 3), pytest.raises(KeyboardInterrupt):
         _run(small_corpus, tmp_path / "killed", overrides)
-    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
     assert _run(small_corpus, tmp_path / "killed", overrides, resume=True).step == 6
 
     weights = [

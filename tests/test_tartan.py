@@ -24,6 +24,7 @@ from electra.tlm.model import build_models
 from electra.tlm.tartan import LossScales, MetaWeights, combine, fixed_weights, surrogate_loss
 from electra.tlm.train import read_loss_log, train_tlm
 from electra.training.model import build_pretraining_model
+from tests.conftest import killed_after_checkpoint
 
 from .test_tlm_train import SMALL, _cache, _settings, data, retrieved  # noqa: F401  (shared fixtures)
 
@@ -210,7 +211,6 @@ def _tartan(data, start_dir, out, *extra) -> list[str]:
 def test_meta_tartan_cli_logs_weights_every_step_and_resumes(
     data, retrieved, start_dir, tmp_path, monkeypatch
 ):
-    import electra.training.engine as engine_module
 
     extra = ["--aux", "tapt,dapt", "--dapt-corpus", str(retrieved), "--weighting", "meta"]
     extra += ["--steps", "4", "--eval-every", "2", "--save-every", "2"]
@@ -229,17 +229,9 @@ def test_meta_tartan_cli_logs_weights_every_step_and_resumes(
     evaluations = [r for r in read_loss_log_eval(stage1)]
     assert [e["step"] for e in evaluations] == [0, 2, 4]  # the starting weights compete too
 
-    real_save = engine_module.save_checkpoint
-
-    def save_then_die(directory, step, *args, **kwargs):
-        real_save(directory, step, *args, **kwargs)
-        if step == 2:
-            raise KeyboardInterrupt("killed")
-
-    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
-    assert main(_tartan(data, start_dir, tmp_path / "killed", *extra)) == 130  # interrupted
+    with killed_after_checkpoint(monkeypatch, 2):
+        assert main(_tartan(data, start_dir, tmp_path / "killed", *extra)) == 130  # interrupted
     assert not (tmp_path / "killed" / "results.json").exists()
-    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
     assert main(_tartan(data, start_dir, tmp_path / "killed", *extra, "--resume")) == 0
     resumed = (tmp_path / "killed" / "stage1" / "task_weights.csv").read_text()
     assert resumed == (stage1 / "task_weights.csv").read_text()

@@ -16,6 +16,7 @@ from electra.tlm.interleave import interleave
 from electra.tlm.model import LOSS_PARTS
 from electra.tlm.settings import TLMSettings
 from electra.tlm.train import read_loss_log, train_tlm
+from tests.conftest import killed_after_checkpoint
 
 TOPICS = {
     "sports": "team coach goal match season player league score win cup".split(),
@@ -336,7 +337,6 @@ def test_electric_objective_trains_jointly(data, retrieved, tmp_path):
 def test_a_killed_run_resumes_to_the_same_results(data, retrieved, tmp_path, monkeypatch):
     """Both stages run on the engine: killed in stage 2 after a checkpoint, `resume` reloads stage 1's final
     weights, continues stage 2 from its checkpoint and ends where an uninterrupted run ends."""
-    import electra.training.engine as engine_module
 
     def settings(out: str, **kw) -> TLMSettings:
         return _settings(
@@ -352,17 +352,8 @@ def test_a_killed_run_resumes_to_the_same_results(data, retrieved, tmp_path, mon
         )
 
     straight = train_tlm(settings("straight"))
-    real_save = engine_module.save_checkpoint
-
-    def save_then_die(directory, step, *args, **kwargs):
-        real_save(directory, step, *args, **kwargs)
-        if "stage2" in str(directory) and step == 2:
-            raise KeyboardInterrupt("killed in stage 2")
-
-    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
-    with pytest.raises(KeyboardInterrupt):
+    with killed_after_checkpoint(monkeypatch, 2, where="stage2"), pytest.raises(KeyboardInterrupt):
         train_tlm(settings("killed"))
-    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
     resumed = train_tlm(settings("killed", resume=True))
     for key in ("stage1_steps", "stage1_flops", "total_flops", "best_epoch", "stage1_dev", "dev", "test"):
         assert resumed[key] == straight[key], key
