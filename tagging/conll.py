@@ -6,6 +6,10 @@ without names, the first column is the word and the last the label. Every token 
 of fields; a line that does not is refused naming the file and line. Files are UTF-8 (or UTF-16 with its mark),
 read strictly: a wrong guess at the encoding would train on other words than the file's.
 
+A file named `*.conllu` is read as CoNLL-U (Universal Dependencies): tab-separated, its ten columns named
+`CONLLU_COLUMNS` unless `--columns` names them, `#` comment lines skipped, and so are multiword-token ranges
+(`3-4`) and empty nodes (`8.1`), whose words the syntactic words next to them already spell.
+
 Also here: the label vocabulary (read from the training file) and conversion between BIO and BIOES tags.
 """
 
@@ -20,6 +24,7 @@ from electra.core.files import decode_user_text, require_file, write_text_atomic
 from electra.tagging.spans import Span, extract_spans, is_span_label
 
 DOCSTART = "-DOCSTART-"
+CONLLU_COLUMNS = ("id", "word", "lemma", "upos", "xpos", "feats", "head", "rel", "deps", "misc")
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,9 @@ def read_conll(
     docstring for the format; any line that breaks it is one UserError naming `path:line` and the fix."""
     path = require_file(path, "tagging file", "give a CoNLL-style column file (one token a line)")
     text = decode_user_text(path.read_bytes(), str(path), "a CoNLL-style column file")
+    conllu = path.suffix.lower() == ".conllu"
+    if conllu and columns is None:
+        columns = CONLLU_COLUMNS
     layout = make_layout(columns, label) if columns is not None else None
     sentences: list[Sentence] = []
     rows: list[tuple[str, ...]] = []
@@ -108,7 +116,14 @@ def read_conll(
             rows = []
 
     for number, line in enumerate(text.splitlines(), start=1):
-        fields = tuple(line.split())
+        if conllu:
+            if line.startswith("#"):
+                continue
+            fields = tuple(line.split("\t")) if line.strip() else ()
+            if fields and ("-" in fields[0] or "." in fields[0]):
+                continue
+        else:
+            fields = tuple(line.split())
         if not fields or fields[0] == DOCSTART:
             close()
             if max_sentences is not None and len(sentences) >= max_sentences:

@@ -1,5 +1,7 @@
-"""`electra tag-cvt`: train the CNN-BiLSTM tagger of Cross-View Training (Clark's dissertation, chapter 4) on
-CoNLL-style column files, supervised or with `--cvt --unlabeled CORPUS`, and report span F1 (or token accuracy)."""
+"""`electra tag-cvt` and `electra parse-cvt`: train Cross-View Training's CNN-BiLSTM models (Clark's dissertation,
+chapter 4) on CoNLL-style column files, supervised or with `--cvt --unlabeled CORPUS`: the tagger, scored by span
+F1 (or token accuracy), and the dependency parser, scored by UAS/LAS. One loop trains both
+(`electra.tagging.cvt_train`); the commands differ in their data and their task."""
 
 from __future__ import annotations
 
@@ -11,50 +13,97 @@ from pathlib import Path
 from electra.core.errors import UserError
 from electra.core.flags import DefaultsHelpFormatter, add_output_option, add_setting_flags, flag_values
 from electra.core.overwrite import refuse_to_replace
-from electra.tagging.cvt_settings import CvtSettings
+from electra.tagging.cvt_settings import CvtSettings, CvtTrainingSettings, ParseCvtSettings
 
-DESCRIPTION = """Train Cross-View Training's CNN-BiLSTM tagger from scratch on CoNLL-style column files (chunking,
-NER, part of speech). Without --cvt it learns from the labeled sentences only; with --cvt --unlabeled CORPUS,
-labeled and unlabeled minibatches alternate and, on unlabeled ones, auxiliary modules that see restricted views of
-the sentence (fwd, bwd, future, past, full) learn to match the primary module's predictions. Without --dev, the
-first --dev-sentences of a seed-0 shuffle of --train are the dev set. Reports test scores at the best dev
+TAG_DESCRIPTION = """Train Cross-View Training's CNN-BiLSTM tagger from scratch on CoNLL-style column files
+(chunking, NER, part of speech). Without --cvt it learns from the labeled sentences only; with --cvt --unlabeled
+CORPUS, labeled and unlabeled minibatches alternate and, on unlabeled ones, auxiliary modules that see restricted
+views of the sentence (fwd, bwd, future, past, full) learn to match the primary module's predictions. Without --dev,
+the first --dev-sentences of a seed-0 shuffle of --train are the dev set. Reports test scores at the best dev
 evaluation of a weight average, as the median over seeds. Defaults are the paper's model and recipe; see
 docs/tagging.md for the small CPU settings."""
 
+PARSE_DESCRIPTION = """Train Cross-View Training's graph-based dependency parser (a bilinear classifier over every
+candidate head and relation of each word, on the CNN-BiLSTM encoder) from scratch on a treebank: a CoNLL-U file
+(*.conllu), or a column file whose --columns name a `head` column (1-based, 0 = root) and optionally `rel`. With
+--cvt --unlabeled CORPUS, four auxiliary modules that see the head and the dependent through one direction of the
+first layer each (fwd-fwd, fwd-bwd, bwd-fwd, bwd-bwd), and a full-view one, learn the primary module's
+distribution on unlabeled sentences. Reports UAS and LAS without punctuation at the best dev evaluation, as the
+median over seeds; see docs/parsing.md."""
+
 
 def register(subparsers) -> None:
+    tag = _command(subparsers, "tag-cvt", TAG_DESCRIPTION, CvtSettings)
+    tag.add_argument("--label", default=None, help="the column to predict (None: the last)")
+    tag.set_defaults(func=run_tagger)
+    parse = _command(subparsers, "parse-cvt", PARSE_DESCRIPTION, ParseCvtSettings)
+    parse.set_defaults(func=run_parser)
+
+
+def _command(subparsers, name: str, description: str, settings: type) -> argparse.ArgumentParser:
+    helps = {
+        "tag-cvt": "train a CNN-BiLSTM tagger, supervised or with Cross-View Training on unlabeled text",
+        "parse-cvt": "train a dependency parser, supervised or with Cross-View Training on unlabeled text",
+    }
     parser = subparsers.add_parser(
-        "tag-cvt",
-        help="train a CNN-BiLSTM tagger, supervised or with Cross-View Training on unlabeled text",
-        description=DESCRIPTION,
-        formatter_class=DefaultsHelpFormatter,
+        name, help=helps[name], description=description, formatter_class=DefaultsHelpFormatter
     )
-    parser.add_argument("--train", required=True, help="training column file (its labels are the label set)")
+    parser.add_argument("--train", required=True, help="training file (its labels are the label set)")
+    parser.add_argument("--dev", default=None, help="dev file (None: hold out --dev-sentences of --train)")
+    parser.add_argument("--test", default=None, help="test file, scored at the best dev evaluation")
     parser.add_argument(
-        "--dev", default=None, help="dev column file (None: hold out --dev-sentences of --train)"
+        "--columns", default=None, help="comma names of the columns, e.g. word,pos,chunk or word,pos,head"
     )
-    parser.add_argument("--test", default=None, help="test column file, scored at the best dev evaluation")
-    parser.add_argument("--columns", default=None, help="comma names of the columns, e.g. word,pos,chunk")
-    parser.add_argument("--label", default=None, help="the column to predict (None: the last)")
     parser.add_argument(
         "--unlabeled",
         default=None,
         help="unlabeled text for --cvt: a text file, folder, JSONL or archive (POS tags such as Brown's stripped)",
     )
-    add_setting_flags(parser, CvtSettings, declared_defaults=True)
+    add_setting_flags(parser, settings, declared_defaults=True)
     add_output_option(
-        parser, "output", "write each seed's tagger, predictions and summary.json here", default=None
+        parser, "output", "write each seed's model, predictions and summary.json here", default=None
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace the results an earlier run left here"
     )
-    parser.set_defaults(func=run)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the seeds finished in --output and continue a cut-short one from its --save-every checkpoint "
+        "(a larger --max-steps trains on)",
+    )
+    return parser
 
 
-def run(args: argparse.Namespace) -> int:
-    from electra.tagging.cvt_train import load_data, log_to_stderr, train_seeds
+def run_tagger(args: argparse.Namespace) -> int:
+    from electra.tagging.cvt_train import load_data
 
     settings = CvtSettings(**flag_values(CvtSettings, args))
+    return _train(
+        settings,
+        args,
+        lambda: load_data(
+            settings, args.train, args.test, args.dev, args.unlabeled, args.columns, args.label
+        ),
+    )
+
+
+def run_parser(args: argparse.Namespace) -> int:
+    from electra.tagging.parse_task import load_treebank_data
+
+    settings = ParseCvtSettings(**flag_values(ParseCvtSettings, args))
+    return _train(
+        settings,
+        args,
+        lambda: load_treebank_data(settings, args.train, args.test, args.dev, args.unlabeled, args.columns),
+    )
+
+
+def _train(settings: CvtTrainingSettings, args: argparse.Namespace, load) -> int:
+    """Check the flags that go together, refuse to replace earlier results, read the data, train every seed and
+    print each score's median (min, max)."""
+    from electra.tagging.cvt_train import log_to_stderr, train_seeds
+
     if settings.cvt and args.unlabeled is None:
         raise UserError("--cvt learns from unlabeled text: pass --unlabeled CORPUS (a text file or folder).")
     if args.unlabeled is not None and not settings.cvt:
@@ -62,19 +111,27 @@ def run(args: argparse.Namespace) -> int:
             "--unlabeled is read only with --cvt; add --cvt, or drop --unlabeled for a supervised run."
         )
     output = Path(args.output) if args.output else None
-    if output is not None:
+    if args.resume and (output is None or args.overwrite):
+        raise UserError("--resume continues the runs in --output: give --output DIR, without --overwrite.")
+    if output is not None and not args.resume:
         seeds = range(settings.seed, settings.seed + settings.seeds)
-        refuse_to_replace([output / "summary.json", *(output / f"seed-{s}" for s in seeds)], args.overwrite)
-    data = load_data(settings, args.train, args.test, args.dev, args.unlabeled, args.columns, args.label)
-    summary = train_seeds(settings, data, output, log_to_stderr)
-    key = "f1" if data.spans else "accuracy"
+        refuse_to_replace(
+            [output / "summary.json", *(output / f"seed-{s}" for s in seeds)],
+            args.overwrite,
+            resume_hint=True,
+        )
+    data = load()
+    summary = train_seeds(settings, data, output, log_to_stderr, args.resume)
     lines = [f"{'CVT' if settings.cvt else 'supervised'}: {summary['labeled_sentences']} labeled sentences"]
+    shown = {"las": ("uas", "las")}.get(data.task.metric, (data.task.metric,))
     for split in ("dev", "test"):
-        if f"{split}_{key}" in summary:
-            s = summary[f"{split}_{key}"]
-            lines.append(
-                f"{split} {key}: median {100 * s['median']:.2f} (min {100 * s['min']:.2f}, max {100 * s['max']:.2f})"
-            )
+        for score in shown:
+            s = summary.get(f"{split}_{score}")
+            if s is not None:
+                lines.append(
+                    f"{split} {score}: median {100 * s['median']:.2f} (min {100 * s['min']:.2f}, "
+                    f"max {100 * s['max']:.2f})"
+                )
     print("\n".join(lines))
     if output is None:
         print(json.dumps({k: v for k, v in summary.items() if k != "runs"}), file=sys.stderr)

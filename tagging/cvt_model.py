@@ -26,8 +26,9 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -165,13 +166,14 @@ class CvtTaggerConfig:
     projection: int = 512
     modules: tuple[str, ...] = AUXILIARY_MODULES
     model_type: str = field(default=MODEL_TYPE)
+    known_modules: ClassVar[tuple[str, ...]] = AUXILIARY_MODULES
 
     def __post_init__(self) -> None:
         self.char_widths = tuple(self.char_widths)
         self.modules = tuple(self.modules)
-        unknown = sorted(set(self.modules) - set(AUXILIARY_MODULES))
+        unknown = sorted(set(self.modules) - set(self.known_modules))
         if unknown:
-            raise ValueError(f"unknown auxiliary modules {unknown}; known: {', '.join(AUXILIARY_MODULES)}")
+            raise ValueError(f"unknown auxiliary modules {unknown}; known: {', '.join(self.known_modules)}")
 
     @property
     def first_width(self) -> int:
@@ -241,8 +243,9 @@ class CharCNN(nn.Module):
         return torch.cat(pooled, dim=-1)
 
 
-class CvtTagger(nn.Module):
-    """The CNN-BiLSTM tagger with its prediction modules; `forward` returns logits at every framed position."""
+class CvtEncoder(nn.Module):
+    """The shared encoder of CVT's models (the tagger here, the parser in `cvt_parser`): word embeddings and the
+    character CNN, then two BiLSTM layers. Subclasses add their prediction modules."""
 
     def __init__(self, config: CvtTaggerConfig):
         super().__init__()
@@ -253,7 +256,35 @@ class CvtTagger(nn.Module):
         word_width = c.word_dim + c.char_filters * len(c.char_widths)
         self.lstm1 = BiLSTM(word_width, c.lstm1, c.projection)
         self.lstm2 = BiLSTM(2 * c.first_width, c.lstm2, c.projection)
-        both = 2 * c.first_width + 2 * c.second_width
+
+    @property
+    def both_width(self) -> int:
+        """Width of [h1; h2], what the primary and full-view modules read."""
+        return 2 * self.config.first_width + 2 * self.config.second_width
+
+    def _words(self, batch: Batch, dropout: float) -> torch.Tensor:
+        """[B, T+2, word_dim + filters]: a word's vector depends on that word alone."""
+        drop = self.training and dropout > 0
+        words = F.dropout(self.word_embeddings(batch.words), dropout, drop)
+        spelled = F.dropout(self.char_cnn(batch.spellings), dropout, drop)
+        return torch.cat([words, spelled[batch.spelling_ids]], dim=-1)
+
+    def encode(self, batch: Batch, dropout: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(h1, h2), each [B, T+2, 2·width]: the two layers' outputs, `dropout` (a rate) applied to the word
+        vectors and to both outputs while in training mode. h1's first half is the forward direction (fwd1[t] has
+        read words 0..t only), its second half the backward one (bwd1[t]: words t..T+1 only)."""
+        drop = self.training and dropout > 0
+        h1 = F.dropout(self.lstm1(self._words(batch, dropout), batch.lengths), dropout, drop)
+        h2 = F.dropout(self.lstm2(h1, batch.lengths), dropout, drop)
+        return h1, h2
+
+
+class CvtTagger(CvtEncoder):
+    """The CNN-BiLSTM tagger with its prediction modules; `forward` returns logits at every framed position."""
+
+    def __init__(self, config: CvtTaggerConfig):
+        super().__init__(config)
+        c, both = config, self.both_width
         self.primary = PredictionModule(both, c.projection, c.num_labels)
         views = {"full": both, "fwd": c.first_width, "bwd": c.first_width}
         views |= {"future": c.first_width, "past": c.first_width}
@@ -264,22 +295,13 @@ class CvtTagger(nn.Module):
             }
         )
 
-    def _words(self, batch: Batch, dropout: float) -> torch.Tensor:
-        """[B, T+2, word_dim + filters]: a word's vector depends on that word alone."""
-        drop = self.training and dropout > 0
-        words = F.dropout(self.word_embeddings(batch.words), dropout, drop)
-        spelled = F.dropout(self.char_cnn(batch.spellings), dropout, drop)
-        return torch.cat([words, spelled[batch.spelling_ids]], dim=-1)
-
     def forward(
         self, batch: Batch, dropout: float = 0.0, modules: Sequence[str] = ()
     ) -> dict[str, torch.Tensor]:
         """Logits [B, T+2, labels] of `primary` and of each module named in `modules`. Position t of `future`
         comes from fwd1[t-1] and of `past` from bwd1[t+1] (zeros past the frame). `dropout` (a rate) applies to
         the word vectors and both layers' outputs while the model is in training mode; the teacher passes 0."""
-        drop = self.training and dropout > 0
-        h1 = F.dropout(self.lstm1(self._words(batch, dropout), batch.lengths), dropout, drop)
-        h2 = F.dropout(self.lstm2(h1, batch.lengths), dropout, drop)
+        h1, h2 = self.encode(batch, dropout)
         both = torch.cat([h1, h2], dim=-1)
         out = {"primary": self.primary(both)}
         half = self.config.first_width
@@ -348,7 +370,7 @@ def cvt_loss(
 
 
 def save_tagger(
-    model: CvtTagger, vocab: Vocabulary, directory: str | Path, extra: dict | None = None
+    model: CvtEncoder, vocab: Vocabulary, directory: str | Path, extra: dict | None = None
 ) -> None:
     """`directory`/config.json (the shape, the labels, and `extra` such as the training settings), vocab.json (words
     and characters) and model.safetensors (every module's weights, auxiliary ones too, so training can go on)."""
@@ -366,22 +388,32 @@ def save_tagger(
 def load_tagger(directory: str | Path) -> tuple[CvtTagger, Vocabulary]:
     """The tagger and vocabulary `save_tagger` wrote (safetensors, no pickle), in evaluation mode; a folder that
     is not one is one UserError naming the file."""
+    return load_cvt_model(directory, CvtTaggerConfig, CvtTagger, "CVT tagger", "electra tag-cvt")
+
+
+def load_cvt_model(
+    directory: str | Path, config_class: type, model_class: type, what: str, command: str
+) -> tuple[CvtEncoder, Vocabulary]:
+    """A model of `model_class` and its vocabulary, as `save_tagger` wrote them, in evaluation mode. The folder's
+    `model_type` must be `config_class`'s; anything else is one UserError naming the file and the `command` that
+    writes such folders."""
     directory = Path(directory)
-    hint = "give a folder written by `electra tag-cvt`"
+    hint = f"give a folder written by `{command}`"
     try:
-        config = json.loads(require_file(directory / CONFIG_FILE, "CVT tagger config", hint).read_text())
-        vocab = json.loads(require_file(directory / VOCAB_FILE, "CVT tagger vocabulary", hint).read_text())
+        config = json.loads(require_file(directory / CONFIG_FILE, f"{what} config", hint).read_text())
+        vocab = json.loads(require_file(directory / VOCAB_FILE, f"{what} vocabulary", hint).read_text())
     except json.JSONDecodeError as exc:
         raise UserError(
             f"{directory}: config.json or vocab.json is not valid JSON ({exc.msg}); {hint}."
         ) from None
-    if config.get("model_type") != MODEL_TYPE:
+    expected = next(f.default for f in fields(config_class) if f.name == "model_type")
+    if config.get("model_type") != expected:
         raise UserError(
-            f"{directory / CONFIG_FILE}: not a CVT tagger (model_type {config.get('model_type')!r}); {hint}."
+            f"{directory / CONFIG_FILE}: not a {what} (model_type {config.get('model_type')!r}); {hint}."
         )
     labels = config.pop("labels")
     config.pop("training", None)
-    model = CvtTagger(CvtTaggerConfig(**config))
-    state = read_safetensors(require_file(directory / WEIGHTS_FILE, "CVT tagger weights", hint))
+    model = model_class(config_class(**config))
+    state = read_safetensors(require_file(directory / WEIGHTS_FILE, f"{what} weights", hint))
     model.load_state_dict(state)
     return model.eval(), Vocabulary(vocab["words"], vocab["chars"], labels)

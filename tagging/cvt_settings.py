@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from electra.core.config import (
     COUNT,
@@ -21,13 +22,17 @@ from electra.core.config import (
 from electra.core.errors import UserError
 
 AUXILIARY_MODULES = ("full", "fwd", "bwd", "future", "past")
+PARSER_MODULES = ("full", "fwd-fwd", "fwd-bwd", "bwd-fwd", "bwd-bwd")
 TAG_SCHEMES = ("bioes", "as-is")
 
 
 @dataclass
-class CvtSettings:
-    """How a CVT tagger is trained; declared once, so `electra tag-cvt`'s flags and these checks come from here.
-    Defaults are the reference's recipe and model (Table 4.1); a CPU run passes smaller sizes and fewer steps."""
+class CvtTrainingSettings:
+    """How a CVT model is trained, shared by the tagger (`CvtSettings`) and the parser (`ParseCvtSettings`);
+    declared once, so each command's flags and these checks come from here. Defaults are the reference's recipe
+    and model (Table 4.1); a CPU run passes smaller sizes and fewer steps."""
+
+    known_modules: ClassVar[tuple[str, ...]] = AUXILIARY_MODULES
 
     cvt: bool = setting(
         False, "train with Cross-View Training on --unlabeled text (off: supervised only)", flags=("--cvt",)
@@ -61,12 +66,6 @@ class CvtSettings:
     label_smoothing: float = setting(0.1, "label smoothing on labeled batches", within=FRACTION)
     eval_every: int = setting(
         500, "labeled updates between dev evaluations", within=COUNT, flags=("--eval-every",)
-    )
-    tag_scheme: str = setting(
-        "bioes",
-        "train span tags as BIOES (as-is: the file's tags)",
-        choices=TAG_SCHEMES,
-        flags=("--tag-scheme",),
     )
     train_fraction: float = setting(
         1.0,
@@ -107,16 +106,22 @@ class CvtSettings:
         512, "LSTM projection and hidden-layer size", within=COUNT, flags=("--projection",)
     )
     eval_batch_size: int = setting(128, "sentences per evaluation batch", within=COUNT)
+    save_every: int = setting(
+        0,
+        "checkpoint each seed every N labeled updates in OUTPUT/seed-N/ (0: never), for --resume",
+        within=NOT_NEGATIVE_COUNT,
+        flags=("--save-every",),
+    )
     seed: int = setting(1, "first seed; seeds are seed, seed+1, ...", within=SEED_RANGE, flags=("--seed",))
     seeds: int = setting(1, "runs with different seeds (median reported)", within=COUNT, flags=("--seeds",))
 
     def __post_init__(self) -> None:
         check_declared(self, "")
         names = [m.strip() for m in self.modules.split(",") if m.strip()]
-        unknown = sorted(set(names) - set(AUXILIARY_MODULES))
+        unknown = sorted(set(names) - set(self.known_modules))
         if unknown or not names:
             raise UserError(
-                f"--modules {self.modules}: give a comma list of {', '.join(AUXILIARY_MODULES)} (unknown: {unknown})."
+                f"--modules {self.modules}: give a comma list of {', '.join(self.known_modules)} (unknown: {unknown})."
             )
 
     @property
@@ -127,3 +132,39 @@ class CvtSettings:
         """The reference's learning rate at update `step` (1-based, both kinds counted)."""
         warm = min(1.0, step / self.warmup_steps) if self.warmup_steps else 1.0
         return self.learning_rate * warm / (1.0 + self.lr_decay * math.sqrt(step))
+
+
+@dataclass
+class CvtSettings(CvtTrainingSettings):
+    """How `electra tag-cvt` trains a CVT tagger (the shared settings, plus the tag scheme)."""
+
+    tag_scheme: str = setting(
+        "bioes",
+        "train span tags as BIOES (as-is: the file's tags)",
+        choices=TAG_SCHEMES,
+        flags=("--tag-scheme",),
+    )
+
+
+@dataclass
+class ParseCvtSettings(CvtTrainingSettings):
+    """How `electra parse-cvt` trains CVT's dependency parser: the shared settings with the parser's modules, no
+    label smoothing (the reference smooths tags only), and the width of the bilinear classifier's projection."""
+
+    known_modules: ClassVar[tuple[str, ...]] = PARSER_MODULES
+
+    modules: str = setting(
+        ",".join(PARSER_MODULES),
+        "comma list of the auxiliary modules CVT trains (full, fwd-fwd, fwd-bwd, bwd-fwd, bwd-bwd: the head's "
+        "view, then the dependent's)",
+        flags=("--modules",),
+    )
+    label_smoothing: float = setting(0.0, "label smoothing on labeled batches", within=FRACTION)
+    arc_dim: int = setting(
+        128, "width both sides of the bilinear arc classifier project to", within=COUNT, flags=("--arc-dim",)
+    )
+    score_punctuation: bool = setting(
+        False,
+        "count punctuation in UAS/LAS (off: left out, as the paper reports)",
+        flags=("--score-punctuation",),
+    )

@@ -30,13 +30,17 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 
 from electra.core.errors import UserError
-from electra.core.files import write_json_atomically
+from electra.core.files import read_json_record, write_json_atomically
 from electra.tagging.conll import Sentence, is_span_scheme, read_conll, to_bio, to_bioes, write_conll
+from electra.tagging.cvt_checkpoint import CHECKPOINT_FILE, Progress, load_checkpoint, save_checkpoint
 from electra.tagging.cvt_model import (
+    Batch,
+    CvtEncoder,
     CvtTagger,
     CvtTaggerConfig,
     Vocabulary,
@@ -46,21 +50,57 @@ from electra.tagging.cvt_model import (
     save_tagger,
     supervised_loss,
 )
-from electra.tagging.cvt_settings import CvtSettings
+from electra.tagging.cvt_settings import CvtSettings, CvtTrainingSettings
 from electra.tagging.spans import score_tags
 from electra.tagging.unlabeled import read_unlabeled
+
+RESULTS_FILE = "results.json"
+SCORES = ("f1", "accuracy", "uas", "las")  # the scores kept at each evaluation and summarized over seeds
+
+
+class CvtTask(Protocol):
+    """What the loop needs to know of a task (tagging here, parsing in `electra.tagging.parse_task`): its model,
+    its labeled loss, how it is scored and how predictions are written. A split's items are (words, target)."""
+
+    metric: str  # the score that picks the best evaluation ("f1", "accuracy", "las", "uas")
+
+    def labels(self, targets: Sequence) -> list[str]: ...
+
+    def training_target(self, target: Any) -> Any: ...
+
+    def new_model(self, config: dict) -> CvtEncoder: ...
+
+    def labeled_loss(
+        self,
+        model: CvtEncoder,
+        batch: Batch,
+        targets: Sequence,
+        vocab: Vocabulary,
+        settings: CvtTrainingSettings,
+    ) -> torch.Tensor: ...
+
+    def unlabeled_loss(
+        self, model: CvtEncoder, batch: Batch, settings: CvtTrainingSettings
+    ) -> torch.Tensor: ...
+
+    def evaluate(
+        self, model: CvtEncoder, pairs: Sequence, vocab: Vocabulary, settings: CvtTrainingSettings
+    ) -> tuple[dict[str, float], list]: ...
+
+    def write_predictions(self, path: Path, sentences: Sequence[Sentence], predictions: list) -> None: ...
 
 
 @dataclass
 class TaggingData:
-    """Words and tags of each split; `source` keeps the test file's sentences for writing predictions back."""
+    """Words and targets of each split (tags, or trees for the parser); `test_sentences` keeps the test file's
+    rows for writing predictions back; `task` is what the items are and how they are scored."""
 
-    train: list[tuple[list[str], list[str]]]
-    dev: list[tuple[list[str], list[str]]]
-    test: list[tuple[list[str], list[str]]]
+    train: list[tuple[list[str], Any]]
+    dev: list[tuple[list[str], Any]]
+    test: list[tuple[list[str], Any]]
     test_sentences: list[Sentence]
     unlabeled: list[list[str]]
-    spans: bool
+    task: CvtTask
 
 
 def load_data(
@@ -72,34 +112,41 @@ def load_data(
     columns: str | None = None,
     label: str | None = None,
 ) -> TaggingData:
-    """Read the column files (`electra.tagging.conll`) and the unlabeled corpus. Without `dev`, the first
-    `dev_sentences` of a seed-0 shuffle of train are the dev set (the reference's chunking split); then the first
-    `train_fraction` of the rest (same shuffle) are the training sentences, the same subset for every seed."""
+    """Read the column files (`electra.tagging.conll`) and the unlabeled corpus; the splits are `hold_out`'s."""
     train_sentences = read_conll(train, columns, label)
-    pairs = [(s.words, s.labels) for s in train_sentences]
-    if dev is None:
-        if settings.dev_sentences >= len(pairs):
-            raise UserError(
-                f"--dev-sentences {settings.dev_sentences} leaves nothing of the {len(pairs)} in {train} to train on; "
-                "hold out fewer, or give --dev FILE."
-            )
-        order = list(range(len(pairs)))
-        random.Random(0).shuffle(order)
-        dev_pairs = [pairs[i] for i in order[: settings.dev_sentences]]
-        pairs = [pairs[i] for i in order[settings.dev_sentences :]]
-    else:
-        dev_pairs = [(s.words, s.labels) for s in read_conll(dev, columns, label)]
-        order = list(range(len(pairs)))
-        random.Random(0).shuffle(order)
-        pairs = [pairs[i] for i in order]
-    pairs = pairs[: max(1, math.ceil(settings.train_fraction * len(pairs)))]
+    dev_pairs = None if dev is None else [(s.words, s.labels) for s in read_conll(dev, columns, label)]
+    pairs, dev_pairs = hold_out([(s.words, s.labels) for s in train_sentences], dev_pairs, settings, train)
     test_sentences = read_conll(test, columns, label) if test is not None else []
     test_pairs = [(s.words, s.labels) for s in test_sentences]
     spans = is_span_scheme(tag for _, tags in pairs for tag in tags)
-    corpus = (
-        read_unlabeled(unlabeled, settings.max_unlabeled) if settings.cvt and unlabeled is not None else []
-    )
-    return TaggingData(pairs, dev_pairs, test_pairs, test_sentences, corpus, spans)
+    task = TaggingTask(spans, settings.tag_scheme == "bioes")
+    return TaggingData(pairs, dev_pairs, test_pairs, test_sentences, read_corpus(settings, unlabeled), task)
+
+
+def read_corpus(settings: CvtTrainingSettings, unlabeled: str | Path | None) -> list[list[str]]:
+    """The unlabeled sentences CVT learns from (none for a supervised run)."""
+    if not settings.cvt or unlabeled is None:
+        return []
+    return read_unlabeled(unlabeled, settings.max_unlabeled)
+
+
+def hold_out(
+    pairs: list, dev: list | None, settings: CvtTrainingSettings, source: str | Path
+) -> tuple[list, list]:
+    """(train, dev): without `dev`, the first `dev_sentences` of a seed-0 shuffle of `pairs` are the dev set;
+    then the first `train_fraction` of the rest (same shuffle) train, the same subset for every seed."""
+    order = list(range(len(pairs)))
+    random.Random(0).shuffle(order)
+    if dev is None:
+        if settings.dev_sentences >= len(pairs):
+            raise UserError(
+                f"--dev-sentences {settings.dev_sentences} leaves nothing of the {len(pairs)} in {source} to train "
+                "on; hold out fewer, or give --dev FILE."
+            )
+        dev = [pairs[i] for i in order[: settings.dev_sentences]]
+        order = order[settings.dev_sentences :]
+    train = [pairs[i] for i in order]
+    return train[: max(1, math.ceil(settings.train_fraction * len(train)))], dev
 
 
 def _batches(items: Sequence, batch_size: int, rng: random.Random) -> Iterator[list]:
@@ -147,23 +194,54 @@ def predict(
     return tags
 
 
-def evaluate(
-    model: CvtTagger,
-    pairs: Sequence[tuple[list[str], list[str]]],
-    vocab: Vocabulary,
-    settings: CvtSettings,
-    spans: bool,
-) -> tuple[dict[str, float], list[list[str]]]:
-    """Scores against the file's own tags (span F1 for span tags, token accuracy always) and the predictions,
-    converted back to BIO when trained as BIOES."""
-    predicted = predict(model, [w for w, _ in pairs], vocab, settings.eval_batch_size)
-    if spans:
-        predicted = [to_bio(tags) for tags in predicted]
-    return score_tags([t for _, t in pairs], predicted, spans), predicted
+@dataclass
+class TaggingTask:
+    """Tagging as a CVT task: span tags (chunks, entities) scored by span F1 and trained as BIOES when `bioes`;
+    other tags (part of speech) by accuracy."""
 
+    spans: bool
+    bioes: bool = True
 
-def _train_tags(tags: list[str], settings: CvtSettings, spans: bool) -> list[str]:
-    return to_bioes(tags) if spans and settings.tag_scheme == "bioes" else tags
+    @property
+    def metric(self) -> str:
+        return "f1" if self.spans else "accuracy"
+
+    def training_target(self, tags: list[str]) -> list[str]:
+        return to_bioes(tags) if self.spans and self.bioes else tags
+
+    def labels(self, targets: Sequence[list[str]]) -> list[str]:
+        labels = sorted({tag for tags in targets for tag in tags})
+        return (["O"] if "O" in labels else []) + [t for t in labels if t != "O"]
+
+    def new_model(self, config: dict) -> CvtTagger:
+        return CvtTagger(CvtTaggerConfig(**config))
+
+    def labeled_loss(
+        self,
+        model: CvtTagger,
+        batch: Batch,
+        targets: Sequence,
+        vocab: Vocabulary,
+        settings: CvtTrainingSettings,
+    ) -> torch.Tensor:
+        labels = _label_tensor(targets, vocab, batch.words.shape[1])
+        return supervised_loss(model, batch, labels, settings.labeled_dropout, settings.label_smoothing)
+
+    def unlabeled_loss(self, model: CvtTagger, batch: Batch, settings: CvtTrainingSettings) -> torch.Tensor:
+        return cvt_loss(model, batch, settings.unlabeled_dropout, model.config.modules)[0]
+
+    def evaluate(
+        self, model: CvtTagger, pairs: Sequence, vocab: Vocabulary, settings: CvtTrainingSettings
+    ) -> tuple[dict[str, float], list[list[str]]]:
+        """Scores against the file's own tags (span F1 for span tags, token accuracy always) and the
+        predictions, converted back to BIO when trained as BIOES."""
+        predicted = predict(model, [w for w, _ in pairs], vocab, settings.eval_batch_size)
+        if self.spans:
+            predicted = [to_bio(tags) for tags in predicted]
+        return score_tags([t for _, t in pairs], predicted, self.spans), predicted
+
+    def write_predictions(self, path: Path, sentences: Sequence[Sentence], predictions: list) -> None:
+        write_conll(path, sentences, predictions)
 
 
 class WeightAverage:
@@ -183,37 +261,26 @@ class WeightAverage:
 
 
 def train_one(
-    settings: CvtSettings,
+    settings: CvtTrainingSettings,
     data: TaggingData,
     seed: int,
     output: Path | None = None,
     log: Callable[[str], None] = print,
+    resume: bool = False,
 ) -> dict:
     """Train one seed; return its record: the best dev score, the test score of that same weight average, the
     step it came at, the wall time, and the evaluation history. With `output`, the best average is saved there
-    (`save_tagger`) with the test predictions (`test_predictions.txt`, CoNLL columns plus the predicted tag)."""
-    random.seed(seed)
+    (`save_tagger`) with the test predictions (`test_predictions.txt`: the test file's columns plus the
+    prediction), and with `save_every` a checkpoint every so many labeled updates, which `resume` continues from
+    (`electra.tagging.cvt_checkpoint`)."""
     torch.manual_seed(seed)
-    rng = random.Random(seed)
-    spans = data.spans
-    train = [(w, _train_tags(t, settings, spans)) for w, t in data.train]
-    labels = sorted({tag for _, tags in train for tag in tags})
-    labels = (["O"] if "O" in labels else []) + [t for t in labels if t != "O"]
+    rng = random.Random(seed)  # the batch streams' only source of randomness: a resume replays it
+    task = data.task
+    train = [(w, task.training_target(t)) for w, t in data.train]
+    labels = task.labels([t for _, t in train])
     text = [w for w, _ in train] + (data.unlabeled if settings.cvt else [])
     vocab = build_vocabulary(text, labels, settings.min_word_count, settings.max_words)
-    config = CvtTaggerConfig(
-        len(vocab.words),
-        len(vocab.chars),
-        len(labels),
-        word_dim=settings.word_dim,
-        char_dim=settings.char_dim,
-        char_filters=settings.char_filters,
-        lstm1=settings.lstm1,
-        lstm2=settings.lstm2,
-        projection=settings.projection,
-        modules=settings.module_names,
-    )
-    model = CvtTagger(config)
+    model = task.new_model(_model_shape(settings, vocab))
     average = WeightAverage(model, settings.ema_decay)
     optimizer = torch.optim.SGD(model.parameters(), lr=settings.learning_rate, momentum=settings.momentum)
     labeled = _batches(train, settings.batch_size, rng)
@@ -221,18 +288,26 @@ def train_one(
     if settings.cvt and not data.unlabeled:
         raise UserError("--cvt needs unlabeled text: pass --unlabeled CORPUS.")
 
-    step = 0
-    sums = {"labeled": 0.0, "unlabeled": 0.0, "n": 0}
-    history: list[dict] = []
-    best: dict | None = None
-    best_state: dict[str, torch.Tensor] | None = None
-    started = time.perf_counter()
+    checkpoint = None if output is None else output / CHECKPOINT_FILE
+    identity = asdict(settings) | {"seed": seed, "train": len(train), "unlabeled": len(data.unlabeled)}
+    identity |= {"words": len(vocab.words), "labels": labels}
+    progress, best_state = Progress(), None
+    if resume and checkpoint is not None and checkpoint.is_file():
+        progress, average.updates, best_state = load_checkpoint(
+            checkpoint, model, average.model, optimizer, identity
+        )
+        for _ in range(progress.labeled):  # the batches already trained on, drawn again in the same order
+            next(labeled)
+            if unlabeled is not None:
+                next(unlabeled)
+        log(f"seed {seed}: resumed from {checkpoint} at labeled update {progress.labeled}")
+    started = time.perf_counter() - progress.seconds
+    key = task.metric
 
     def update(loss: torch.Tensor) -> None:
-        nonlocal step
-        step += 1
+        progress.updates += 1
         for group in optimizer.param_groups:
-            group["lr"] = settings.rate(step)
+            group["lr"] = settings.rate(progress.updates)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if settings.max_grad_norm > 0:
@@ -240,82 +315,137 @@ def train_one(
         optimizer.step()
         average.update(model)
 
-    for labeled_step in range(1, settings.max_steps + 1):
+    while progress.labeled < settings.max_steps:
+        progress.labeled += 1
         model.train()
-        words, tags = zip(*next(labeled))
-        batch = make_batch(words, vocab, config.max_word_length)
-        loss = supervised_loss(
-            model,
-            batch,
-            _label_tensor(tags, vocab, batch.words.shape[1]),
-            settings.labeled_dropout,
-            settings.label_smoothing,
-        )
+        words, targets = zip(*next(labeled))
+        batch = make_batch(words, vocab, model.config.max_word_length)
+        loss = task.labeled_loss(model, batch, targets, vocab, settings)
         update(loss)
-        sums["labeled"] += float(loss.detach())
-        sums["n"] += 1
+        progress.sums["labeled"] += float(loss.detach())
+        progress.sums["n"] += 1
         if unlabeled is not None:
-            batch = make_batch(next(unlabeled), vocab, config.max_word_length)
-            loss, _ = cvt_loss(model, batch, settings.unlabeled_dropout, config.modules)
+            loss = task.unlabeled_loss(
+                model, make_batch(next(unlabeled), vocab, model.config.max_word_length), settings
+            )
             update(loss)
-            sums["unlabeled"] += float(loss.detach())
-        if labeled_step % settings.eval_every == 0 or labeled_step == settings.max_steps:
-            key = "f1" if spans else "accuracy"
-            dev_scores, _ = evaluate(average.model, data.dev, vocab, settings, spans)
-            row = {
-                "step": labeled_step,
-                "updates": step,
-                "seconds": round(time.perf_counter() - started, 1),
-                "loss": sums["labeled"] / sums["n"],
-                f"dev_{key}": dev_scores[key],
-            }
-            if settings.cvt:
-                row["cvt_loss"] = sums["unlabeled"] / sums["n"]
-            if best is None or row[f"dev_{key}"] > best[f"dev_{key}"]:
+            progress.sums["unlabeled"] += float(loss.detach())
+        if progress.labeled % settings.eval_every == 0 or progress.labeled == settings.max_steps:
+            row = _evaluation_row(task, average.model, data, vocab, settings, progress, started)
+            if progress.best is None or row[f"dev_{key}"] > progress.best[f"dev_{key}"]:
                 if data.test:  # scored only where dev improves: the figure reported is test at best dev
-                    row[f"test_{key}"] = evaluate(average.model, data.test, vocab, settings, spans)[0][key]
-                best = row
+                    test_scores = task.evaluate(average.model, data.test, vocab, settings)[0]
+                    row |= {f"test_{name}": value for name, value in test_scores.items() if name in SCORES}
+                progress.best = row
                 best_state = {k: v.detach().clone() for k, v in average.model.state_dict().items()}
-            sums = {"labeled": 0.0, "unlabeled": 0.0, "n": 0}
-            history.append(row)
+            progress.history.append(row)
             log(" ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+        if checkpoint is not None and settings.save_every and progress.labeled % settings.save_every == 0:
+            progress.seconds = time.perf_counter() - started
+            save_checkpoint(
+                checkpoint, model, average.model, average.updates, optimizer, best_state, progress, identity
+            )
 
-    assert best_state is not None and best is not None
+    assert best_state is not None and progress.best is not None
     model.load_state_dict(best_state)
     record = {
         "seed": seed,
-        "best": best,
+        "best": progress.best,
         "seconds": round(time.perf_counter() - started, 1),
-        "history": history,
+        "history": progress.history,
     }
     if output is not None:
-        save_tagger(model, vocab, output, {"settings": asdict(settings), "seed": seed})
-        if data.test:
-            _, predicted = evaluate(model, data.test, vocab, settings, spans)
-            write_conll(output / "test_predictions.txt", data.test_sentences, predicted)
-        write_json_atomically(output / "results.json", record, indent=2)
+        _save_result(output, model, vocab, record, data, settings)
     return record
 
 
+def _model_shape(settings: CvtTrainingSettings, vocab: Vocabulary) -> dict:
+    """The model's configuration from the settings and the vocabulary (a task adds its own fields)."""
+    return {
+        "vocab_words": len(vocab.words),
+        "vocab_chars": len(vocab.chars),
+        "num_labels": len(vocab.labels),
+        "word_dim": settings.word_dim,
+        "char_dim": settings.char_dim,
+        "char_filters": settings.char_filters,
+        "lstm1": settings.lstm1,
+        "lstm2": settings.lstm2,
+        "projection": settings.projection,
+        "modules": settings.module_names,
+    }
+
+
+def _save_result(
+    output: Path,
+    model: CvtEncoder,
+    vocab: Vocabulary,
+    record: dict,
+    data: TaggingData,
+    settings: CvtTrainingSettings,
+) -> None:
+    """The kept model (`save_tagger`), its test predictions, and the run's record (written last: a seed with a
+    results file is finished)."""
+    save_tagger(model, vocab, output, {"settings": asdict(settings), "seed": record["seed"]})
+    if data.test:
+        _, predicted = data.task.evaluate(model, data.test, vocab, settings)
+        data.task.write_predictions(output / "test_predictions.txt", data.test_sentences, predicted)
+    write_json_atomically(output / RESULTS_FILE, record, indent=2)
+
+
+def _evaluation_row(
+    task: CvtTask,
+    model: CvtEncoder,
+    data: TaggingData,
+    vocab: Vocabulary,
+    settings: CvtTrainingSettings,
+    progress: Progress,
+    started: float,
+) -> dict:
+    """One evaluation's row: where the run is, its mean losses since the last row (then reset), the dev score."""
+    sums = progress.sums
+    row = {
+        "step": progress.labeled,
+        "updates": progress.updates,
+        "seconds": round(time.perf_counter() - started, 1),
+        "loss": sums["labeled"] / sums["n"],
+        f"dev_{task.metric}": task.evaluate(model, data.dev, vocab, settings)[0][task.metric],
+    }
+    if settings.cvt:
+        row["cvt_loss"] = sums["unlabeled"] / sums["n"]
+    progress.sums = {"labeled": 0.0, "unlabeled": 0.0, "n": 0}
+    return row
+
+
 def train_seeds(
-    settings: CvtSettings, data: TaggingData, output: Path | None = None, log: Callable[[str], None] = print
+    settings: CvtTrainingSettings,
+    data: TaggingData,
+    output: Path | None = None,
+    log: Callable[[str], None] = print,
+    resume: bool = False,
 ) -> dict:
     """`settings.seeds` runs (seed, seed+1, ...), each saved under `output`/seed-N; the summary has each metric's
-    median, min and max over the seeds (test scores at each seed's best dev evaluation)."""
+    median, min and max over the seeds (test scores at each seed's best dev evaluation). With `resume`, a seed
+    that finished earlier is read back and one that was cut short goes on from its checkpoint."""
     runs = []
     for seed in range(settings.seed, settings.seed + settings.seeds):
+        folder = None if output is None else output / f"seed-{seed}"
+        finished = None if folder is None or not resume else read_json_record(folder / RESULTS_FILE)
+        if finished is not None and finished.get("best", {}).get("step") is not None:
+            log(f"seed {seed}: finished earlier, reusing {folder / RESULTS_FILE}")
+            runs.append(finished)
+            continue
         log(f"seed {seed}: {'CVT' if settings.cvt else 'supervised'}, {len(data.train)} labeled sentences")
-        runs.append(train_one(settings, data, seed, None if output is None else output / f"seed-{seed}", log))
-    key = "f1" if data.spans else "accuracy"
+        runs.append(train_one(settings, data, seed, folder, log, resume))
     summary: dict = {
         "cvt": settings.cvt,
         "labeled_sentences": len(data.train),
         "unlabeled_sentences": len(data.unlabeled),
+        "metric": data.task.metric,
     }
-    for split in ("dev", "test"):
-        values = [run["best"][f"{split}_{key}"] for run in runs if f"{split}_{key}" in run["best"]]
+    for name in (f"{split}_{score}" for split in ("dev", "test") for score in SCORES):
+        values = [run["best"][name] for run in runs if name in run["best"]]
         if values:
-            summary[f"{split}_{key}"] = {
+            summary[name] = {
                 "median": statistics.median(values),
                 "min": min(values),
                 "max": max(values),
