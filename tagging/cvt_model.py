@@ -318,6 +318,24 @@ class CvtTagger(CvtEncoder):
         return out
 
 
+def primary_argmax(
+    model: CvtEncoder, sentences: Sequence[Sequence[str]], vocab: Vocabulary, batch_size: int
+) -> list[list[int]]:
+    """Each sentence's most probable class of the primary module at each word (a tag for the tagger, a (head,
+    relation) edge for the parser), in evaluation mode; sentences are batched by length, answers in input order."""
+    model.eval()
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    found: dict[int, list[int]] = {}
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            batch = make_batch([sentences[i] for i in chunk], vocab, model.config.max_word_length)
+            best = model(batch)["primary"].argmax(-1)
+            for row, i in enumerate(chunk):
+                found[i] = best[row, 1 : len(sentences[i]) + 1].tolist()
+    return [found[i] for i in range(len(sentences))]
+
+
 def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean over the masked positions of -Σ_c target_c · log softmax(logits)_c (0 where nothing is masked in)."""
     per_token = -(targets * F.log_softmax(logits.float(), dim=-1)).sum(-1)

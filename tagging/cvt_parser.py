@@ -37,7 +37,7 @@ from electra.tagging.cvt_model import (
     CvtTaggerConfig,
     Vocabulary,
     load_cvt_model,
-    make_batch,
+    primary_argmax,
     soft_cross_entropy,
     teacher_probabilities,
 )
@@ -171,19 +171,11 @@ def parse(
     model: CvtParser, sentences: Sequence[Sequence[str]], vocab: Vocabulary, batch_size: int
 ) -> list[tuple[list[int], list[str]]]:
     """Each sentence's predicted (heads, relations): at each word the primary module's most probable edge."""
-    model.eval()
     relations = model.config.num_labels
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    found: dict[int, tuple[list[int], list[str]]] = {}
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            batch = make_batch([sentences[i] for i in chunk], vocab, model.config.max_word_length)
-            best = model(batch)["primary"].argmax(-1)
-            for row, i in enumerate(chunk):
-                edges = best[row, 1 : len(sentences[i]) + 1].tolist()
-                found[i] = ([e // relations for e in edges], [vocab.labels[e % relations] for e in edges])
-    return [found[i] for i in range(len(sentences))]
+    return [
+        ([e // relations for e in edges], [vocab.labels[e % relations] for e in edges])
+        for edges in primary_argmax(model, sentences, vocab, batch_size)
+    ]
 
 
 def load_parser(directory: str | Path) -> tuple[CvtParser, Vocabulary]:

@@ -47,6 +47,7 @@ from electra.tagging.cvt_model import (
     build_vocabulary,
     cvt_loss,
     make_batch,
+    primary_argmax,
     save_tagger,
     supervised_loss,
 )
@@ -179,19 +180,7 @@ def predict(
     model: CvtTagger, sentences: Sequence[Sequence[str]], vocab: Vocabulary, batch_size: int
 ) -> list[list[str]]:
     """Greedy tags of the primary module (the argmax at each word), in the model's label scheme."""
-    model.eval()
-    tags: list[list[str]] = []
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    by_index: dict[int, list[str]] = {}
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            batch = make_batch([sentences[i] for i in chunk], vocab, model.config.max_word_length)
-            best = model(batch)["primary"].argmax(-1)
-            for row, i in enumerate(chunk):
-                by_index[i] = [vocab.labels[j] for j in best[row, 1 : len(sentences[i]) + 1].tolist()]
-    tags = [by_index[i] for i in range(len(sentences))]
-    return tags
+    return [[vocab.labels[j] for j in ids] for ids in primary_argmax(model, sentences, vocab, batch_size)]
 
 
 @dataclass

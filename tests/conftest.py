@@ -189,3 +189,15 @@ def killed_after_checkpoint(monkeypatch, step: int, where: str = "") -> Iterator
         yield
     finally:
         monkeypatch.setattr(engine_module, "save_checkpoint", real)
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Torch on one thread inside: tiny LSTMs on a busy machine ran each step 100x slower with two threads
+    handing work back and forth."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -32,13 +32,7 @@ OTHER = ["A", "dog", "ran", "to", "1,500", "extraordinarily", "tall", "trees", "
 LABELS = ["O", "B-NP", "I-NP", "E-NP", "S-NP"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny LSTMs on one thread: on a busy machine, two threads' handoffs made each step 100x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_tagger(seed: int = 0, modules=AUXILIARY_MODULES):

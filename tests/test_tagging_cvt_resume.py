@@ -13,13 +13,7 @@ import electra.tagging.cvt_train as cvt_train
 from electra.app.cli import main
 from electra.core.files import read_safetensors
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tagging_files(tmp_path) -> list[str]:

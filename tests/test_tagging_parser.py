@@ -30,12 +30,7 @@ OTHER = ["A", "dog", "ran", "to", "1,500", "extraordinarily", "tall", "trees", "
 RELATIONS = ["det", "nsubj", "root"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_parser(seed: int = 0):
