@@ -1,5 +1,5 @@
-"""The settings of `electra tag-cvt`, declared once: its flags and their checks both come from here (light to
-import: the command line reads it before any model code loads)."""
+"""The settings of `electra tag-cvt` and `electra parse-cvt`, declared once: their flags and checks both come from
+here (light to import: the command line reads it before any model code loads)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Training a CVT tagger: supervised, or Cross-View Training with unlabeled text (`--cvt`), as the reference does it.
+"""Training a CVT model, the tagger or the parser (a `CvtTask` says which): supervised, or Cross-View Training with
+unlabeled text (`--cvt`), as the reference does it.
 
 One update is one minibatch: labeled and unlabeled updates alternate 1:1 under CVT, so a run of N labeled updates
 makes 2N updates in all, and the learning-rate schedule counts both kinds, as the reference code's global step does.
