@@ -33,20 +33,31 @@ median over seeds; see docs/parsing.md."""
 
 
 def register(subparsers) -> None:
-    tag = _command(subparsers, "tag-cvt", TAG_DESCRIPTION, CvtSettings)
+    tag = _command(
+        subparsers,
+        "tag-cvt",
+        "train a CNN-BiLSTM tagger, supervised or with Cross-View Training on unlabeled text",
+        TAG_DESCRIPTION,
+        CvtSettings,
+    )
     tag.add_argument("--label", default=None, help="the column to predict (None: the last)")
     tag.set_defaults(func=run_tagger)
-    parse = _command(subparsers, "parse-cvt", PARSE_DESCRIPTION, ParseCvtSettings)
+    parse = _command(
+        subparsers,
+        "parse-cvt",
+        "train a dependency parser, supervised or with Cross-View Training on unlabeled text",
+        PARSE_DESCRIPTION,
+        ParseCvtSettings,
+    )
     parse.set_defaults(func=run_parser)
 
 
-def _command(subparsers, name: str, description: str, settings: type) -> argparse.ArgumentParser:
-    helps = {
-        "tag-cvt": "train a CNN-BiLSTM tagger, supervised or with Cross-View Training on unlabeled text",
-        "parse-cvt": "train a dependency parser, supervised or with Cross-View Training on unlabeled text",
-    }
+def _command(
+    subparsers, name: str, summary: str, description: str, settings: type
+) -> argparse.ArgumentParser:
+    """The flags both commands share: files, the unlabeled corpus, `settings`' declared flags, output, resume."""
     parser = subparsers.add_parser(
-        name, help=helps[name], description=description, formatter_class=DefaultsHelpFormatter
+        name, help=summary, description=description, formatter_class=DefaultsHelpFormatter
     )
     parser.add_argument("--train", required=True, help="training file (its labels are the label set)")
     parser.add_argument("--dev", default=None, help="dev file (None: hold out --dev-sentences of --train)")

@@ -322,6 +322,7 @@ def train_one(
             progress.sums["unlabeled"] += float(loss.detach())
         if progress.labeled % settings.eval_every == 0 or progress.labeled == settings.max_steps:
             row = _evaluation_row(task, average.model, data, vocab, settings, progress, started)
+            progress.sums = {"labeled": 0.0, "unlabeled": 0.0, "n": 0}
             if progress.best is None or row[f"dev_{key}"] > progress.best[f"dev_{key}"]:
                 if data.test:  # scored only where dev improves: the figure reported is test at best dev
                     test_scores = task.evaluate(average.model, data.test, vocab, settings)[0]
@@ -391,7 +392,7 @@ def _evaluation_row(
     progress: Progress,
     started: float,
 ) -> dict:
-    """One evaluation's row: where the run is, its mean losses since the last row (then reset), the dev score."""
+    """One evaluation's row: where the run is, its mean losses since the last row, the dev score."""
     sums = progress.sums
     row = {
         "step": progress.labeled,
@@ -402,7 +403,6 @@ def _evaluation_row(
     }
     if settings.cvt:
         row["cvt_loss"] = sums["unlabeled"] / sums["n"]
-    progress.sums = {"labeled": 0.0, "unlabeled": 0.0, "n": 0}
     return row
 
 

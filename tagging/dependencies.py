@@ -54,7 +54,7 @@ def read_treebank(
 ) -> tuple[list[Sentence], list[Tree], bool]:
     """The sentences of a treebank file and their trees, and whether the file has relations. The columns must
     include `head` (CoNLL-U files name theirs); see the module's docstring for the rest."""
-    sentences = read_conll(path, columns)
+    sentences = read_conll(path, columns, max_sentences=max_sentences)
     names = sentences[0].layout.names
     if HEAD_COLUMN not in names:
         raise UserError(
@@ -64,8 +64,6 @@ def read_treebank(
     head = names.index(HEAD_COLUMN)
     relation = next((names.index(c) for c in RELATION_COLUMNS if c in names), None)
     tag = next((names.index(c) for c in TAG_COLUMNS if c in names), None)
-    if max_sentences is not None:
-        sentences = sentences[:max_sentences]
     trees = []
     for sentence in sentences:
         heads = []
