@@ -48,11 +48,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_feature_options(rescore)
     rescore.add_argument(
-        "--dev", required=True, help="n-best JSON (mlm-scoring dict or list of {id, ref, hyps})"
+        "--dev",
+        required=True,
+        help="n-best list: JSON (mlm-scoring dict or list of {id, ref, hyps}) or a layout of --format",
     )
     rescore.add_argument(
-        "--test", nargs="*", action="extend", default=[], help="n-best JSON file(s) to rescore with dev's λ"
+        "--test", nargs="*", action="extend", default=[], help="n-best list(s) to rescore with dev's weights"
     )
+    _add_layout_options(rescore)
     add_output_option(
         rescore,
         "output_dir",
@@ -103,6 +106,32 @@ def _add_feature_options(rescore: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_layout_options(rescore: argparse.ArgumentParser) -> None:
+    """--format, --dev-ref and --test-ref: the recognizer's layout of the lists and its reference files."""
+    from electra.pll.nbest_formats import FORMATS
+
+    rescore.add_argument(
+        "--format",
+        default="auto",
+        choices=("auto", *FORMATS),
+        help="layout of --dev and --test (default: recognised from the files): "
+        + "; ".join(f"{name}: {spec.description}" for name, spec in FORMATS.items()),
+    )
+    rescore.add_argument(
+        "--dev-ref",
+        metavar="FILE",
+        help="references of --dev: a Kaldi/ESPnet text file (UTT words) or, for NeMo, the decoded manifest",
+    )
+    rescore.add_argument(
+        "--test-ref",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE",
+        help="references of each --test list, in the same order",
+    )
+
+
 def _add_weighting_options(rescore: argparse.ArgumentParser) -> None:
     """--lambdas, --ln and --ln-type: how the PLL is weighted."""
     rescore.add_argument(
@@ -126,19 +155,23 @@ def _add_weighting_options(rescore: argparse.ArgumentParser) -> None:
 
 def run_rescore(args: argparse.Namespace) -> int:
     from electra.pll.fusion import LengthNorm
-    from electra.pll.nbest import read_nbest
+    from electra.pll.nbest_formats import best_output, detect_format, read_lists
     from electra.pll.rescore import check_test_refs, require_refs
 
     lambdas, features = _check_flags(args)
     out_dir = Path(args.output_dir)
     targets = [out_dir / name for name in rescored_names(args.dev, args.test)]
+    layouts = [detect_format(Path(p), args.format) for p in [args.dev, *args.test]]
+    besides = [best_output(layout, target.with_suffix("")) for layout, target in zip(layouts, targets)]
     saved_plls = pll_files(out_dir, args.model, features)
-    refuse_to_replace([out_dir / "report.json", *targets, *saved_plls.values()], args.overwrite)
+    written = [out_dir / "report.json", *targets, *(b for b in besides if b), *saved_plls.values()]
+    refuse_to_replace(written, args.overwrite)
     for saved in saved_plls.values():  # before any list is read or model loaded, as `score --output` does
         check_unfinished(saved, args.resume, args.overwrite)
-    dev, dev_fmt = read_nbest(args.dev)
+    dev, dev_fmt = read_lists(args.dev, args.format, args.dev_ref)
     require_refs(dev, args.dev)
-    tests = [(path, *read_nbest(path)) for path in args.test]
+    test_refs = args.test_ref or [None] * len(args.test)
+    tests = [(path, *read_lists(path, args.format, ref)) for path, ref in zip(args.test, test_refs)]
     for path, utts, _ in tests:
         check_test_refs(utts, path)
     adds_pll = bool(args.model or args.scores)
@@ -189,6 +222,11 @@ def _check_flags(args: argparse.Namespace) -> tuple[tuple[float, ...] | None, li
             f"--ln {args.ln}: the length-normalisation exponent must be a finite number, 0 or more."
         )
     lambdas = parse_lambdas(args.lambdas) if args.lambdas is not None else None
+    if args.test_ref and len(args.test_ref) != len(args.test):
+        raise UserError(
+            f"--test-ref: {len(args.test_ref)} reference files for {len(args.test)} --test lists; give one per "
+            "list, in the same order."
+        )
     if args.model:
         check_device(args.device)
     return lambdas, parse_features(args.features)
@@ -233,15 +271,21 @@ def _write_outputs(out_dir: Path, splits: Sequence[Split], summary: dict[str, An
     folder without report.json (plainly unfinished), never a new list beside an old report."""
     from electra.pll.fusion import fused_score, split_table
     from electra.pll.nbest import write_nbest
+    from electra.pll.nbest_formats import best_output, json_format, write_first_best
     from electra.pll.rescore import has_reference_words
 
     weights = summary["weights"]
-    for stale in [out_dir / "report.json", *(target for *_, target in splits)]:
+    besides = [best_output(fmt, target.with_suffix("")) for _, _, _, fmt, target in splits]
+    for stale in [out_dir / "report.json", *(target for *_, target in splits), *(b for b in besides if b)]:
         stale.unlink(missing_ok=True)
     rows = []
     for name, path, utts, fmt, target in splits:
-        write_nbest(target, utts, fmt, None, combine=lambda h: fused_score(h, weights, ln))
+        combine = lambda h: fused_score(h, weights, ln)  # noqa: E731
+        write_nbest(target, utts, json_format(fmt), None, combine=combine)
         entry = {"split": name, "file": str(path), "output": str(target), "utterances": len(utts)}
+        first_best = write_first_best(fmt, target.with_suffix(""), utts, combine)
+        if first_best is not None:
+            entry.update(format=fmt, first_best=str(first_best))
         if all(u.ref is not None for u in utts) and has_reference_words(utts):
             table = split_table(utts, weights, ln)
             entry["wer"] = table
@@ -255,8 +299,8 @@ def _write_outputs(out_dir: Path, splits: Sequence[Split], summary: dict[str, An
         summary["splits"].append(entry)
     _print_wer_table(rows)
     write_json_atomically(out_dir / "report.json", summary)
-    for name, path, _, _, target in splits:
-        print(f"{name}: {path} -> {target}")
+    for (name, path, _, _, target), beside in zip(splits, besides):
+        print(f"{name}: {path} -> {target}" + (f" and {beside}" if beside else ""))
     print(f"rescored lists and report.json written to {out_dir}")
 
 

@@ -5,6 +5,7 @@ flag, a feature the lists lack or two outputs at one path must be refused first,
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,14 +87,15 @@ def is_finite_number(value: object) -> bool:
 
 
 def rescored_names(dev: str, tests: Sequence[str]) -> list[str]:
-    """The file name each list's re-ranked copy gets in --output-dir: NAME.rescored.json, as the README documents.
+    """The file name each list's re-ranked copy gets in --output-dir: NAME.rescored.json, as the README documents
+    (NAME without .json, .jsonl or .tsv; a folder's name as it is).
 
     Two inputs with the same file name (da/nbest.json, db/nbest.json; or one file given twice) would write one
     path twice, the second list replacing the first; those get their split in front (dev.nbest.rescored.json,
     test.nbest.rescored.json; test1., test2., ... when there are several --test files). Names that still clash,
     which takes inputs named like those prefixed ones, are refused before any work."""
     labels = ["dev"] + (["test"] if len(tests) == 1 else [f"test{i}" for i in range(1, len(tests) + 1)])
-    bases = [Path(p).name.removesuffix(".json") + ".rescored.json" for p in [dev, *tests]]
+    bases = [re.sub(r"\.(json|jsonl|tsv)$", "", Path(p).name) + ".rescored.json" for p in [dev, *tests]]
     count = Counter(bases)
     names = [f"{label}.{base}" if count[base] > 1 else base for label, base in zip(labels, bases)]
     clashing = [n for n, k in Counter(names).items() if k > 1]

@@ -12,7 +12,7 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from electra.core.errors import UserError
 from electra.core.files import decode_user_text, require_file, write_text_atomically
@@ -31,6 +31,9 @@ from electra.pll.resumable import (
     sentence_record,
     unfinished_path,
 )
+
+if TYPE_CHECKING:
+    from electra.pll.nbest import Utterance
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,6 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a file to write JSON lines {text, pll, pieces, tokens, words, pll_scorer} to as well; for an n-best "
         "input, the scored list (default: standard output)",
     )
+    score.add_argument(
+        "--format",
+        default="auto",
+        help="layout of an n-best --input, as `electra rescore --format` takes (default: recognised from the "
+        "files); a list in a recognizer's layout is written back as n-best JSON that keeps its fields",
+    )
     add_scoring_options(score)
     add_overwrite_and_resume(
         score,
@@ -67,7 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_score(args: argparse.Namespace) -> int:
-    from electra.pll.nbest import looks_like_nbest
+    from electra.pll.nbest import looks_like_nbest, read_nbest
+    from electra.pll.nbest_formats import layout_of_input, read_lists
 
     require_counts(args, ("batch_size",))
     check_device(args.device)
@@ -77,10 +87,13 @@ def run_score(args: argparse.Namespace) -> int:
         )
     if args.output:
         check_output_file(args.output, args.overwrite, reads={"--input": args.input})
+    layout = layout_of_input(args.input, args.format)
+    if layout not in (None, "json"):  # a recognizer's layout, read whole by its reader
+        return _score_nbest(args, *read_lists(args.input, layout))
     name, text = _read_input(args.input)
     # A .json file is an n-best list: if it does not parse, say so rather than score its JSON syntax as sentences.
-    if looks_like_nbest(text) or name.lower().endswith(".json"):
-        return _score_nbest(args, name, text)
+    if looks_like_nbest(text) or name.lower().endswith(".json") or layout == "json":
+        return _score_nbest(args, *read_nbest(name, text))
     lines, numbered = _numbered_sentences(name, text)
     if args.output:
         check_unfinished(args.output, args.resume, args.overwrite)
@@ -154,13 +167,15 @@ def _print_records(args: argparse.Namespace, records: Sequence[dict[str, Any]], 
         print(line)
 
 
-def _score_nbest(args: argparse.Namespace, name: str, text: str) -> int:
-    """Every hypothesis of an n-best list scored once per distinct text, written back in the list's format: to
-    --output, else to standard output. A list the disk cannot take still reaches standard output."""
-    from electra.pll.nbest import read_nbest, write_nbest
+def _score_nbest(args: argparse.Namespace, utts: list[Utterance], fmt: str) -> int:
+    """Every hypothesis of an n-best list scored once per distinct text, written back in the list's format (a
+    recognizer's layout as n-best JSON, its fields kept): to --output, else to standard output. A list the disk
+    cannot take still reaches standard output."""
+    from electra.pll.nbest import write_nbest
+    from electra.pll.nbest_formats import json_format
     from electra.pll.rescore import attach_plls
 
-    utts, fmt = read_nbest(name, text)
+    fmt = json_format(fmt)
     if args.output:
         check_unfinished(args.output, args.resume, args.overwrite)
     scorer = load_scorer_from_args(args)
