@@ -187,9 +187,9 @@ def _number(path: Path, number: int, raw: str, what: str) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        shown = raw.strip() or "nothing"
+        shown = repr(raw.strip()) if raw.strip() else "empty"
         raise UserError(
-            f"{path}:{number}: {what} is {shown!r}, not a finite number; give a number on every line "
+            f"{path}:{number}: {what} is {shown}, not a finite number; give a number on every line "
             "(a log score or cost), e.g. -12.5."
         )
     return value
@@ -386,28 +386,36 @@ def _read_nemo(path: Path, ref: Path | None) -> list[Utterance]:
             )
         rows.append((number, text.strip(), _number(path, number, raw, "the beam's score")))
     manifest = _read_manifest(ref) if ref is not None else None
-    if manifest is not None:
-        if not manifest or len(rows) % len(manifest):
+    widths = _NEMO_NAME.findall(path.name)  # the last: a re-ranked copy keeps the name it was made from
+    match = int(widths[-1]) if widths else None
+    if manifest is None and match is None:
+        raise UserError(
+            f"{path}: the beam width cannot be told without the manifest; pass the manifest the beams were "
+            "decoded from as --dev-ref/--test-ref."
+        )
+    if manifest is None:
+        width = match
+        named = [(str(i + 1), {}) for i in range(-(-len(rows) // width))]
+    else:
+        width = match if match else max(len(rows) // max(len(manifest), 1), 1)
+        named = [(uid, entry) for _, uid, entry in manifest]
+        if len(rows) < width * len(manifest):
+            number = manifest[len(rows) // width][0]
             raise UserError(
-                f"{path}: {len(rows)} beams do not divide among the {len(manifest)} utterances of {ref}; give "
+                f"{ref}:{number}: utterance {manifest[len(rows) // width][1]!r} has no beams (or too few) in "
+                f"{path}, which holds {len(rows)} lines for {len(manifest)} utterances of {width} beams; give "
                 "the manifest the beams were decoded from (the same utterances, in order)."
             )
-        width = len(rows) // len(manifest)
-        named = [(uid, entry) for _, uid, entry in manifest]
-    else:
-        match = _NEMO_NAME.search(path.name)
-        if match is None:
-            raise UserError(
-                f"{path}: the beam width cannot be told without the manifest; pass the manifest the beams were "
-                "decoded from as --dev-ref/--test-ref."
-            )
-        width = int(match.group(1))
-        if len(rows) % width:
-            raise UserError(
-                f"{path}: {len(rows)} lines are not whole utterances of {width} beams (width{width} in its name); "
-                "give the manifest the beams were decoded from as --dev-ref/--test-ref."
-            )
-        named = [(str(i + 1), {}) for i in range(len(rows) // width)]
+    if len(rows) > width * len(named):  # more beams than the manifest's utterances take
+        raise UserError(
+            f"{path}:{rows[width * len(named)][0]}: beams beyond the {len(named)} utterances of {ref} "
+            f"({width} each); give the manifest and the beams file of one decoding."
+        )
+    if len(rows) < width * len(named):  # no manifest: the last utterance is short of beams
+        raise UserError(
+            f"{path}:{rows[-1][0]}: the last utterance has {len(rows) % width} of its {width} beams (width{width} "
+            "in the file's name); give the whole beams file NeMo wrote, or its manifest as --dev-ref/--test-ref."
+        )
     utts = []
     for index, (uid, entry) in enumerate(named):
         beams = rows[index * width : (index + 1) * width]
