@@ -139,7 +139,8 @@ def prepare_output(
     user's). Returns the GLUE data folder."""
     from electra.data.tokenization import require_tokenizer
     from electra.export.layout import finetune_dir, require_safetensors
-    from electra.glue.finetune import check_files, check_init_from, resolve_model_dir
+    from electra.finetune.models import resolve_model_dir
+    from electra.glue.finetune import check_files, check_init_from
     from electra.glue.tasks import resolve_data_dir
 
     if output:

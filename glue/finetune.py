@@ -13,9 +13,7 @@ import logging
 import math
 import os
 import random
-import statistics
 import time
-import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -27,43 +25,37 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoTokenizer
 
-from electra.core.config import RUN_RECORD, check_run_record, keep_run_record, read_run_record
-from electra.core.errors import ElectraWarning, UserError
+from electra.core.config import check_run_record, keep_run_record, read_run_record
+from electra.core.errors import UserError
 from electra.core.files import file_sha256, read_json_record, write_json_atomically
 from electra.core.outputs import StepOutput
 from electra.data.tokenization import require_tokenizer_fits
-from electra.export.layout import MANIFEST, finetune_dir, fit_length, read_model_config, refuse_run_folder
+from electra.export.layout import fit_length
+from electra.finetune.models import load_encoder, resolve_model_dir
+from electra.finetune.recipe import (
+    check_seeds,
+    finetune_args,
+    rates,
+    resolved_settings,
+    total_updates,
+)
+from electra.finetune.results import read_seed_result, write_seed_result
+from electra.finetune.seeds import SeedJob, median, run_seeds
+from electra.finetune.settings import RESUMABLE_SETTINGS
 from electra.flops.analytic import finetune_flops as analytic_finetune_flops
 from electra.glue.data import Collator, encode_examples
 from electra.glue.metrics import task_scores
-from electra.glue.model import GlueModel, load_encoder, saved_seed
+from electra.glue.model import GlueModel, saved_seed
 from electra.glue.report import format_table, write_outputs
 from electra.glue.settings import FinetuneSettings
 from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, read_examples, swap_pairs, task_file
 from electra.glue.teachers import TEACHERS_DIR, teacher_fingerprint, write_teacher
-from electra.training.engine import (
-    Engine,
-    Task,
-    TrainArgs,
-    make_accelerator,
-    per_process_batch,
-    shuffled_epochs,
-)
-from electra.training.optim import describe_lr_groups, warmup_steps_of
+from electra.training.engine import Engine, Task, make_accelerator, per_process_batch, shuffled_epochs
+from electra.training.optim import describe_lr_groups
 
 logger = logging.getLogger(__name__)
 
-# (largest hidden size, name, learning rate, layer decay): the paper's per-size fine-tuning settings.
-SIZE_DEFAULTS = ((256, "small", 3e-4, 0.8), (768, "base", 1e-4, 0.8), (math.inf, "large", 5e-5, 0.9))
 LONG_TASKS = {"rte": 10, "stsb": 10}  # epochs; every other task trains 3
-
-
-def size_defaults(hidden_size: int) -> tuple[str, float, float]:
-    """(size name, learning rate, layer decay) for a model of this hidden size."""
-    for limit, name, lr, decay in SIZE_DEFAULTS:
-        if hidden_size <= limit:
-            return name, lr, decay
-    raise AssertionError("unreachable")
 
 
 def paper_epochs(task: str) -> int:
@@ -95,24 +87,6 @@ class SeedRun:
     train_logits: list | None = None  # outputs on the training set, dropout off (--save-train-logits)
 
 
-def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
-    """A Hugging Face checkpoint directory, or a pretraining run directory (its export.json names the model to
-    fine-tune: the discriminator, or the MLM model for the MLM baseline). `option` is the flag that named it."""
-    path = Path(path)
-    if path.is_file():
-        raise UserError(
-            f"{option} {path} is a file; give the checkpoint's directory (e.g. RUN/discriminator)."
-        )
-    _refuse_run_folder(path, option)
-    model_dir = finetune_dir(path)
-    if read_model_config(model_dir) is not None:
-        return model_dir
-    raise UserError(
-        f"{model_dir}/config.json: not found; {option} must be a Hugging Face checkpoint directory "
-        "(e.g. RUN/discriminator) or a pretraining run directory with export.json."
-    )
-
-
 def is_glue_record(path: Path) -> bool | None:
     """Whether the OUTPUT/run.json at `path` is one `electra glue` wrote (None: no such file, an empty one, or
     one that cannot be read, which the resume check reports). Records from before the `command` key existed are
@@ -123,22 +97,6 @@ def is_glue_record(path: Path) -> bool | None:
     if "command" in record:
         return record["command"] == "glue"
     return {"model", "double_unordered", "original_off_by_one"} <= record.keys()
-
-
-def _refuse_run_folder(path: Path, option: str) -> None:
-    """A folder holding a run rather than a model, named for what it is: a GLUE output (`--init-from glue_out`,
-    whose models are in checkpoints/TASK) had been told to be "a Hugging Face checkpoint directory", so the models
-    it saved are listed here; an unexported pretraining run and other commands' outputs are named by
-    `electra.export.layout.refuse_run_folder`, as for squad and --init-from of pretrain."""
-    if is_glue_record(path / RUN_RECORD) and not (path / MANIFEST).is_file():
-        saved = sorted(p.parent.name for p in (path / "checkpoints").glob("*/config.json"))
-        where = (
-            f"one of the models its --save-best wrote: {', '.join(str(path / 'checkpoints' / t) for t in saved)}"
-            if saved
-            else f"a model its --save-best writes ({path / 'checkpoints' / 'TASK'}; this run saved none)"
-        )
-        raise UserError(f"{option} {path} is an `electra glue` output, not a model; give {where}.")
-    refuse_run_folder(path, option, "fine-tune it")
 
 
 # What a checkpoint fine-tuned from --model shares with it: `--init-from`'s encoder is trained with --model's
@@ -210,27 +168,12 @@ def check_task_rows(specs: list[TaskSpec], data_dir: Path, predict_test: bool, s
             read_examples(path, spec, relative in labelled, skip_malformed, quiet=True)
 
 
-SEED_LIMIT = 2**32  # numpy's seeds (which Accelerate's set_seed sets) are 0 <= seed < 2**32
-
-
 def check_run_inputs(specs: list[TaskSpec], settings: FinetuneSettings, seeds: list[int]) -> None:
     """The checks of a run's numbers that need the tasks or seeds, made before any work (and before `--overwrite`
     deletes an earlier run): a seed numpy refuses stopped the first run with a ValueError traceback, and a
     `max_seq_length` with no room for text past [CLS] A [SEP] (B [SEP]) trained on special tokens alone, or, for
     a pair task at 1 or 2, left every sequence untruncated without a word."""
-    if not seeds:
-        raise UserError("--seeds must be at least 1.")
-    # A seed given twice (the Python API takes a list) is the same run twice: counted twice in the median, its
-    # result written over itself.
-    repeated = next((seed for index, seed in enumerate(seeds) if seed in seeds[:index]), None)
-    if repeated is not None:
-        raise UserError(f"seed {repeated} is given twice in seeds {seeds}; give each seed once.")
-    outside = [seed for seed in seeds if not 0 <= seed < SEED_LIMIT]
-    if outside:
-        raise UserError(
-            f"seed {outside[0]} is outside 0..{SEED_LIMIT - 1} (the range numpy seeds); choose --seed so that "
-            "--seed + --seeds - 1 stays in it."
-        )
+    check_seeds(seeds)
     for spec in specs:
         least = min_seq_length(spec)
         if settings.max_seq_length < least:
@@ -351,36 +294,6 @@ class GlueSeedTask(Task):
         self.train_shapes = Counter({int(k): v for k, v in state.get("train_shapes", {}).items()})
 
 
-def finetune_args(
-    settings: Any,
-    total: int,
-    learning_rate: float,
-    layer_decay: float,
-    run_dir: Path | None,
-    description: str,
-) -> TrainArgs:
-    """The engine's arguments for a fine-tuning run of `total` updates under the GLUE recipe's optimizer settings
-    (`settings`: GLUE's, the multi-task student's or `tag`'s, which declare them alike): the reference schedule,
-    warmup as a fraction of the run, checkpoints only when the run has a folder."""
-    return TrainArgs(
-        max_steps=total,
-        learning_rate=learning_rate,
-        warmup_steps=warmup_steps_of(settings.warmup_fraction, total),
-        schedule="reference",
-        weight_decay=settings.weight_decay,
-        layer_decay=layer_decay,
-        original_layer_decay=settings.original_off_by_one,
-        adam_epsilon=settings.adam_epsilon,
-        max_grad_norm=settings.max_grad_norm,
-        output_dir=run_dir,
-        log_every=settings.log_every,
-        save_every=settings.save_every if run_dir is not None else 0,
-        progress=settings.progress,
-        description=description,
-        cpu_dropout=settings.cpu_dropout,
-    )
-
-
 def run_seed(
     data: TaskData,
     model_dir: str | Path,
@@ -406,15 +319,11 @@ def run_seed(
     model = GlueModel(encoder, spec.num_labels, spec.name, spec.labels)
     if init_from and (model.load_head_if_same_task(init_from) or model.load_multitask_head(init_from)):
         logger.info("%s: task layer loaded from %s", spec.name, init_from)
-    _, size_lr, size_decay = size_defaults(encoder.config.hidden_size)
-    lr = settings.learning_rate or size_lr
-    decay = settings.layer_decay or size_decay
-
+    lr, decay = rates(settings, encoder.config.hidden_size)
     collator = Collator(tokenizer.pad_token_id or 0, spec.is_regression)
     per_device = per_process_batch(settings.batch_size, accelerator.num_processes)
-    steps_per_epoch = math.ceil(len(data.train) / (per_device * accelerator.num_processes))
     epochs = settings.epochs if settings.epochs is not None else paper_epochs(spec.name)
-    total = settings.max_steps or max(1, round(epochs * steps_per_epoch))
+    total = total_updates(settings, len(data.train), per_device, accelerator.num_processes, epochs)
     args = finetune_args(settings, total, lr, decay, run_dir, f"{spec.name} seed {seed}")
     task = GlueSeedTask(data, model, collator, per_device, seed, accelerator)
     if show_groups:
@@ -459,43 +368,22 @@ def run_seed(
     return run, unwrapped
 
 
-RUN_RESULT = "result.json"
-# Settings that only change how a run is watched or saved, not what it learns: a resume may change them.
-RESUMABLE_SETTINGS = frozenset({"save_every", "log_every", "progress", "eval_batch_size"})
-
-
-def _write_run(run_dir: Path, run: SeedRun) -> None:
-    write_json_atomically(run_dir / RUN_RESULT, asdict(run), indent=1)
+def _seed_run(record: dict) -> SeedRun:
+    """A seed's result as `write_seed_result` wrote it (JSON keys are strings; predictions are pairs)."""
+    for key in ("train_shapes", "eval_shapes"):
+        record[key] = {int(k): v for k, v in record[key].items()}
+    record["test_predictions"] = {
+        k: [tuple(pair) for pair in v] for k, v in record["test_predictions"].items()
+    }
+    run = SeedRun(**record)
+    if not (isinstance(run.metrics, dict) and all(isinstance(m, dict) for m in run.metrics.values())):
+        raise ValueError("no metrics")
+    return run
 
 
 def _finished_run(run_dir: Path | None) -> SeedRun | None:
-    """A seed's result from an earlier (interrupted) invocation, when it finished.
-
-    A result.json that cannot be read back (cut short by a full disk or a crash of the machine, edited by hand)
-    is reported in one line and the seed counts as unfinished: it is run again from its last checkpoint (or from
-    the start), which gives the same result, where it had stopped the resume with a JSON traceback."""
-    if run_dir is None or not (run_dir / RUN_RESULT).exists():
-        return None
-    data = read_json_record(run_dir / RUN_RESULT)
-    try:
-        if data is None:
-            raise ValueError("not a JSON object")
-        for key in ("train_shapes", "eval_shapes"):
-            data[key] = {int(k): v for k, v in data[key].items()}
-        data["test_predictions"] = {
-            k: [tuple(pair) for pair in v] for k, v in data["test_predictions"].items()
-        }
-        run = SeedRun(**data)
-        if not (isinstance(run.metrics, dict) and all(isinstance(m, dict) for m in run.metrics.values())):
-            raise ValueError("no metrics")
-    except (KeyError, TypeError, ValueError, AttributeError):
-        warnings.warn(
-            f"{run_dir / RUN_RESULT} is damaged (not a seed's result); running that seed again",
-            ElectraWarning,
-            stacklevel=2,
-        )
-        return None
-    return run
+    """A seed's result from an earlier (interrupted) invocation, when it finished (a damaged one: None, warned)."""
+    return read_seed_result(run_dir, _seed_run)
 
 
 DATA_RECORD = "data.json"  # OUTPUT/runs/TASK/data.json: the SHA-256 of each task file the task's seeds read
@@ -585,18 +473,13 @@ def summarise(spec: TaskSpec, runs: list[SeedRun]) -> dict[str, dict]:
         rows[name] = {
             "task": spec.name,
             "metric": spec.primary_metric,
-            "median": _median(per_seed[spec.primary_metric]),
+            "median": median(per_seed[spec.primary_metric]),
             "seeds": per_seed[spec.primary_metric],
             "seed_ids": [run.seed for run in runs],
-            "medians": {m: _median(values) for m, values in per_seed.items()},
+            "medians": {m: median(values) for m, values in per_seed.items()},
             "per_seed": per_seed,
         }
     return rows
-
-
-def _median(values: list[float]) -> float:
-    finite = [v for v in values if not math.isnan(v)]
-    return statistics.median(finite) if finite else math.nan
 
 
 def glue_average(rows: dict[str, dict]) -> tuple[float, list[str]]:
@@ -747,16 +630,6 @@ def run_glue(
     return results
 
 
-def resolved_settings(settings: FinetuneSettings, hidden_size: int) -> dict[str, Any]:
-    """The settings as run: the learning rate and layer decay of the model's size where none was given."""
-    size, size_lr, size_decay = size_defaults(hidden_size)
-    return asdict(settings) | {
-        "learning_rate": settings.learning_rate or size_lr,
-        "layer_decay": settings.layer_decay or size_decay,
-        "size": size,
-    }
-
-
 @dataclass
 class GlueJob:
     """What every task of a `run_glue` call shares: the model, its tokenizer, the settings, the seeds and where
@@ -785,88 +658,107 @@ class GlueJob:
         """Every seed of one task (a resume reuses the finished ones), and the test predictions of its best seed;
         with `save_best`, that seed's model in OUTPUT/checkpoints/TASK (trained again where an earlier run
         finished it without saving)."""
-        acc = self.accelerator
-        runs: list[SeedRun] = []
-        best_score, best_predictions, best_seed = -math.inf, {}, self.seeds[0]
-        best_dir = None
-        if self.save_best and self.output_dir is not None:
-            best_dir = self.output_dir / "checkpoints" / spec.name
-        for index, seed in enumerate(self.seeds):
-            run, model = self._seed(spec, data, seed, index, predict_test)
-            score = run.metrics[next(iter(spec.dev_files))][spec.primary_metric]
-            if index == 0 or (not math.isnan(score) and score > best_score):
-                best_score = score if not math.isnan(score) else -math.inf
-                best_predictions, best_seed = run.test_predictions, seed
-                if best_dir is not None and model is not None and acc.is_main_process:
-                    model.save(best_dir, self.tokenizer, seed=seed)
-            runs.append(run)
-            self.best_seeds[spec.name] = best_seed
-            del model
-            acc.free_memory()
-            acc.print(f"{spec.name} seed {seed}: {run.metrics} ({run.steps} steps, {run.seconds:.0f}s)")
-        acc.wait_for_everyone()  # every process reads the saved seed after the main one wrote it
-        if best_dir is not None and saved_seed(best_dir) != best_seed:
-            self._save_again(spec, data, best_seed, best_dir)
-        return runs, best_predictions
+        runs, best = run_seeds(TaskSeeds(self, spec, data, predict_test), self.seeds)
+        self.best_seeds[spec.name] = best
+        return runs, next(run for run in runs if run.seed == best).test_predictions
 
-    def _seed(
-        self, spec: TaskSpec, data: TaskData, seed: int, index: int, predict_test: bool
-    ) -> tuple[SeedRun, GlueModel | None]:
-        """One seed's run: reused where a resume finds it finished (and it has the test predictions asked for),
-        else trained (and recorded in its run folder)."""
-        run_dir = self.run_dir(spec.name, seed)
-        run = _finished_run(run_dir) if self.resume else None
-        if run is not None and predict_test and set(data.test) - set(run.test_predictions):
-            self.accelerator.print(
-                f"{spec.name} seed {seed}: finished earlier without test predictions; running it again for "
+
+@dataclass
+class TaskSeeds(SeedJob[SeedRun]):
+    """The seeds of one GLUE task, for `electra.finetune.seeds.run_seeds`."""
+
+    job: GlueJob
+    spec: TaskSpec
+    data: TaskData
+    predict_test: bool
+
+    @property
+    def best_dir(self) -> Path | None:
+        job = self.job
+        return job.output_dir / "checkpoints" / self.spec.name if job.save_best and job.output_dir else None
+
+    @property
+    def saves(self) -> bool:
+        return self.best_dir is not None
+
+    def finished(self, seed: int) -> SeedRun | None:
+        """A resume's finished seed, unless it lacks the test predictions or training-set outputs asked for now."""
+        job, name = self.job, self.spec.name
+        run = _finished_run(job.run_dir(name, seed)) if job.resume else None
+        if run is not None and self.predict_test and set(self.data.test) - set(run.test_predictions):
+            job.accelerator.print(
+                f"{name} seed {seed}: finished earlier without test predictions; running it again for "
                 "--predict-test (from its last checkpoint if it has one, else from the start: same seed, same run)"
             )
-            run = None
-        if run is not None and self.save_train_logits and run.train_logits is None:
-            self.accelerator.print(
-                f"{spec.name} seed {seed}: finished earlier without its training-set outputs; running it again for "
+            return None
+        if run is not None and job.save_train_logits and run.train_logits is None:
+            job.accelerator.print(
+                f"{name} seed {seed}: finished earlier without its training-set outputs; running it again for "
                 "--save-train-logits (from its last checkpoint if it has one)"
             )
-            run = None
-        if run is not None:
-            return run, None
+            return None
+        return run
+
+    def train(self, seed: int, first: bool) -> tuple[SeedRun, GlueModel]:
+        job = self.job
+        run_dir = job.run_dir(self.spec.name, seed)
         run, model = run_seed(
-            data,
-            self.model_dir,
-            self.tokenizer,
+            self.data,
+            job.model_dir,
+            job.tokenizer,
             seed,
-            self.settings,
-            self.accelerator,
-            self.init_from,
-            show_groups=index == 0,
+            job.settings,
+            job.accelerator,
+            job.init_from,
+            show_groups=first,
             run_dir=run_dir,
-            resume=self.resume,
-            predict_train=self.save_train_logits,
+            resume=job.resume,
+            predict_train=job.save_train_logits,
         )
-        if run_dir is not None and self.accelerator.is_main_process:
-            _write_run(run_dir, run)
+        if run_dir is not None and job.accelerator.is_main_process:
+            write_seed_result(run_dir, run)
         return run, model
 
-    def _save_again(self, spec: TaskSpec, data: TaskData, seed: int, best_dir: Path) -> None:
+    def score(self, run: SeedRun) -> float:
+        return run.metrics[next(iter(self.spec.dev_files))][self.spec.primary_metric]
+
+    def keep(self, seed: int, model: GlueModel) -> None:
+        if self.job.accelerator.is_main_process:
+            model.save(self.best_dir, self.job.tokenizer, seed=seed)
+
+    def saved_seed(self) -> int | None:
+        return saved_seed(self.best_dir)
+
+    def save_again(self, seed: int) -> None:
         """The best seed finished in an earlier run that did not save it: its run continues from its checkpoint
         (the same seed, the same run) and its model is saved."""
-        acc = self.accelerator
+        job, acc = self.job, self.job.accelerator
         acc.print(
-            f"{spec.name}: the best seed, {seed}, finished in an earlier run that did not save it; running "
-            f"it again to save it in {best_dir}"
+            f"{self.spec.name}: the best seed, {seed}, finished in an earlier run that did not save it; running "
+            f"it again to save it in {self.best_dir}"
         )
         _, model = run_seed(
-            data,
-            self.model_dir,
-            self.tokenizer,
+            self.data,
+            job.model_dir,
+            job.tokenizer,
             seed,
-            self.settings,
+            job.settings,
             acc,
-            self.init_from,
-            run_dir=self.run_dir(spec.name, seed),
+            job.init_from,
+            run_dir=job.run_dir(self.spec.name, seed),
             resume=True,
         )
-        if acc.is_main_process:
-            model.save(best_dir, self.tokenizer, seed=seed)
+        self.keep(seed, model)
         del model
         acc.free_memory()
+
+    def report(self, seed: int, run: SeedRun) -> None:
+        self.job.accelerator.print(
+            f"{self.spec.name} seed {seed}: {run.metrics} ({run.steps} steps, {run.seconds:.0f}s)"
+        )
+
+    def release(self) -> None:
+        self.job.accelerator.free_memory()
+
+    def finish(self) -> None:
+        self.job.accelerator.wait_for_everyone()  # every process reads the saved seed after the main one wrote it

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoModel
 
 from electra.core.errors import UserError
 from electra.core.files import read_safetensors
-from electra.export.layout import load_pretrained, read_head, save_with_head
+from electra.export.layout import read_head, save_with_head
+from electra.finetune.models import load_encoder
 from electra.glue.tasks import TaskSpec, get_task
 
 HEAD_KEY = "glue_head"  # config.json entry with the head's task settings
@@ -33,11 +33,6 @@ MULTI_HEAD_KEY = "glue_multitask"  # config.json entry of a multi-task model: it
 REGRESSION_SCALE = 5.0
 OLD_HEAD_WEIGHTS = "glue_head.safetensors"  # the first layout's side files
 OLD_HEAD_CONFIG = "glue_head.json"
-
-
-def load_encoder(model_dir: str | Path) -> nn.Module:
-    """The bare encoder (ElectraModel / BertModel ...) of any local HF checkpoint: pretraining heads are dropped."""
-    return load_pretrained(AutoModel, model_dir)
 
 
 class GlueModel(nn.Module):

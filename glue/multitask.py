@@ -44,29 +44,28 @@ from electra.data.packing import pad_batch
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import fit_length
 from electra.export.model_card import CARD, CardFacts, render_card
+from electra.finetune.models import load_encoder, resolve_model_dir
+from electra.finetune.recipe import finetune_args, resolved_settings, size_defaults
+from electra.finetune.results import write_seed_result
+from electra.finetune.seeds import SeedJob, run_seeds
 from electra.flops.analytic import finetune_flops as analytic_finetune_flops
 from electra.glue.finetune import (
     DATA_RECORD,
     SeedRun,
     TaskData,
     _finished_run,
-    _write_run,
     check_files,
     check_init_from,
     check_run_inputs,
     check_task_data,
     check_task_rows,
-    finetune_args,
     glue_average,
     load_task_data,
-    resolve_model_dir,
-    resolved_settings,
     resume_record,
-    size_defaults,
     summarise,
 )
 from electra.glue.metrics import task_scores
-from electra.glue.model import REGRESSION_SCALE, MultiTaskModel, load_encoder, saved_seed
+from electra.glue.model import REGRESSION_SCALE, MultiTaskModel, saved_seed
 from electra.glue.report import format_table, write_outputs
 from electra.glue.settings import FinetuneSettings, MultitaskSettings
 from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, get_task
@@ -550,33 +549,55 @@ class StudentJob:
     ) -> tuple[list[SeedRun], SeedRun]:
         """Every seed's student (a resume reuses the finished ones) and the best by GLUE average; with `best_dir`,
         that seed's model is saved there (trained again from its checkpoint where an earlier run did not save it)."""
-        acc = self.accelerator
-        runs: list[SeedRun] = []
-        best: SeedRun | None = None
-        for index, seed in enumerate(seeds):
-            run = _finished_run(self.run_dir(seed)) if self.resume else None
-            if run is not None and predict_test and not run.test_predictions:
-                run = None  # finished earlier without test predictions: run again (from its checkpoint)
-            model = None
-            if run is None:
-                run, model = self.train(seed, self.resume, show_groups=index == 0)
-                if self.run_dir(seed) is not None and acc.is_main_process:
-                    _write_run(self.run_dir(seed), run)
-            score = seed_average(run)
-            if best is None or (not math.isnan(score) and score > seed_average(best)):
-                best = run
-                if best_dir is not None and model is not None and acc.is_main_process:
-                    model.save(best_dir, self.tokenizer, seed=seed)
-            runs.append(run)
-            acc.print(
-                f"multitask seed {seed}: average {100 * score:.1f} ({run.steps} steps, {run.seconds:.0f}s)"
-            )
-        acc.wait_for_everyone()
-        if best_dir is not None and saved_seed(best_dir) != best.seed:
-            _, model = self.train(best.seed, resume=True)
-            if acc.is_main_process:
-                model.save(best_dir, self.tokenizer, seed=best.seed)
-        return runs, best
+        runs, best = run_seeds(StudentSeeds(self, predict_test, best_dir), seeds)
+        return runs, next(run for run in runs if run.seed == best)
+
+
+@dataclass
+class StudentSeeds(SeedJob[SeedRun]):
+    """The students' seeds, for `electra.finetune.seeds.run_seeds`: the best by GLUE average."""
+
+    job: StudentJob
+    predict_test: bool
+    best_dir: Path | None
+
+    @property
+    def saves(self) -> bool:
+        return self.best_dir is not None
+
+    def finished(self, seed: int) -> SeedRun | None:
+        run = _finished_run(self.job.run_dir(seed)) if self.job.resume else None
+        if run is not None and self.predict_test and not run.test_predictions:
+            return None  # finished earlier without test predictions: run again (from its checkpoint)
+        return run
+
+    def train(self, seed: int, first: bool) -> tuple[SeedRun, MultiTaskModel]:
+        run, model = self.job.train(seed, self.job.resume, show_groups=first)
+        if self.job.run_dir(seed) is not None and self.job.accelerator.is_main_process:
+            write_seed_result(self.job.run_dir(seed), run)
+        return run, model
+
+    def score(self, run: SeedRun) -> float:
+        return seed_average(run)
+
+    def keep(self, seed: int, model: MultiTaskModel) -> None:
+        if self.job.accelerator.is_main_process:
+            model.save(self.best_dir, self.job.tokenizer, seed=seed)
+
+    def saved_seed(self) -> int | None:
+        return saved_seed(self.best_dir)
+
+    def save_again(self, seed: int) -> None:
+        _, model = self.job.train(seed, resume=True)
+        self.keep(seed, model)
+
+    def report(self, seed: int, run: SeedRun) -> None:
+        self.job.accelerator.print(
+            f"multitask seed {seed}: average {100 * seed_average(run):.1f} ({run.steps} steps, {run.seconds:.0f}s)"
+        )
+
+    def finish(self) -> None:
+        self.job.accelerator.wait_for_everyone()
 
 
 def multitask_results(

@@ -6,6 +6,8 @@ import json
 import math
 from pathlib import Path
 
+from electra.finetune.results import json_safe
+
 METRIC_NAMES = {"mcc": "MCC", "accuracy": "acc", "spearman": "Spearman", "pearson": "Pearson", "f1": "F1"}
 
 
@@ -76,17 +78,6 @@ def write_test_predictions(predictions: dict[str, list[tuple[str, str]]], direct
         )
         written.append(path)
     return written
-
-
-def json_safe(value):
-    """NaN (an undefined correlation, an average over no task) becomes null: strict JSON has no NaN."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def write_outputs(results: dict, output_dir: Path, test_predictions: dict | None = None) -> None:

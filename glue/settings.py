@@ -5,61 +5,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.core.config import (
-    COUNT,
-    CPU_DROPOUT,
-    DECAY,
-    FRACTION,
-    MIXED_PRECISION,
-    NON_NEGATIVE,
-    NOT_NEGATIVE_COUNT,
-    POSITIVE,
-    PretrainConfig,
-    check_declared,
-    declaration,
-    setting,
-)
+from electra.core.config import COUNT, FRACTION, NON_NEGATIVE, check_declared, setting
+from electra.finetune.settings import recipe_setting
 
 
 @dataclass
 class FinetuneSettings:
-    """How each task is fine-tuned; declared once (`setting`), so `electra glue`'s flags and this class's checks
-    come from the same lines. None, where allowed, means the paper's value for the model's size or the task."""
+    """How each task is fine-tuned; declared once (`setting`, and the shared recipe's `recipe_setting`), so
+    `electra glue`'s flags and this class's checks come from the same lines. None, where allowed, means the paper's
+    value for the model's size or the task."""
 
-    learning_rate: float | None = setting(
-        None,
-        "default by hidden size: 3e-4 small, 1e-4 base, 5e-5 large",
-        within=POSITIVE,
-        flags=("--learning-rate",),
-    )
-    layer_decay: float | None = setting(
-        None, "default 0.8 (0.9 for large)", within=DECAY, flags=("--layer-decay",)
-    )
-    epochs: float | None = setting(
-        None, "default: 10 for RTE and STS-B, 3 otherwise", within=POSITIVE, flags=("--epochs",)
-    )
-    max_steps: int | None = setting(
-        None, "stop after N updates (overrides --epochs)", within=COUNT, flags=("--max-steps",)
-    )
-    batch_size: int = setting(
-        32, "global batch (split over processes)", within=COUNT, flags=("--batch-size",)
-    )
-    eval_batch_size: int = setting(128, "evaluation batch", within=COUNT)
-    max_seq_length: int = setting(128, "tokens per example", within=COUNT, flags=("--max-seq-length",))
-    warmup_fraction: float = setting(
-        0.1, "share of the updates that warm the rate up", within=FRACTION, flags=("--warmup-fraction",)
-    )
-    weight_decay: float = setting(0.0, "AdamW weight decay", within=NON_NEGATIVE, flags=("--weight-decay",))
-    adam_epsilon: float = setting(1e-6, "AdamW epsilon", within=NON_NEGATIVE)
-    max_grad_norm: float = setting(1.0, "global gradient-norm clip (the reference's 1)", within=NON_NEGATIVE)
+    learning_rate: float | None = recipe_setting("learning_rate")
+    layer_decay: float | None = recipe_setting("layer_decay")
+    epochs: float | None = recipe_setting("epochs", help="default: 10 for RTE and STS-B, 3 otherwise")
+    max_steps: int | None = recipe_setting("max_steps")
+    batch_size: int = recipe_setting("batch_size")
+    eval_batch_size: int = recipe_setting("eval_batch_size")
+    max_seq_length: int = recipe_setting("max_seq_length")
+    warmup_fraction: float = recipe_setting("warmup_fraction")
+    weight_decay: float = recipe_setting("weight_decay")
+    adam_epsilon: float = recipe_setting("adam_epsilon")
+    max_grad_norm: float = recipe_setting("max_grad_norm")
     double_unordered: bool = setting(
         True, "do not also train MRPC and STS-B on swapped sentence pairs", flags=("--no-double-unordered",)
     )
-    original_off_by_one: bool = setting(
-        False,
-        "use the reference code's layer-wise rates (two extra decay factors below the head)",
-        flags=("--original-layer-decay",),
-    )
+    original_off_by_one: bool = recipe_setting("original_off_by_one")
     max_train_examples: int | None = setting(
         None, "a fixed random subset of train", within=COUNT, flags=("--max-train-examples",)
     )
@@ -68,23 +38,11 @@ class FinetuneSettings:
         "drop TSV rows with too few or too many fields (warns) instead of stopping",
         flags=("--skip-malformed",),
     )
-    mixed_precision: str = setting(
-        "no", "mixed precision", choices=MIXED_PRECISION, flags=("--mixed-precision",)
-    )
-    cpu_dropout: str = setting(
-        "lanes",
-        declaration(PretrainConfig, "cpu_dropout").metadata["help"],
-        choices=CPU_DROPOUT,
-        flags=("--cpu-dropout",),
-    )
-    save_every: int = setting(
-        0,
-        "checkpoint each seed's run every N updates under OUTPUT/runs/ (0: never), for --resume",
-        within=NOT_NEGATIVE_COUNT,
-        flags=("--save-every",),
-    )
-    log_every: int = setting(10, "updates between log rows", within=COUNT, flags=("--log-every",))
-    progress: bool = setting(True, "progress bars")
+    mixed_precision: str = recipe_setting("mixed_precision")
+    cpu_dropout: str = recipe_setting("cpu_dropout")
+    save_every: int = recipe_setting("save_every")
+    log_every: int = recipe_setting("log_every")
+    progress: bool = recipe_setting("progress")
 
     def __post_init__(self) -> None:
         check_declared(self, "")

@@ -94,7 +94,7 @@ def _distinct_models(models: list[str]) -> dict[str, Path]:
     probed once, not listed as two rows of the same encoder."""
     from electra.data.tokenization import require_tokenizer
     from electra.export.layout import require_safetensors
-    from electra.glue.finetune import resolve_model_dir
+    from electra.finetune.models import resolve_model_dir
 
     first: dict[Path, str] = {}
     directories: dict[str, Path] = {}

@@ -13,19 +13,21 @@ from pathlib import Path
 
 from electra.core.errors import UserError
 from electra.core.files import decode_user_text
-from electra.glue.tasks import get_task, read_examples
+from electra.finetune.text_tasks import TaskSpec, read_examples
 
 BROWN_FILE = re.compile(r"[a-z]{2}\d{2}")  # ca01 ... cr09; CONTENTS, README, cats.txt are not data
 TAG_DECORATIONS = ("-tl", "-hl", "-nc")
 DEV_EVERY = 10  # sentence i (0-based, in file order) is dev when i % DEV_EVERY == DEV_EVERY - 1
 
 TaggedSentence = list[tuple[str, str]]
+# SST-2 as GLUE ships it: a header `sentence\tlabel`, labels 0 and 1.
+SST2 = TaskSpec("sst2", "SST-2", ("0", "1"), "sentence", None, "label", "accuracy", {"sst2": "dev.tsv"}, {})
 
 
 def read_sst2(path: str | Path) -> tuple[list[str], list[int]]:
-    """(sentences, 0/1 labels) of an SST-2 TSV (header `sentence\\tlabel`), read by the GLUE reader, whose errors
-    name the file and line (missing file or column, short row, a label other than 0/1)."""
-    examples = read_examples(path, get_task("sst2"), labelled=True, skip_flag=None)  # probe has no such flag
+    """(sentences, 0/1 labels) of an SST-2 TSV (header `sentence\\tlabel`), read by the fine-tuning floor's strict
+    reader (GLUE's), whose errors name the file and line (missing file or column, short row, a label other than 0/1)."""
+    examples = read_examples(path, SST2, labelled=True, skip_flag=None)  # probe has no such flag
     return [ex.text_a for ex in examples], [int(ex.label) for ex in examples]
 
 

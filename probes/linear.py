@@ -19,8 +19,7 @@ from transformers import AutoTokenizer
 
 from electra.core.errors import UserError
 from electra.data.tokenization import require_tokenizer, require_tokenizer_fits
-from electra.glue.finetune import resolve_model_dir
-from electra.glue.model import load_encoder
+from electra.finetune.models import load_encoder, resolve_model_dir
 
 
 def load_frozen(model_dir: str | Path) -> tuple[nn.Module, object]:

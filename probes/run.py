@@ -23,7 +23,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from electra.core.errors import UserError, first_line
 from electra.core.files import file_sha256
 from electra.export.layout import fit_length
-from electra.glue.finetune import resolve_model_dir
+from electra.finetune.models import resolve_model_dir
 from electra.probes.data import DEV_EVERY, brown_files, read_brown, read_sst2, split_brown
 from electra.probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
 

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from electra.core.files import require_file
     from electra.data.tokenization import require_tokenizer
     from electra.export.layout import finetune_dir, require_safetensors
-    from electra.glue.finetune import resolve_model_dir
+    from electra.finetune.models import resolve_model_dir
     from electra.tagging.conll import read_conll
     from electra.tagging.finetune import check_seeds, run_tag
 

@@ -37,6 +37,7 @@ import torch
 
 from electra.core.errors import UserError
 from electra.core.files import read_json_record, write_json_atomically
+from electra.finetune.seeds import SeedJob, run_seeds
 from electra.tagging.conll import Sentence, is_span_scheme, read_conll, to_bio, to_bioes, write_conll
 from electra.tagging.cvt_checkpoint import CHECKPOINT_FILE, Progress, load_checkpoint, save_checkpoint
 from electra.tagging.cvt_model import (
@@ -406,6 +407,37 @@ def _evaluation_row(
     return row
 
 
+@dataclass
+class CvtSeeds(SeedJob[dict]):
+    """The seeds of `train_seeds`, for `electra.finetune.seeds.run_seeds`: each run's record is its result (no model
+    is kept beyond each seed's own folder)."""
+
+    settings: CvtTrainingSettings
+    data: TaggingData
+    output: Path | None
+    log: Callable[[str], None]
+    resume: bool
+
+    def folder(self, seed: int) -> Path | None:
+        return None if self.output is None else self.output / f"seed-{seed}"
+
+    def finished(self, seed: int) -> dict | None:
+        folder = self.folder(seed)
+        finished = None if folder is None or not self.resume else read_json_record(folder / RESULTS_FILE)
+        if finished is not None and finished.get("best", {}).get("step") is not None:
+            self.log(f"seed {seed}: finished earlier, reusing {folder / RESULTS_FILE}")
+            return finished
+        return None
+
+    def train(self, seed: int, first: bool) -> tuple[dict, None]:
+        kind = "CVT" if self.settings.cvt else "supervised"
+        self.log(f"seed {seed}: {kind}, {len(self.data.train)} labeled sentences")
+        return train_one(self.settings, self.data, seed, self.folder(seed), self.log, self.resume), None
+
+    def score(self, run: dict) -> float:
+        return run["best"].get(f"dev_{self.data.task.metric}", math.nan)
+
+
 def train_seeds(
     settings: CvtTrainingSettings,
     data: TaggingData,
@@ -416,16 +448,8 @@ def train_seeds(
     """`settings.seeds` runs (seed, seed+1, ...), each saved under `output`/seed-N; the summary has each metric's
     median, min and max over the seeds (test scores at each seed's best dev evaluation). With `resume`, a seed
     that finished earlier is read back and one that was cut short goes on from its checkpoint."""
-    runs = []
-    for seed in range(settings.seed, settings.seed + settings.seeds):
-        folder = None if output is None else output / f"seed-{seed}"
-        finished = None if folder is None or not resume else read_json_record(folder / RESULTS_FILE)
-        if finished is not None and finished.get("best", {}).get("step") is not None:
-            log(f"seed {seed}: finished earlier, reusing {folder / RESULTS_FILE}")
-            runs.append(finished)
-            continue
-        log(f"seed {seed}: {'CVT' if settings.cvt else 'supervised'}, {len(data.train)} labeled sentences")
-        runs.append(train_one(settings, data, seed, folder, log, resume))
+    seeds = range(settings.seed, settings.seed + settings.seeds)
+    runs, _ = run_seeds(CvtSeeds(settings, data, output, log, resume), seeds)
     summary: dict = {
         "cvt": settings.cvt,
         "labeled_sentences": len(data.train),

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import math
 import shutil
-import statistics
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -25,14 +23,17 @@ from accelerate.utils import set_seed
 from transformers import AutoConfig, AutoTokenizer
 
 from electra.core.config import INPUT_DIGESTS, check_run_record, keep_run_record
-from electra.core.errors import ElectraWarning, UserError
+from electra.core.errors import UserError
 from electra.core.files import file_sha256, read_json_record, write_json_atomically
 from electra.core.outputs import StepOutput
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import fit_length
 from electra.export.model_card import CARD, CardFacts, render_card
-from electra.glue.finetune import SEED_LIMIT, finetune_args, resolve_model_dir, size_defaults
-from electra.glue.report import json_safe
+from electra.finetune.models import load_encoder, resolve_model_dir
+from electra.finetune.recipe import check_seeds, finetune_args, rates, resolved_settings, total_updates
+from electra.finetune.results import json_safe, read_seed_result, write_seed_result
+from electra.finetune.seeds import SeedJob, median, run_seeds, spread
+from electra.finetune.settings import RESUMABLE_SETTINGS
 from electra.tagging.conll import (
     Sentence,
     is_span_scheme,
@@ -44,8 +45,8 @@ from electra.tagging.conll import (
 )
 from electra.tagging.cvt_views import CvtTagger
 from electra.tagging.features import Collator, Window, encode, words_from_windows
-from electra.tagging.model import HEAD_KEY, TaggerModel, load_encoder
-from electra.tagging.settings import RESUMABLE_SETTINGS, TagSettings
+from electra.tagging.model import HEAD_KEY, TaggerModel
+from electra.tagging.settings import TagSettings
 from electra.tagging.spans import is_span_label, score_tags
 from electra.tagging.unlabeled import read_unlabeled
 from electra.training.engine import (
@@ -248,17 +249,12 @@ def run_seed(
         layers = encoder.config.num_hidden_layers
         view_layers = min(settings.view_layers or -(-layers // 2), layers)
         model = CvtTagger(model, data.sep_id, view_layers, settings.modules())
-    _, size_lr, size_decay = size_defaults(encoder.config.hidden_size)
     per_device = per_process_batch(settings.batch_size, accelerator.num_processes)
-    steps_per_epoch = math.ceil(len(data.train) / (per_device * accelerator.num_processes))
-    total = settings.max_steps or max(1, round((settings.epochs or 3.0) * steps_per_epoch))
+    total = total_updates(
+        settings, len(data.train), per_device, accelerator.num_processes, settings.epochs or 3.0
+    )
     args = finetune_args(
-        settings,
-        total,
-        settings.learning_rate or size_lr,
-        settings.layer_decay or size_decay,
-        run_dir,
-        f"tag seed {seed}",
+        settings, total, *rates(settings, encoder.config.hidden_size), run_dir, f"tag seed {seed}"
     )
     task = TagSeedTask(data, model, Collator(pad_id), per_device, seed, accelerator)
     if show_groups:
@@ -281,20 +277,6 @@ def run_seed(
     return run, model, predictions
 
 
-def check_seeds(seeds: Sequence[int]) -> None:
-    """At least one seed, each once, each one numpy accepts: one line otherwise, before any work."""
-    if not seeds:
-        raise UserError("--seeds must be at least 1.")
-    repeated = next((s for i, s in enumerate(seeds) if s in seeds[:i]), None)
-    if repeated is not None:
-        raise UserError(f"seed {repeated} is given twice in seeds {list(seeds)}; give each seed once.")
-    outside = next((s for s in seeds if not 0 <= s < SEED_LIMIT), None)
-    if outside is not None:
-        raise UserError(
-            f"seed {outside} is outside 0..{SEED_LIMIT - 1}; choose --seed so that every seed fits."
-        )
-
-
 def summarise(runs: Sequence[SeedRun]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per eval set and metric: the median over seeds, the spread (max - min), and each seed's value."""
     summary: dict[str, dict[str, dict[str, Any]]] = {}
@@ -302,12 +284,7 @@ def summarise(runs: Sequence[SeedRun]) -> dict[str, dict[str, dict[str, Any]]]:
         summary[name] = {}
         for metric in runs[0].metrics[name]:
             values = [run.metrics[name].get(metric, math.nan) for run in runs]
-            finite = [v for v in values if not math.isnan(v)]
-            summary[name][metric] = {
-                "median": statistics.median(finite) if finite else math.nan,
-                "spread": (max(finite) - min(finite)) if finite else math.nan,
-                "seeds": values,
-            }
+            summary[name][metric] = {"median": median(values), "spread": spread(values), "seeds": values}
     return summary
 
 
@@ -320,16 +297,6 @@ def run_record(model_dir: Path, files: dict[str, Path], settings: dict[str, Any]
         **{name: str(path.resolve()) for name, path in files.items()},
         INPUT_DIGESTS: {name: file_sha256(path) for name, path in files.items()},
         **{name: value for name, value in settings.items() if name not in RESUMABLE_SETTINGS},
-    }
-
-
-def resolved_settings(settings: TagSettings, hidden_size: int) -> dict[str, Any]:
-    """The settings as run: the learning rate and layer decay of the model's size where none was given."""
-    size, size_lr, size_decay = size_defaults(hidden_size)
-    return asdict(settings) | {
-        "learning_rate": settings.learning_rate or size_lr,
-        "layer_decay": settings.layer_decay or size_decay,
-        "size": size,
     }
 
 
@@ -392,8 +359,9 @@ def run_tag(
 
 
 @dataclass
-class TagJob:
-    """What every seed of a run shares, and where its runs, predictions and best model go."""
+class TagJob(SeedJob[SeedRun]):
+    """What every seed of a run shares, and where its runs, predictions and best model go: the seeds of
+    `electra.finetune.seeds.run_seeds`, the best by the primary dev metric."""
 
     model_dir: Path
     tokenizer: Any
@@ -402,11 +370,14 @@ class TagJob:
     accelerator: Any
     output: Path | None
     resume: bool
-    saved: dict[str, Any] = field(default_factory=dict)
 
     @property
     def pad_id(self) -> int:
         return self.tokenizer.pad_token_id or 0
+
+    @property
+    def saves(self) -> bool:
+        return self.output is not None
 
     def run_dir(self, seed: int) -> Path | None:
         return self.output / "runs" / f"seed-{seed}" if self.output is not None else None
@@ -415,92 +386,63 @@ class TagJob:
         """Every seed (a resume reuses the finished ones); returns the runs and the best seed, whose
         predictions and model are in the output (its model trained again from its checkpoint where an earlier
         invocation finished it without being the best then)."""
-        metric = primary_metric(self.data)
-        runs: list[SeedRun] = []
-        best_seed, best_score = seeds[0], -math.inf
-        for index, seed in enumerate(seeds):
-            run = self._finished(seed)
-            if run is None:
-                run, model, predictions = run_seed(
-                    self.data,
-                    self.model_dir,
-                    self.pad_id,
-                    seed,
-                    self.settings,
-                    self.accelerator,
-                    self.run_dir(seed),
-                    self.resume,
-                    show_groups=index == 0,
-                )
-                self._keep(seed, run, model, predictions)
-                del model
-            elif (
-                saved_seed(self.output) == seed
-            ):  # reused: the model an earlier invocation kept is this seed's
-                self.saved = {"seed": seed, "score": run.metrics["dev"][metric]}
-            runs.append(run)
-            score = run.metrics["dev"][metric]
-            if score > best_score:
-                best_seed, best_score = seed, score
-            print(f"tag seed {seed}: dev {metric} {100 * score:.2f} ({run.steps} steps, {run.seconds:.0f}s)")
+        runs, best = run_seeds(self, seeds)
         if self.output is not None:
-            self._publish(best_seed)
-        return runs, best_seed
+            for name in self.data.evals:
+                shutil.copyfile(
+                    self.run_dir(best) / f"{name}.predictions.txt", self.output / f"{name}.predictions.txt"
+                )
+        return runs, best
 
-    def _finished(self, seed: int) -> SeedRun | None:
+    def finished(self, seed: int) -> SeedRun | None:
+        return read_seed_result(self.run_dir(seed), lambda record: SeedRun(**record)) if self.resume else None
+
+    def train(self, seed: int, first: bool) -> tuple[SeedRun, TaggerModel]:
+        """One seed's run, with its predictions and result written in its run folder."""
+        run, model, predictions = self._run(seed, self.resume, first)
         run_dir = self.run_dir(seed)
-        if not self.resume or run_dir is None or not (run_dir / RUN_RESULT).is_file():
-            return None
-        record = read_json_record(run_dir / RUN_RESULT)
-        try:
-            return SeedRun(**record)
-        except TypeError:
-            warnings.warn(
-                f"{run_dir / RUN_RESULT} is damaged (not a seed's result); running that seed again",
-                ElectraWarning,
-                stacklevel=2,
-            )
-            return None
+        if run_dir is not None:
+            for name, tags in predictions.items():
+                write_conll(run_dir / f"{name}.predictions.txt", self.data.evals[name].sentences, tags)
+            write_seed_result(run_dir, run)
+        return run, model
 
-    def _keep(self, seed: int, run: SeedRun, model: TaggerModel, predictions: dict) -> None:
-        """Write the seed's predictions and result in its run folder; its model only while it is the best yet
-        (OUTPUT/model records which seed it holds)."""
-        run_dir = self.run_dir(seed)
-        if run_dir is None:
-            return
-        for name, tags in predictions.items():
-            write_conll(run_dir / f"{name}.predictions.txt", self.data.evals[name].sentences, tags)
-        metric = primary_metric(self.data)
-        if run.metrics["dev"][metric] > self.saved.get("score", -math.inf):
-            model.save(self.output / MODEL_DIR, self.tokenizer, self._head_settings(seed))
-            self.saved = {"seed": seed, "score": run.metrics["dev"][metric]}
-        write_json_atomically(run_dir / RUN_RESULT, asdict(run), indent=1)
+    def _run(self, seed: int, resume: bool, first: bool = False):
+        return run_seed(
+            self.data,
+            self.model_dir,
+            self.pad_id,
+            seed,
+            self.settings,
+            self.accelerator,
+            self.run_dir(seed),
+            resume,
+            show_groups=first,
+        )
 
-    def _head_settings(self, seed: int) -> dict[str, Any]:
+    def score(self, run: SeedRun) -> float:
+        return run.metrics["dev"][primary_metric(self.data)]
+
+    def keep(self, seed: int, model: TaggerModel) -> None:
+        """The best seed's model in OUTPUT/model (its config records which seed it holds)."""
         s = self.settings
-        return {"columns": s.columns, "label": s.label, "encoding": s.encoding, "seed": seed}
+        head = {"columns": s.columns, "label": s.label, "encoding": s.encoding, "seed": seed}
+        model.save(self.output / MODEL_DIR, self.tokenizer, head)
 
-    def _publish(self, best: int) -> None:
-        """The best seed's predictions beside results.json, and its model in OUTPUT/model."""
-        if saved_seed(self.output) != best:
-            print(
-                f"tag: the best seed, {best}, finished earlier without its model kept; running it again to save it"
-            )
-            _, model, _ = run_seed(
-                self.data,
-                self.model_dir,
-                self.pad_id,
-                best,
-                self.settings,
-                self.accelerator,
-                self.run_dir(best),
-                True,
-            )
-            model.save(self.output / MODEL_DIR, self.tokenizer, self._head_settings(best))
-        for name in self.data.evals:
-            shutil.copyfile(
-                self.run_dir(best) / f"{name}.predictions.txt", self.output / f"{name}.predictions.txt"
-            )
+    def saved_seed(self) -> int | None:
+        return saved_seed(self.output)
+
+    def save_again(self, seed: int) -> None:
+        print(
+            f"tag: the best seed, {seed}, finished earlier without its model kept; running it again to save it"
+        )
+        _, model, _ = self._run(seed, resume=True)
+        self.keep(seed, model)
+
+    def report(self, seed: int, run: SeedRun) -> None:
+        metric = primary_metric(self.data)
+        score = run.metrics["dev"][metric]
+        print(f"tag seed {seed}: dev {metric} {100 * score:.2f} ({run.steps} steps, {run.seconds:.0f}s)")
 
 
 def saved_seed(output: Path | None) -> int | None:

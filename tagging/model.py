@@ -17,17 +17,11 @@ from typing import Any
 import torch
 import transformers
 from torch import nn
-from transformers import AutoModel
 
-from electra.export.layout import load_pretrained, save_with_head
+from electra.export.layout import save_with_head
 from electra.tagging.features import IGNORE
 
 HEAD_KEY = "tagging_head"  # config.json entry with the tagger's labels and layout
-
-
-def load_encoder(model_dir: str | Path) -> nn.Module:
-    """The bare encoder of a local checkpoint (ElectraModel, BertModel, ...); pretraining heads are dropped."""
-    return load_pretrained(AutoModel, model_dir)
 
 
 def token_classification_class(encoder: nn.Module) -> str | None:

@@ -1,34 +1,18 @@
 """`electra tag`'s settings, declared once: its flags and their checks both come from here (light to import: the
-command line reads it before any model code loads). The optimizer's settings are GLUE's declarations, taken from
-`electra.glue.settings.FinetuneSettings` so that both fine-tuners describe and check them alike."""
+command line reads it before any model code loads). The optimizer's settings are the fine-tuning recipe's
+declarations (`electra.finetune.recipe.RecipeSettings`), so that every fine-tuner describes and checks them alike."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from electra.core.config import COUNT, check_declared, declaration, setting
+from electra.core.config import COUNT, check_declared, setting
 from electra.core.errors import UserError
-from electra.glue.settings import FinetuneSettings
+from electra.finetune.settings import recipe_setting
 
 VIEW_MODULES = ("fwd", "bwd", "future", "past")  # tagging.cvt_views' auxiliary modules
 ENCODINGS = ("file", "bioes")  # train on the file's tags as they are, or on their BIOES form
 METRICS = ("auto", "span", "accuracy")
-
-
-def glue_setting(name: str, default: Any = None, help: str | None = None) -> Any:
-    """GLUE's declaration of the setting `name` (its help, range, choices and flags), with another default or
-    help where tagging's differs."""
-    spec = declaration(FinetuneSettings, name)
-    meta = dict(spec.metadata)
-    return setting(
-        spec.default if default is None else default,
-        help or meta["help"],
-        choices=meta["choices"],
-        within=meta["within"],
-        flags=meta["flags"],
-        metavar=meta["metavar"],
-    )
 
 
 @dataclass
@@ -57,20 +41,20 @@ class TagSettings:
         choices=METRICS,
         flags=("--metric",),
     )
-    learning_rate: float | None = glue_setting("learning_rate")
-    layer_decay: float | None = glue_setting("layer_decay")
-    epochs: float | None = glue_setting("epochs", 3.0, "training epochs")
-    max_steps: int | None = glue_setting("max_steps")
-    batch_size: int = glue_setting("batch_size")
-    eval_batch_size: int = glue_setting("eval_batch_size")
-    max_seq_length: int = glue_setting(
+    learning_rate: float | None = recipe_setting("learning_rate")
+    layer_decay: float | None = recipe_setting("layer_decay")
+    epochs: float | None = recipe_setting("epochs", 3.0, "training epochs")
+    max_steps: int | None = recipe_setting("max_steps")
+    batch_size: int = recipe_setting("batch_size")
+    eval_batch_size: int = recipe_setting("eval_batch_size")
+    max_seq_length: int = recipe_setting(
         "max_seq_length", help="pieces per window; longer sentences are split into windows of whole words"
     )
-    warmup_fraction: float = glue_setting("warmup_fraction")
-    weight_decay: float = glue_setting("weight_decay")
-    adam_epsilon: float = glue_setting("adam_epsilon")
-    max_grad_norm: float = glue_setting("max_grad_norm")
-    original_off_by_one: bool = glue_setting("original_off_by_one")
+    warmup_fraction: float = recipe_setting("warmup_fraction")
+    weight_decay: float = recipe_setting("weight_decay")
+    adam_epsilon: float = recipe_setting("adam_epsilon")
+    max_grad_norm: float = recipe_setting("max_grad_norm")
+    original_off_by_one: bool = recipe_setting("original_off_by_one")
     max_train_sentences: int | None = setting(
         None, "train on the first N sentences of --train", within=COUNT, flags=("--max-train-sentences",)
     )
@@ -107,14 +91,14 @@ class TagSettings:
         "--cvt's auxiliary modules, a comma list of fwd, bwd, future, past",
         flags=("--cvt-modules",),
     )
-    mixed_precision: str = glue_setting("mixed_precision")
-    cpu_dropout: str = glue_setting("cpu_dropout")
-    save_every: int = glue_setting(
+    mixed_precision: str = recipe_setting("mixed_precision")
+    cpu_dropout: str = recipe_setting("cpu_dropout")
+    save_every: int = recipe_setting(
         "save_every",
         help="checkpoint each seed's run every N updates under OUTPUT/runs/ (0: never), for --resume",
     )
-    log_every: int = glue_setting("log_every")
-    progress: bool = glue_setting("progress")
+    log_every: int = recipe_setting("log_every")
+    progress: bool = recipe_setting("progress")
 
     def __post_init__(self) -> None:
         check_declared(self, "")
@@ -131,7 +115,3 @@ class TagSettings:
 
     def modules(self) -> tuple[str, ...]:
         return tuple(name.strip() for name in self.cvt_modules.split(",") if name.strip())
-
-
-# Settings that change how a run is watched or saved, not what it learns or scores: a resume may change them.
-RESUMABLE_SETTINGS = frozenset({"save_every", "log_every", "progress", "eval_batch_size"})

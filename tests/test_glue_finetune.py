@@ -647,14 +647,14 @@ def test_a_run_folder_given_as_a_model_is_named_for_what_it_is(tmp_path, capsys,
     base = ["glue", "--task", "stsb", "--data-dir", str(data), "--max-steps", "1"]
     assert main([*base, "--model", str(run), "--init-from", str(tuned)]) == 2
     assert (
-        f"--init-from {tuned} is an `electra glue` output, not a model; give one of the models its --save-best "
-        f"wrote: {tuned / 'checkpoints' / 'stsb'}." in _one_line(capsys)
+        f"--init-from {tuned} is an `electra glue` output, not a model; give one of the models it saved: "
+        f"{tuned / 'checkpoints' / 'stsb'}." in _one_line(capsys)
     )
     shutil.rmtree(tuned / "checkpoints")
     assert main([*base, "--model", str(tuned)]) == 2
     assert (
-        f"--model {tuned} is an `electra glue` output, not a model; give a model its --save-best writes "
-        f"({tuned / 'checkpoints' / 'TASK'}; this run saved none)." in _one_line(capsys)
+        f"--model {tuned} is an `electra glue` output, not a model; give a pretraining run of this library (with "
+        "its export.json) or a Hugging Face checkpoint directory." in _one_line(capsys)
     )
 
     unfinished = tmp_path / "unfinished"  # a pretraining run before its export: run.json and its own config

@@ -27,6 +27,7 @@ FOLDER_FLOORS = {
     "electra.flops": 1,
     "electra.objectives": 2,
     "electra.training": 2,
+    "electra.finetune": 2,
     "electra.glue": 3,
     "electra.squad": 3,
     "electra.pll": 3,
@@ -192,6 +193,28 @@ def test_no_import_runs_up_a_floor():
     assert not upward, "imports running up a floor:\n" + "\n".join(upward)
 
 
+CONSUMER = FLOOR_NAMES.index("consumers")
+
+
+def consumer_crossings(edges: dict[str, list[tuple[str, int, bool]]]) -> list[str]:
+    """Imports from one consumer folder (glue, squad, tagging, ...) into another: what they share belongs on the
+    fine-tuning floor below them."""
+    return [
+        f"{module}:{line} imports {target}"
+        for module, targets in edges.items()
+        if floor_of(module) == CONSUMER
+        for target, line, _ in targets
+        if floor_of(target) == CONSUMER and folder_of(target) != folder_of(module)
+    ]
+
+
+def test_no_consumer_imports_another():
+    crossings = consumer_crossings(project_edges())
+    assert not crossings, "consumers importing each other (move the shared part down a floor):\n" + "\n".join(
+        crossings
+    )
+
+
 def test_no_import_circles_between_modules():
     edges = {module: {target for target, _, _ in targets} for module, targets in project_edges().items()}
     found = circles(edges)
@@ -231,3 +254,10 @@ def test_the_checker_sees_a_planted_upward_import_and_circle(tmp_path):
     assert circles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]
     assert floor_of("electra.glue.finetune") == 3 and floor_of("electra.glue.cli") == 4
     assert floor_of("electra.training.engine") > floor_of("electra.export.layout")
+    planted = {
+        "electra.tagging.finetune": [
+            ("electra.glue.finetune", 3, False),
+            ("electra.finetune.seeds", 4, False),
+        ]
+    }
+    assert consumer_crossings(planted) == ["electra.tagging.finetune:3 imports electra.glue.finetune"]

@@ -36,7 +36,7 @@ def test_discriminator_export_loads_in_transformers_with_identical_logits(
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
     assert finetune_dir(tmp_path) == tmp_path / "discriminator"
     # A run directory also holds the pretraining config.json: the manifest is read first, never that file.
-    from electra.glue.finetune import resolve_model_dir
+    from electra.finetune.models import resolve_model_dir
 
     model.config.save(tmp_path / "config.json")
     assert resolve_model_dir(tmp_path) == tmp_path / "discriminator"

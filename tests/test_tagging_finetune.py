@@ -15,7 +15,8 @@ from electra.core.errors import UserError
 from electra.tagging.conll import read_conll
 from electra.tagging.features import IGNORE, encode, words_from_windows
 from electra.tagging.finetune import load_data, run_tag
-from electra.tagging.model import TaggerModel, load_encoder
+from electra.finetune.models import load_encoder
+from electra.tagging.model import TaggerModel
 from electra.tagging.settings import TagSettings
 
 DET, ADJ, NOUN, VERB = ["the", "a"], ["big", "small", "red"], ["cat", "dog", "bird", "fish"], ["runs", "sees"]

@@ -12,7 +12,7 @@ import pytest
 
 from electra.app.cli import build_parser, main
 from electra.core.errors import UserError
-from electra.glue.finetune import resolve_model_dir
+from electra.finetune.models import resolve_model_dir
 from electra.tlm.retrieval import build_index
 from electra.tlm.tasks import LabelVocab, read_task_file
 

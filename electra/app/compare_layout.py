@@ -15,7 +15,7 @@ from typing import Any
 
 from electra.app.compare_settings import CompareSettings
 from electra.core.files import read_json_record, write_json_atomically
-from electra.glue.report import json_safe
+from electra.finetune.results import json_safe
 
 # What a run writes into OUT after compare.json (besides its scratch: cache/, dot-files), each replaced or reused.
 OUT_NAMES = (

@@ -17,8 +17,8 @@ from electra.app.compare_report import evaluation_settings
 from electra.app.compare_settings import PRETRAINING_KEYS, CompareSettings
 from electra.core.errors import UserError
 from electra.core.files import read_json_record
+from electra.finetune.results import json_safe
 from electra.glue.finetune import FinetuneSettings
-from electra.glue.report import json_safe
 
 # Lists of what is evaluated, not in which order: `--glue-tasks mrpc,rte` fine-tunes the same cells as `rte,mrpc`.
 _UNORDERED = ("tasks", "probes")
