@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -21,6 +22,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 RUNS_MARK = "<!-- runs: tests/test_docs.py -->"
+# Blocks that run on the files in examples/, with `runs/tiny-electra` replaced by a tiny encoder the test saves.
+EXAMPLES_MARK = "<!-- runs with a tiny model: tests/test_docs.py -->"
 # The measurement logs are records of what was run on a day (flags since renamed included), not instructions.
 LOGS = {"scoring-log.md", "speed-log.md"}
 
@@ -32,10 +35,10 @@ def pages() -> list[Path]:
     return [REPO / "README.md", *(p for p in sorted(DOCS.rglob("*.md")) if p.name not in LOGS)]
 
 
-def code_blocks(text: str) -> list[tuple[str, str, bool]]:
-    """(language, body, marked to run) of every fenced block."""
+def code_blocks(text: str, mark: str = RUNS_MARK) -> list[tuple[str, str, bool]]:
+    """(language, body, marked to run) of every fenced block; `mark` is the comment that marks a block to run."""
     found = []
-    for match in re.finditer(r"(?m)^(<!-- runs: tests/test_docs\.py -->\n)?```(\w*)\n(.*?)^```", text, re.S):
+    for match in re.finditer(rf"(?m)^({re.escape(mark)}\n)?```(\w*)\n(.*?)^```", text, re.S):
         found.append((match.group(2), match.group(3), bool(match.group(1))))
     return found
 
@@ -192,3 +195,50 @@ def test_malformed_input_table_lists_every_case():
     assert labels == [case[0] for case in CASES]
     for row, (_, _, fragment) in zip(table.strip().splitlines()[1:], CASES):
         assert " ".join(fragment.split()) in " ".join(row.split()), row
+
+
+def test_example_commands_run(tmp_path):
+    """docs/data.md's commands, on the files in examples/, with a tiny encoder saved here as `runs/tiny-electra`:
+    every command finishes and writes its output folder (the example files are in the layouts the page states)."""
+    from tests.conftest import save_tiny_electra
+
+    blocks = [
+        body
+        for page in pages()
+        for lang, body, marked in code_blocks(page.read_text(), EXAMPLES_MARK)
+        if marked and lang == "bash"
+    ]
+    assert blocks, "docs/data.md marks its commands on examples/ to run"
+    save_tiny_electra(tmp_path / "runs" / "tiny-electra", dropout=False)
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    for body in blocks:
+        script = re.sub(r"(?m)^electra ", f"{sys.executable} -m electra ", body.replace("\\\n", " "))
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
+        )
+        assert done.returncode == 0, f"{body}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        for output in re.findall(r"--(?:output|out) (\S+)", body):
+            written = tmp_path / output
+            assert written.is_dir() and any(written.iterdir()), f"{output}: nothing written"
+
+
+# Words about how the work behind the software was organised, not about the software (the pages speak to users).
+ORGANISATION_WORDS = re.compile(
+    r"\b(issues?|sessions?|tickets?|lent|borrowed|agents?)\b|\(#\d+|\.\./shared\b", re.IGNORECASE
+)
+
+
+def test_pages_speak_of_the_software():
+    """No page (README, every docs page, the histories included) speaks of who worked when, on which ticket or on
+    which borrowed machine, or names a path under ../shared that users do not have."""
+    found = []
+    for page in [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            for match in ORGANISATION_WORDS.finditer(line):
+                found.append(f"{page.relative_to(REPO)}:{number}: {match.group(0)!r} in {line.strip()[:100]}")
+    assert not found, "\n".join(found)
