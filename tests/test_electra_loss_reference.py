@@ -31,7 +31,9 @@ LENGTH = 44
 CANDIDATES_AND_PICKS = ((3, 1), (7, 1), (12, 2), (20, 3), (27, 4), (37, 6), (41, 6))
 ROWS = 70  # the seven shapes ten times each: 290 picks, enough to see the [MASK] share
 DISCRIMINATOR_WEIGHT = 50.0  # the paper's lambda
-MASK_TOKEN_SHARE = 0.85  # of the picked positions, the share the generator sees as [MASK]; the rest keep their token
+MASK_TOKEN_SHARE = (
+    0.85  # of the picked positions, the share the generator sees as [MASK]; the rest keep their token
+)
 
 
 def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
