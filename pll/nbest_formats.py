@@ -58,6 +58,8 @@ class NbestFormat:
     # The re-ranked 1-best in the layout: written under `stem` (OUTPUT_DIR/NAME.rescored), returning the path.
     write_best: Callable[[Path, Sequence[tuple[Utterance, Hypothesis, float]]], Path] | None
     best_path: Callable[[Path], Path] | None
+    # Files written beside the 1-best (ESPnet's `score`, NeMo's manifest with `pred_text`), checked and cleared alike.
+    companions: Callable[[Path], list[Path]] = lambda stem: []
 
 
 # ---------------------------------------------------------------------------------------------------- reading
@@ -183,7 +185,7 @@ def _number(path: Path, number: int, raw: str, what: str) -> float:
     """A finite number read from a file, or one line naming FILE:LINE; ESPnet's `tensor(-3.25, ...)` too."""
     match = _TENSOR.match(raw.strip())
     try:
-        value = float(match.group(1) if match else raw)
+        value = float((match.group(1) if match else raw).strip("[] "))
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
@@ -615,6 +617,13 @@ def _apply_refs(utts: list[Utterance], ref: Path, source: Path) -> None:
 # ---------------------------------------------------------------------------------------------------- writing
 
 
+def files_written(layout: str, stem: Path) -> list[Path]:
+    """Every file `write_first_best` may write for a list in `layout`: checked before any work (`--overwrite`)
+    and cleared before writing, so that no file of an earlier run is left beside a new one."""
+    best = best_output(layout, stem)
+    return [] if best is None else [best, *FORMATS[layout].companions(stem)]
+
+
 def best_output(layout: str, stem: Path) -> Path | None:
     """Where the re-ranked 1-best of a list in `layout` goes beside OUTPUT_DIR/NAME.rescored.json (`stem` without
     `.json`); None for JSON layouts, whose rescored JSON is that already."""
@@ -673,9 +682,13 @@ def _write_nemo(stem: Path, chosen: Sequence[tuple[Utterance, Hypothesis, float]
             json.dumps({**u.extra, "text": u.ref or "", "pred_text": h.text}, ensure_ascii=False)
             for u, h, _ in chosen
         ]
-        write_text_atomically(stem.with_name(stem.name + ".manifest.json"), "".join(f"{x}\n" for x in lines))
+        write_text_atomically(_nemo_manifest(stem), "".join(f"{x}\n" for x in lines))
     write_text_atomically(path, "".join(f"{h.text}\t{s!r}\n" for _, h, s in chosen))
     return path
+
+
+def _nemo_manifest(stem: Path) -> Path:
+    return stem.with_name(stem.name + ".manifest.json")
 
 
 def _nemo_best(stem: Path) -> Path:
@@ -714,7 +727,11 @@ def _tsv_best(stem: Path) -> Path:
 
 FORMATS: dict[str, NbestFormat] = {
     "json": NbestFormat(
-        "json", "awslabs/mlm-scoring dict or list of {id, ref, hyps}", lambda p, r: [], None, None
+        "json",
+        "awslabs/mlm-scoring dict or list of {id, ref, hyps}",
+        lambda p, r: read_nbest(p)[0],
+        None,
+        None,
     ),
     "espnet": NbestFormat(
         "espnet",
@@ -722,6 +739,7 @@ FORMATS: dict[str, NbestFormat] = {
         _read_espnet,
         _write_espnet,
         _espnet_best,
+        lambda stem: [_espnet_best(stem).with_name("score")],
     ),
     "kaldi": NbestFormat(
         "kaldi",
@@ -730,7 +748,14 @@ FORMATS: dict[str, NbestFormat] = {
         _write_kaldi,
         _kaldi_best,
     ),
-    "nemo": NbestFormat("nemo", "NeMo beams file (text<TAB>score)", _read_nemo, _write_nemo, _nemo_best),
+    "nemo": NbestFormat(
+        "nemo",
+        "NeMo beams file (text<TAB>score)",
+        _read_nemo,
+        _write_nemo,
+        _nemo_best,
+        lambda stem: [_nemo_manifest(stem)],
+    ),
     "whisper": NbestFormat(
         "whisper",
         "JSON lines {id, sequences, sequences_scores}",

@@ -61,9 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a file to write JSON lines {text, pll, pieces, tokens, words, pll_scorer} to as well; for an n-best "
         "input, the scored list (default: standard output)",
     )
+    from electra.pll.nbest_formats import FORMATS
+
     score.add_argument(
         "--format",
         default="auto",
+        choices=("auto", *FORMATS),
         help="layout of an n-best --input, as `electra rescore --format` takes (default: recognised from the "
         "files); a list in a recognizer's layout is written back as n-best JSON that keeps its fields",
     )

@@ -301,3 +301,37 @@ def test_score_writes_a_layouts_list_back_as_json_with_its_fields(tmp_path, caps
     assert main(argv) == 0
     capsys.readouterr()
     assert (out / "dev.rescored.tsv").read_text().startswith("utt\ttext\tscore\tref\nu1\t")
+
+
+def test_an_espnet_logdir_of_several_jobs_reads_as_one_list(tmp_path):
+    """asr.sh runs inference in jobs, each writing logdir/output.N/Nbest_recog/: the logdir is the list."""
+    logdir = tmp_path / "logdir"
+    whole, _ = read_lists(EXAMPLES / "espnet" / "dev")
+    for job, part in ((1, whole[:4]), (2, whole[4:])):
+        for rank in range(1, 11):
+            folder = logdir / f"output.{job}" / f"{rank}best_recog"
+            folder.mkdir(parents=True)
+            (folder / "text").write_text("".join(f"{u.id} {u.hyps[rank - 1].text}\n" for u in part))
+            (folder / "score").write_text("".join(f"{u.id} {u.hyps[rank - 1].score}\n" for u in part))
+    merged, layout = read_lists(logdir)
+    assert layout == "espnet" and [u.id for u in merged] == [u.id for u in whole]
+    assert [[h.score for h in u.hyps] for u in merged] == [[h.score for h in u.hyps] for u in whole]
+
+
+def test_the_layout_copy_is_never_replaced_unasked(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "dev.rescored.text").write_text("mine\n")
+    argv = [
+        "rescore",
+        "--dev",
+        str(EXAMPLES / "kaldi" / "dev"),
+        "--dev-ref",
+        str(EXAMPLES / "kaldi/data/dev/text"),
+    ]
+    argv += ["--features", "am_score,lm_score", "--output", str(out)]
+    assert main(argv) == 2
+    assert "dev.rescored.text already exists" in capsys.readouterr().err
+    assert (out / "dev.rescored.text").read_text() == "mine\n" and not (out / "report.json").exists()
+    assert main([*argv, "--overwrite"]) == 0
+    assert (out / "dev.rescored.text").read_text().startswith("wiki-0000 ")
