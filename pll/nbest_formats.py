@@ -617,6 +617,16 @@ def _apply_refs(utts: list[Utterance], ref: Path, source: Path) -> None:
 # ---------------------------------------------------------------------------------------------------- writing
 
 
+def layout_files(inputs: Sequence[str | Path], fmt: str, targets: Sequence[Path]) -> list[Path]:
+    """Every file the layouts' writers will make beside the rescored JSON `targets` (OUTPUT_DIR/NAME.rescored.json)
+    of `inputs`, each input's layout recognised (or `fmt`): what `--overwrite` guards, known before any work."""
+    return [
+        file
+        for path, target in zip(inputs, targets)
+        for file in files_written(detect_format(Path(path), fmt), target.with_suffix(""))
+    ]
+
+
 def files_written(layout: str, stem: Path) -> list[Path]:
     """Every file `write_first_best` may write for a list in `layout`: checked before any work (`--overwrite`)
     and cleared before writing, so that no file of an earlier run is left beside a new one."""

@@ -155,19 +155,15 @@ def _add_weighting_options(rescore: argparse.ArgumentParser) -> None:
 
 def run_rescore(args: argparse.Namespace) -> int:
     from electra.pll.fusion import LengthNorm
-    from electra.pll.nbest_formats import detect_format, files_written, read_lists
+    from electra.pll.nbest_formats import layout_files, read_lists
     from electra.pll.rescore import check_test_refs, require_refs
 
     lambdas, features = _check_flags(args)
     out_dir = Path(args.output_dir)
     targets = [out_dir / name for name in rescored_names(args.dev, args.test)]
-    layouts = [detect_format(Path(p), args.format) for p in [args.dev, *args.test]]
-    besides = [
-        f for layout, target in zip(layouts, targets) for f in files_written(layout, target.with_suffix(""))
-    ]
+    besides = layout_files([args.dev, *args.test], args.format, targets)
     saved_plls = pll_files(out_dir, args.model, features)
-    written = [out_dir / "report.json", *targets, *besides, *saved_plls.values()]
-    refuse_to_replace(written, args.overwrite)
+    refuse_to_replace([out_dir / "report.json", *targets, *besides, *saved_plls.values()], args.overwrite)
     for saved in saved_plls.values():  # before any list is read or model loaded, as `score --output` does
         check_unfinished(saved, args.resume, args.overwrite)
     dev, dev_fmt = read_lists(args.dev, args.format, args.dev_ref)
@@ -273,13 +269,12 @@ def _write_outputs(out_dir: Path, splits: Sequence[Split], summary: dict[str, An
     folder without report.json (plainly unfinished), never a new list beside an old report."""
     from electra.pll.fusion import fused_score, split_table
     from electra.pll.nbest import write_nbest
-    from electra.pll.nbest_formats import best_output, files_written, json_format, write_first_best
+    from electra.pll.nbest_formats import files_written, json_format, write_first_best
     from electra.pll.rescore import has_reference_words
 
     weights = summary["weights"]
-    besides = [best_output(fmt, target.with_suffix("")) for _, _, _, fmt, target in splits]
-    companions = [f for _, _, _, fmt, target in splits for f in files_written(fmt, target.with_suffix(""))]
-    for stale in [out_dir / "report.json", *(target for *_, target in splits), *companions]:
+    besides = [f for _, _, _, fmt, target in splits for f in files_written(fmt, target.with_suffix(""))]
+    for stale in [out_dir / "report.json", *(target for *_, target in splits), *besides]:
         stale.unlink(missing_ok=True)
     rows = []
     for name, path, utts, fmt, target in splits:
@@ -302,8 +297,9 @@ def _write_outputs(out_dir: Path, splits: Sequence[Split], summary: dict[str, An
         summary["splits"].append(entry)
     _print_wer_table(rows)
     write_json_atomically(out_dir / "report.json", summary)
-    for (name, path, _, _, target), beside in zip(splits, besides):
-        print(f"{name}: {path} -> {target}" + (f" and {beside}" if beside else ""))
+    for entry in summary["splits"]:
+        also = f" and {entry['first_best']}" if "first_best" in entry else ""
+        print(f"{entry['split']}: {entry['file']} -> {entry['output']}{also}")
     print(f"rescored lists and report.json written to {out_dir}")
 
 
