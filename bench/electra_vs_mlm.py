@@ -57,7 +57,10 @@ from electra.app.compare import (
     run_compare,
     write_report,
 )
-from electra.core.config import parse_overrides
+from electra.app.compare.glue import current_cell
+from electra.app.compare.layout import cell_slug, fraction_name, glue_cell, probe_folder
+from electra.app.compare.probes import probes_on_disk
+from electra.core.config_files import parse_overrides
 from electra.core.errors import UserError
 from electra.core.files import save_figure_atomically, write_json_atomically, write_text_atomically
 from electra.core.output_lock import output_lock
@@ -192,9 +195,13 @@ def study_settings(args: argparse.Namespace, out: Path) -> CompareSettings:
         overwrite=True,
     )
     if "log_every" not in overrides:
-        config = build_config(settings.size, None, dict(overrides))
-        steps = objective_config(replace(settings, tasks=[], probes=[]), "mlm", config.tokenizer_vocab_size)
-        settings.overrides["log_every"] = max(1, steps.max_steps // CURVE_POINTS)
+        # the steps counted as `electra compare --plan` counts them before a vocabulary exists (its largest size)
+        vocab = build_config(settings.size, None, dict(overrides)).tokenizer_vocab_size
+        try:
+            steps = objective_config(replace(settings, tasks=[], probes=[]), "mlm", vocab).max_steps
+        except UserError:  # a budget under a step per checkpoint: refused by the run itself, naming the arm
+            steps = 1
+        settings.overrides["log_every"] = max(1, steps // CURVE_POINTS)
     return settings
 
 
@@ -271,7 +278,7 @@ def evaluate(
         jobs += [("glue", t, cells[a][i]) for i in order for t in settings.tasks for a in cells]
         longest: dict[tuple[str, str], float] = {}
         skipped: list[str] = []
-        record = write_study(settings, args, cells, finetune, seconds, skipped, started)
+        write_study(settings, args, cells, finetune, seconds, skipped, started)
         for kind, name, cell in jobs:
             which = (
                 "random encoder"
@@ -279,7 +286,10 @@ def evaluate(
                 else f"{cell['objective']} {cell['index']}of{settings.checkpoints}"
             )
             now = time.monotonic()
-            if now + longest.get((kind, name), 0.0) > deadline:
+            if (
+                not _on_disk(settings, kind, name, cell, finetune)
+                and now + longest.get((kind, name), 0.0) > deadline
+            ):
                 left = max(0.0, deadline - now) / 60
                 skipped.append(f"{kind} {name} on {which}")
                 print(f"{NAME}: no time left for {kind} {name} on {which} ({left:.1f} min left)")
@@ -290,9 +300,25 @@ def evaluate(
                 finetune_cell(settings, cell, name, finetune)
             took = time.monotonic() - now
             longest[(kind, name)] = max(longest.get((kind, name), 0.0), took)
-            seconds[f"{kind}s"] = seconds.get(f"{kind}s", 0.0) + took
-            record = write_study(settings, args, cells, finetune, seconds, skipped, started)
-    return record
+            part = "probes" if kind == "probe" else "glue"
+            seconds[part] = seconds.get(part, 0.0) + took
+            write_study(settings, args, cells, finetune, seconds, skipped, started)
+        # once more at the end: the cells skipped and the total time
+        return write_study(settings, args, cells, finetune, seconds, skipped, started)
+
+
+def _on_disk(settings: CompareSettings, kind: str, name: str, cell: dict | None, finetune: Any) -> bool:
+    """Whether the cell is on disk, made with the current settings and data (a rerun reuses it at no cost, so
+    the time limit does not hold it back)."""
+    if kind == "probe":
+        folder = (
+            probe_folder(settings)
+            if cell is None
+            else probe_folder(settings, cell_slug(cell), fraction_name(cell["index"], settings.checkpoints))
+        )
+        return name in probes_on_disk(settings, folder)
+    path = glue_cell(settings, cell_slug(cell), fraction_name(cell["index"], settings.checkpoints), name)
+    return current_cell(path, settings, finetune, name) is not None
 
 
 def write_study(
