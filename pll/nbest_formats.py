@@ -172,7 +172,8 @@ def _keyed(path: Path, what: str, expected: str) -> dict[str, tuple[int, str]]:
     """A Kaldi-style `KEY value...` file: key -> (line number, the rest of the line, stripped)."""
     out: dict[str, tuple[int, str]] = {}
     for number, line in _lines(path, what, expected):
-        key, _, rest = line.strip().partition(" ")
+        key, *rest_of_line = line.split(None, 1)  # Kaldi separates the key by a space; tabs are read alike
+        rest = rest_of_line[0] if rest_of_line else ""
         if key in out:
             raise UserError(
                 f"{path}:{number}: key {key!r} appears twice (first on line {out[key][0]}); give every key once."
