@@ -57,15 +57,12 @@ from electra.app.compare import (
     run_compare,
     write_report,
 )
-from electra.app.compare.glue import current_cell
-from electra.app.compare.layout import cell_slug, fraction_name, glue_cell, probe_folder
-from electra.app.compare.probes import probes_on_disk
 from electra.core.config_files import parse_overrides
 from electra.core.errors import UserError
 from electra.core.files import save_figure_atomically, write_json_atomically, write_text_atomically
 from electra.core.output_lock import output_lock
 from electra.data.embedded_corpus import ensure_embedded_corpus
-from electra.glue.finetune import check_files
+from electra.glue.inputs import check_files
 from electra.glue.tasks import parse_task_list
 from electra.objectives import build_config
 from electra.training.run_log import read_metrics
@@ -278,7 +275,7 @@ def evaluate(
         jobs += [("glue", t, cells[a][i]) for i in order for t in settings.tasks for a in cells]
         longest: dict[tuple[str, str], float] = {}
         skipped: list[str] = []
-        write_study(settings, args, cells, finetune, seconds, skipped, started)
+        record, results = write_study(settings, args, cells, finetune, seconds, skipped, started)
         for kind, name, cell in jobs:
             which = (
                 "random encoder"
@@ -286,10 +283,7 @@ def evaluate(
                 else f"{cell['objective']} {cell['index']}of{settings.checkpoints}"
             )
             now = time.monotonic()
-            if (
-                not _on_disk(settings, kind, name, cell, finetune)
-                and now + longest.get((kind, name), 0.0) > deadline
-            ):
+            if not _on_disk(results, kind, name, cell) and now + longest.get((kind, name), 0.0) > deadline:
                 left = max(0.0, deadline - now) / 60
                 skipped.append(f"{kind} {name} on {which}")
                 print(f"{NAME}: no time left for {kind} {name} on {which} ({left:.1f} min left)")
@@ -302,23 +296,20 @@ def evaluate(
             longest[(kind, name)] = max(longest.get((kind, name), 0.0), took)
             part = "probes" if kind == "probe" else "glue"
             seconds[part] = seconds.get(part, 0.0) + took
-            write_study(settings, args, cells, finetune, seconds, skipped, started)
+            record, results = write_study(settings, args, cells, finetune, seconds, skipped, started)
         # once more at the end: the cells skipped and the total time
-        return write_study(settings, args, cells, finetune, seconds, skipped, started)
+        return write_study(settings, args, cells, finetune, seconds, skipped, started)[0]
 
 
-def _on_disk(settings: CompareSettings, kind: str, name: str, cell: dict | None, finetune: Any) -> bool:
-    """Whether the cell is on disk, made with the current settings and data (a rerun reuses it at no cost, so
-    the time limit does not hold it back)."""
+def _on_disk(results: dict, kind: str, name: str, cell: dict | None) -> bool:
+    """Whether the cell is on disk, made with the current settings and data, as compare's report found it (a
+    rerun reuses such a cell at no cost, so the time limit does not hold it back)."""
+    if kind == "probe" and cell is None:
+        return name in results["random_encoder"]
+    row = results["objectives"][cell["objective"]]["cells"][cell["index"] - 1]
     if kind == "probe":
-        folder = (
-            probe_folder(settings)
-            if cell is None
-            else probe_folder(settings, cell_slug(cell), fraction_name(cell["index"], settings.checkpoints))
-        )
-        return name in probes_on_disk(settings, folder)
-    path = glue_cell(settings, cell_slug(cell), fraction_name(cell["index"], settings.checkpoints), name)
-    return current_cell(path, settings, finetune, name) is not None
+        return name in row["probes"]
+    return any(key == name or key.startswith(f"{name}-") for key in row["scores"])  # mnli: mnli-m, mnli-mm
 
 
 def write_study(
@@ -329,15 +320,16 @@ def write_study(
     seconds: dict,
     skipped: list[str],
     started: float,
-) -> dict:
-    """compare's report, then this study's table (markdown and JSON) and figure, from the cells on disk."""
+) -> tuple[dict, dict]:
+    """compare's report, then this study's table (markdown and JSON) and figure, from the cells on disk; returns
+    the table's record and compare's results."""
     results = collect_results(settings, cells, finetune)
     write_report(results, settings.out)
     record = study_record(settings, args, results, dict(seconds, total=time.monotonic() - started), skipped)
     write_json_atomically(settings.out / f"{NAME}.json", record, allow_nan=False)
     write_text_atomically(settings.out / f"{NAME}.md", table_markdown(record))
     plot_study(record, settings.out, settings.out / f"{NAME}.png")
-    return record
+    return record, results
 
 
 def study_record(
