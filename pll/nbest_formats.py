@@ -125,7 +125,7 @@ def layout_of_input(raw: str, fmt: str = "auto") -> str | None:
                 f"--input {raw}: --format {fmt} reads a file or folder by its name, not standard input."
             )
         return None
-    if fmt == "auto" and not path.is_dir():
+    if fmt == "auto":  # None: a file of sentences, or a folder of no layout (refused by the sentence reader)
         return sniff_format(path)
     return detect_format(path, fmt)
 
@@ -624,6 +624,7 @@ def layout_files(inputs: Sequence[str | Path], fmt: str, targets: Sequence[Path]
     return [
         file
         for path, target in zip(inputs, targets)
+        if Path(path).exists()  # a missing input is named by its reader, after the output check
         for file in files_written(detect_format(Path(path), fmt), target.with_suffix(""))
     ]
 
