@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from electra.app.flops_paper import PAPER_MODELS, TOLERANCE, reproduce, reproduce_all
+from electra.app.flops_paper import PAPER_MODELS, reproduce, reproduce_all
 from electra.core.errors import UserError
 from electra.flops.analytic import finetune_flops
 from electra.flops.measured import (
@@ -153,6 +153,34 @@ def test_budget_helpers():
 
 
 # ------------------------------------------------------------------------------------------ paper figures
+# The paper prints FLOPs to two significant figures (1.4e18 stands for 1.35e18 to 1.45e18): 3% holds every
+# rounding of a figure that matches, and is written here, not read from the code under test.
+TOLERANCE = 0.03
+# What `electra flops --paper` must say of each row of the paper's tables (written out, not read from the rows'
+# own flags): ok within TOLERANCE; "differs (see note)" where we reproduce the run but the printed figure is
+# another one; "not reproduced" for other architectures.
+EXPECTED_STATUS = {
+    "ELMo": "not reproduced",
+    "GPT": "ok",
+    "BERT-Small": "ok",
+    "BERT-Base": "ok",
+    "ELECTRA-Small (released 1/4 generator)": "differs (see note)",
+    "ELECTRA-Small (1/2 generator)": "ok",
+    "ELECTRA-Small 50% trained": "ok",
+    "ELECTRA-Small 25% trained": "ok",
+    "ELECTRA-Small 12.5% trained": "ok",
+    "ELECTRA-Small 6.25% trained": "ok",
+    "ELECTRA-Base": "ok",
+    "BERT-Large": "ok",
+    "RoBERTa-100K": "ok",
+    "RoBERTa-500K": "ok",
+    "XLNet": "not reproduced",
+    "BERT (ours, 400K steps)": "differs (see note)",
+    "ELECTRA-400K": "ok",
+    "ELECTRA-1.75M": "ok",
+}
+
+
 def _row(name: str) -> dict:
     return reproduce(next(model for model in PAPER_MODELS if model.name == name))
 
@@ -187,14 +215,15 @@ def test_electra_small_published_figure_needs_the_half_width_generator():
 
 def test_every_reproducible_row_is_ok_and_others_are_listed():
     rows = reproduce_all()
-    for row, model in zip(rows, PAPER_MODELS):
-        if model.size is None:
-            assert row["status"] == "not reproduced" and "other architecture" in row["note"]
-        elif model.expect_match:
-            assert row["status"] == "ok", row
-        else:
-            assert row["status"] == "differs (see note)", row
-    assert {"ELMo", "XLNet"} <= {row["name"] for row in rows if row["status"] == "not reproduced"}
+    assert {row["name"]: row["status"] for row in rows} == EXPECTED_STATUS
+    for row in rows:
+        if row["status"] == "ok":
+            assert abs(row["train_rel_diff"]) <= TOLERANCE, row
+            assert row["infer_rel_diff"] is None or abs(row["infer_rel_diff"]) <= TOLERANCE, row
+        elif row["status"] == "not reproduced":
+            assert "other architecture" in row["note"]
+        else:  # reproduced, and the printed figure is not ours: the note says why, and it really differs
+            assert row["note"] and abs(row["train_rel_diff"]) > TOLERANCE, row
 
 
 # -------------------------------------------------------------------------------- analytic vs measured
@@ -443,28 +472,33 @@ def _built_in_objectives() -> list[str]:
     ]
 
 
-def _combinations():
-    """(objective, generator) pairs a config accepts, every generator kind tried for every objective."""
+GENERATORS = ("mlm", "two-tower", "unigram")
+# The (objective, generator) pairs a config accepts, written out: a pair `build_config` starts to refuse fails
+# test_exactly_these_combinations_are_accepted instead of vanishing from the parametrized checks below.
+COMBINATIONS = [
+    *(("electra", g) for g in GENERATORS),
+    ("electra-tt", "two-tower"),
+    ("mlm", "mlm"),
+    ("electric", "two-tower"),
+    *(("electra-15", g) for g in GENERATORS),
+    *(("replace-mlm", g) for g in GENERATORS),
+    *(("all-tokens-mlm", g) for g in GENERATORS),
+    ("electra-adversarial", "mlm"),
+    ("electra-two-stage", "mlm"),
+    ("cloze", "two-tower"),
+]
 
-    pairs = []
-    for objective in _built_in_objectives():
-        for generator in ("mlm", "two-tower", "unigram"):
-            try:
-                build_config("tiny", overrides={"objective": objective, "generator": generator})
-            except UserError:
-                continue
-            pairs.append((objective, generator))
-    return pairs
 
-
-COMBINATIONS = _combinations()
-
-
-def test_the_combinations_cover_every_objective_and_generator():
-
+def test_exactly_these_combinations_are_accepted():
     assert {o for o, _ in COMBINATIONS} == set(_built_in_objectives())
-    assert {g for _, g in COMBINATIONS} == {"mlm", "two-tower", "unigram"}
-    assert ("electra", "two-tower") in COMBINATIONS and ("all-tokens-mlm", "two-tower") in COMBINATIONS
+    for objective in _built_in_objectives():
+        for generator in GENERATORS:
+            overrides = {"objective": objective, "generator": generator}
+            if (objective, generator) in COMBINATIONS:
+                build_config("tiny", overrides=overrides)
+            else:
+                with pytest.raises(UserError):
+                    build_config("tiny", overrides=overrides)
 
 
 @pytest.mark.parametrize("objective, generator", COMBINATIONS)
@@ -479,7 +513,10 @@ def test_startup_check_agrees_for_every_objective_and_generator(objective, gener
     from electra.training.model import build_pretraining_model
 
     if not get_objective(objective).startup_flop_check:
-        pytest.skip(f"{objective}'s steps differ by design; pretraining does not check it")
+        assert objective == "electra-two-stage"  # measured stage by stage below
+        pytest.skip(
+            f"{objective}'s steps differ by design: test_two_stage_electra_is_measured_stage_by_stage"
+        )
     tokenizer = _tokenizer(2000)
     config = build_config(
         "tiny", overrides={"objective": objective, "generator": generator, "max_seq_length": 48}
@@ -495,6 +532,43 @@ def test_startup_check_agrees_for_every_objective_and_generator(objective, gener
         result = startup_check(model, batch, config, _plan(config))
     assert result["ratio"] == pytest.approx(1.0, abs=0.02), result
     assert result["ok"]
+
+
+def test_two_stage_electra_is_measured_stage_by_stage():
+    """ELECTRA two-stage runs the generator alone (trained) for its first steps, then the frozen generator forward
+    and the discriminator trained. Each stage's measured forward matches the analytic count of the networks it
+    runs, and the run is charged the average worked here: per sequence, first * 2G + (1 - first) * (G + 2D), with
+    G and D the analytic forward FLOPs of the generator and the discriminator (2 = a forward and the paper's
+    backward; the frozen generator's 1 = forward only)."""
+    from electra.flops.measured import executed_report, measure_training_step
+    from electra.generators.fused_nll import plain_head
+    from electra.training.model import build_pretraining_model
+
+    tokenizer = _tokenizer(2000)
+    overrides = {"objective": "electra-two-stage", "max_seq_length": 48, "max_steps": 10}
+    config = build_config("tiny", overrides={**overrides, "two_stage_generator_steps": 3})
+    torch.manual_seed(0)
+    model = build_pretraining_model(config, tokenizer)
+    batch = _full_batch(tokenizer, 48, batch_size=3)
+    executed = executed_report(config, _plan(config), batch)
+    with plain_head(), torch.no_grad():
+        first_stage = measure_training_step(model, batch, backward=False)["forward"]
+        model.two_stage_calls.fill_(3)  # the generator's 3 steps are done
+        second_stage = measure_training_step(model, batch, backward=False)["forward"]
+    assert first_stage == pytest.approx(3 * executed.matmul_flops("train", "generator"), rel=0.02)
+    assert second_stage == pytest.approx(3 * executed.matmul_flops("train"), rel=0.02)
+    assert second_stage > 1.8 * first_stage  # the discriminator is the generator's size here
+
+    report = flop_report(config)
+    forward = {
+        part: sum(t.flops for t in report.train_terms if t.network == part)
+        for part in ("generator", "discriminator")
+    }
+    first = 3 / 10
+    expected = first * 2 * forward["generator"] + (1 - first) * (
+        forward["generator"] + 2 * forward["discriminator"]
+    )
+    assert report.train_flops_per_sequence == pytest.approx(expected, rel=1e-9)
 
 
 def test_electra_with_a_two_tower_generator_is_charged_as_electra_tt():

@@ -123,16 +123,21 @@ def test_rescore_fuses_the_lists_own_fields_without_a_model(tmp_path, capsys):
 def test_fusion_on_real_pocketsphinx_lists_beats_the_first_pass_on_dev(shared_data, tmp_path):
     """asr_tts_wiki (pocketsphinx 50-best lists of Wikipedia sentences): the recognizer's own acoustic and LM scores
     and a word count, fused with weights searched on dev, never lose to the first pass on dev (it is among the
-    settings tried), and the test WER is what README reports."""
+    settings tried), and the test WER is what README reports.
+
+    The figures are pinned (measured 2026-11-28 on a 2-core AMD EPYC host, torch 2.13; no model runs, so they are the
+    same on every host): word errors over word counts, exact up to float rounding. A search that never left the
+    first pass (dev 32.10%) or lost a feature lands elsewhere."""
     dev, _ = read_nbest(shared_data / "asr_tts_wiki" / "dev.json")
     test, _ = read_nbest(shared_data / "asr_tts_wiki" / "test.json")
     result = fuse(dev, ["score", "am_score", "lm_score", "words"])
     dev_table, test_table = split_table(dev, result.weights), split_table(test, result.weights)
-    assert dev_table["fused"] <= dev_table["first_pass"] and dev_table["fused"] == pytest.approx(
-        result.dev_wer
-    )
-    assert dev_table["oracle"] < dev_table["fused"]
-    assert test_table["fused"] < test_table["first_pass"]  # 28.85% vs 30.50% when this was written
+    assert dev_table["fused"] == pytest.approx(result.dev_wer)
+    assert dev_table["first_pass"] == pytest.approx(0.32103658536585367, abs=1e-9)
+    assert dev_table["fused"] == pytest.approx(0.2942073170731707, abs=1e-9)
+    assert dev_table["oracle"] == pytest.approx(0.23353658536585367, abs=1e-9)
+    assert test_table["first_pass"] == pytest.approx(0.30503899220155967, abs=1e-9)
+    assert test_table["fused"] == pytest.approx(0.28854229154169164, abs=1e-9)
 
 
 @pytest.mark.slow
