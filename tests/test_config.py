@@ -3,7 +3,8 @@ import json
 import pytest
 
 from electra.app.cli import main
-from electra.core.config import SIZES, load_config_file, parse_overrides
+from electra.core.config import SIZES
+from electra.core.config_files import load_config_file, parse_overrides
 from electra.core.errors import ElectraWarning, UserError
 from electra.objectives import build_config
 
@@ -89,9 +90,34 @@ def test_unknown_key_in_file_names_the_file(tmp_path):
         build_config("tiny", bad)
 
 
-def test_every_size_validates():
-    for size in SIZES:
-        build_config(size)
+# (hidden, layers, heads, FFN, embedding, generator width, sequence, batch, steps, learning rate): the ELECTRA paper's
+# Table 6 for small/base/large, and the two CPU sizes as docs/pretraining describes them.
+SIZE_TABLE = {
+    "tiny": (128, 4, 2, 512, 128, 1 / 2, 128, 32, 600, 1e-3),
+    "mini": (256, 4, 4, 1024, 128, 1 / 4, 128, 64, 10_000, 1e-3),
+    "small": (256, 12, 4, 1024, 128, 1 / 4, 128, 128, 1_000_000, 5e-4),
+    "base": (768, 12, 12, 3072, 768, 1 / 3, 512, 256, 766_000, 2e-4),
+    "large": (1024, 24, 16, 4096, 1024, 1 / 4, 512, 2048, 400_000, 2e-4),
+}
+
+
+def test_every_size_validates_with_the_papers_hyperparameters():
+    assert set(SIZES) == set(SIZE_TABLE)
+    for size, expected in SIZE_TABLE.items():
+        c = build_config(size)
+        got = (
+            c.hidden_size,
+            c.num_hidden_layers,
+            c.num_attention_heads,
+            c.intermediate_size,
+            c.embedding_size,
+            c.generator_hidden_multiplier,
+            c.max_seq_length,
+            c.train_batch_size,
+            c.max_steps,
+            c.learning_rate,
+        )
+        assert got == pytest.approx(expected, rel=1e-12), size
 
 
 @pytest.mark.parametrize(
