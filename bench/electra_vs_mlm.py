@@ -261,17 +261,22 @@ def _glue_tasks(args: argparse.Namespace) -> tuple[list[str], Path | None]:
 def evaluate(
     settings: CompareSettings, args: argparse.Namespace, deadline: float, seconds: dict, started: float
 ) -> dict:
-    """The probe cells, then the GLUE cells, each started only while it fits before the deadline (its estimate:
-    the longest cell of the same probe or task so far; the first of each starts while any time is left). The
-    report is rewritten after every cell."""
+    """The probe cells, then the GLUE cells, each started only while it fits before the deadline, the full
+    budget's checkpoints first. A cell's estimate is the longest cell of the same probe or task so far, else of
+    any probe or any task (GLUE cells of 1,000 examples take about as long), else nothing: the first cell starts
+    while any time is left. The report is rewritten after every cell."""
     with output_lock(settings.out):
         cells = {
             arm.label: pretrain_objective(settings, arm, settings.out / "tokenizer") for arm in settings.arms
         }
         finetune = glue_settings(settings, build_config(settings.size, None, dict(settings.overrides)))
         order = list(reversed(range(settings.checkpoints)))  # the full budget first
-        jobs: list[tuple[str, str, dict | None]] = [("probe", probe, None) for probe in settings.probes]
-        jobs += [("probe", p, cells[a][i]) for i in order for p in settings.probes for a in cells]
+        # the two arms' final checkpoints first, then the random encoder they are read against, then the rest
+        jobs: list[tuple[str, str, dict | None]] = [
+            ("probe", p, cells[a][i]) for i in order[:1] for p in settings.probes for a in cells
+        ]
+        jobs += [("probe", probe, None) for probe in settings.probes]
+        jobs += [("probe", p, cells[a][i]) for i in order[1:] for p in settings.probes for a in cells]
         jobs += [("glue", t, cells[a][i]) for i in order for t in settings.tasks for a in cells]
         longest: dict[tuple[str, str], float] = {}
         skipped: list[str] = []
@@ -283,7 +288,11 @@ def evaluate(
                 else f"{cell['objective']} {cell['index']}of{settings.checkpoints}"
             )
             now = time.monotonic()
-            if not _on_disk(results, kind, name, cell) and now + longest.get((kind, name), 0.0) > deadline:
+            same_kind = max((t for (k, _), t in longest.items() if k == kind), default=0.0)
+            if (
+                not _on_disk(results, kind, name, cell)
+                and now + longest.get((kind, name), same_kind) > deadline
+            ):
                 left = max(0.0, deadline - now) / 60
                 skipped.append(f"{kind} {name} on {which}")
                 print(f"{NAME}: no time left for {kind} {name} on {which} ({left:.1f} min left)")

@@ -5,12 +5,14 @@
 #       on the machine that has the data: copies what the study reads from DATA (glue/SST-2, RTE, MRPC, STS-B
 #       train and dev; corpus/brown) into runs/evm-data (git-ignored, about 18 MB), and downloads into .whl/
 #       (git-ignored, about 10 MB) the wheels of the dependencies a bare GPU image may lack (Python 3.12).
-#   bench/electra_vs_mlm_gpu.sh run OUT [BUDGET [MINUTES]]
+#   bench/electra_vs_mlm_gpu.sh run OUT [BUDGET [MINUTES [CORPUS]]]
 #       on the GPU machine, from the repository root, with runs/evm-data and .whl carried: installs the carried
 #       wheels and this package into /tmp/site, checks the imports, then trains ELECTRA-Small and MLM-Small to
 #       BUDGET training FLOPs each (default 4e15) in bf16 with CUDA graphs, probes them, and fine-tunes GLUE while
-#       MINUTES (default 8.5, the whole study) leave room. The study's folder is /tmp/evm-small (checkpoints stay
-#       there); OUT receives the table, the figure, compare's report, both runs' metrics.csv, the log and the GPU.
+#       MINUTES (default 8.5, the whole study) leave room. The study's folder is runs/evm-small (git-ignored: a
+#       rerun on the same machine resumes there); OUT receives the table, the figure, compare's report, both runs'
+#       metrics.csv, the log and the GPU's name.
+#       Without CORPUS both train on the library's default corpus (shipped in the package: nothing to carry).
 set -euo pipefail
 mode=${1:?prepare|run}
 if [ "$mode" = prepare ]; then
@@ -29,6 +31,7 @@ if [ "$mode" = prepare ]; then
   exit 0
 fi
 out=${2:?OUT}; budget=${3:-4e15}; minutes=${4:-8.5}
+corpus=(); if [ $# -ge 5 ]; then corpus=(--corpus "$5"); fi
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 if [ -d .whl ]; then
@@ -41,13 +44,13 @@ print('torch', torch.__version__, 'transformers', transformers.__version__, 'dat
 'pyarrow', pyarrow.__version__)" | tee -a "$out/gpu.txt"
 start=$(date +%s)
 status=0
-python3 bench/electra_vs_mlm.py --size small --flops-budget "$budget" --checkpoints 1 \
+python3 bench/electra_vs_mlm.py --size small --flops-budget "$budget" --checkpoints 1 "${corpus[@]}" \
   --sst2 runs/evm-data/glue/SST-2 --pos runs/evm-data/corpus/brown --glue-data runs/evm-data/glue \
-  --time-limit "$minutes" --out /tmp/evm-small 2>&1 | tr '\r' '\n' | grep --line-buffered -v 'it/s' \
+  --probe-max-train 2000 --time-limit "$minutes" --out runs/evm-small 2>&1 | tr '\r' '\n' | grep --line-buffered -v 'it/s' \
   > "$out/run.log" || status=$?
 echo "wall seconds: $(( $(date +%s) - start ))" | tee -a "$out/run.log"
-cp /tmp/evm-small/electra_vs_mlm.md /tmp/evm-small/electra_vs_mlm.json /tmp/evm-small/electra_vs_mlm.png "$out/" || true
-cp /tmp/evm-small/results.md "$out/compare-results.md" || true
-for arm in electra mlm; do cp "/tmp/evm-small/pretrain/$arm/metrics.csv" "$out/$arm-metrics.csv" || true; done
+cp runs/evm-small/electra_vs_mlm.md runs/evm-small/electra_vs_mlm.json runs/evm-small/electra_vs_mlm.png "$out/" || true
+cp runs/evm-small/results.md "$out/compare-results.md" || true
+for arm in electra mlm; do cp "runs/evm-small/pretrain/$arm/metrics.csv" "$out/$arm-metrics.csv" || true; done
 tail -25 "$out/run.log"
 exit "$status"

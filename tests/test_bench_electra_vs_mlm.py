@@ -121,13 +121,13 @@ def test_equal_budgets_one_table_one_figure_and_a_timed_out_rerun(tmp_path, smal
     assert [path.stat().st_mtime_ns for path in exports] == stamps
     assert [row["train_flops"] for row in rerun["rows"]] == [rows[k]["train_flops"] for k in rows]
     assert rerun["skipped"] == [
-        "probe sst2 on random encoder",
         "probe sst2 on electra 1of1",
         "probe sst2 on mlm 1of1",
+        "probe sst2 on random encoder",
         "glue rte on electra 1of1",
         "glue rte on mlm 1of1",
     ]
-    assert "no time left for probe sst2 on random encoder" in printed
+    assert "no time left for probe sst2 on electra 1of1" in printed
     assert all(row["probes"] == {"sst2": None} and row["glue_average"] is None for row in rerun["rows"])
     assert "probe pos" not in (out / "electra_vs_mlm.md").read_text()
 
