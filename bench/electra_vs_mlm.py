@@ -508,14 +508,14 @@ def plot_study(record: dict, out: Path, path: Path) -> Path:
     (loss, accuracy), (discriminator, scores) = axes
     for label, metric, name in (
         ("mlm", "mlm_loss", "MLM"),
-        ("electra", "generator_loss", "ELECTRA's generator"),
+        ("electra", "generator_loss", "ELECTRA's (smaller) generator"),
     ):
         _line(loss, runs.get(label, {}), metric, name, COLOURS.get(label))
     loss.set_title("masked-token loss")
     loss.set_ylabel("cross-entropy (nats)")
     for label, metric, name in (
         ("mlm", "mlm_accuracy", "MLM"),
-        ("electra", "generator_accuracy", "ELECTRA's generator"),
+        ("electra", "generator_accuracy", "ELECTRA's (smaller) generator"),
     ):
         _line(accuracy, runs.get(label, {}), metric, name, COLOURS.get(label))
     accuracy.set_title("masked-token accuracy")

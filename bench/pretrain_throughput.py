@@ -32,7 +32,7 @@ import time
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.core.config import parse_overrides
+from electra.core.config_files import parse_overrides
 from electra.core.cpu_memory import keep_freed_memory
 from electra.core.outputs import SpecialIds
 from electra.flops.measured import flop_counter

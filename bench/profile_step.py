@@ -33,7 +33,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from electra.core.config import parse_overrides
+from electra.core.config_files import parse_overrides
 from electra.core.cpu_memory import keep_freed_memory
 from electra.core.outputs import SpecialIds
 from electra.objectives import build_config

@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from electra.core.config import parse_overrides  # noqa: E402
+from electra.core.config_files import parse_overrides  # noqa: E402
 from electra.core.errors import UserError  # noqa: E402
 from electra.data.corpus import read_documents  # noqa: E402
 from electra.tlm.retrieval import BM25Index, build_index, corpus_digest, retrieve_corpus  # noqa: E402

@@ -114,7 +114,7 @@ def refuse_foreign_run(output: Path) -> None:
     fine-tunes) is refused, with or without --overwrite or --resume: GLUE wrote its own run.json over the
     pretraining run's record, `--overwrite` deleted that run's `checkpoints/` (a name both write), and `--resume`
     wrote GLUE's checkpoints into it."""
-    from electra.glue.finetune import is_glue_record
+    from electra.glue.inputs import is_glue_record
 
     if is_glue_record(output / "run.json") is False:
         raise UserError(
@@ -140,7 +140,7 @@ def prepare_output(
     from electra.data.tokenization import require_tokenizer
     from electra.export.layout import finetune_dir, require_safetensors
     from electra.finetune.models import resolve_model_dir
-    from electra.glue.finetune import check_files, check_init_from
+    from electra.glue.inputs import check_files, check_init_from
     from electra.glue.tasks import resolve_data_dir
 
     if output:
@@ -165,7 +165,8 @@ def prepare_output(
 
 
 def run(args: argparse.Namespace) -> int:
-    from electra.glue.finetune import check_run_inputs, run_glue
+    from electra.glue.finetune import run_glue
+    from electra.glue.inputs import check_run_inputs
     from electra.glue.tasks import parse_task_list
 
     require_counts(args, ("seeds",))

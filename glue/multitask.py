@@ -36,10 +36,10 @@ from accelerate.utils import set_seed
 from torch import nn
 from transformers import AutoConfig, AutoTokenizer
 
-from electra.core.config import check_run_record, keep_run_record
 from electra.core.errors import UserError
 from electra.core.files import write_json_atomically
 from electra.core.outputs import StepOutput
+from electra.core.run_records import check_run_record, keep_run_record
 from electra.data.packing import pad_batch
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import fit_length
@@ -49,20 +49,17 @@ from electra.finetune.recipe import finetune_args, resolved_settings, size_defau
 from electra.finetune.results import write_seed_result
 from electra.finetune.seeds import SeedJob, run_seeds
 from electra.flops.analytic import finetune_flops as analytic_finetune_flops
-from electra.glue.finetune import (
+from electra.glue.finetune import SeedRun, finished_seed, glue_average, summarise
+from electra.glue.inputs import (
     DATA_RECORD,
-    SeedRun,
     TaskData,
-    _finished_run,
     check_files,
     check_init_from,
     check_run_inputs,
     check_task_data,
     check_task_rows,
-    glue_average,
     load_task_data,
     resume_record,
-    summarise,
 )
 from electra.glue.metrics import task_scores
 from electra.glue.model import REGRESSION_SCALE, MultiTaskModel, saved_seed
@@ -566,7 +563,7 @@ class StudentSeeds(SeedJob[SeedRun]):
         return self.best_dir is not None
 
     def finished(self, seed: int) -> SeedRun | None:
-        run = _finished_run(self.job.run_dir(seed)) if self.job.resume else None
+        run = finished_seed(self.job.run_dir(seed)) if self.job.resume else None
         if run is not None and self.predict_test and not run.test_predictions:
             return None  # finished earlier without test predictions: run again (from its checkpoint)
         return run

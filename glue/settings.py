@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.core.config import COUNT, FRACTION, NON_NEGATIVE, check_declared, setting
+from electra.core.settings import COUNT, FRACTION, NON_NEGATIVE, check_declared, setting
 from electra.finetune.settings import recipe_setting
 
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from electra.core.errors import UserError
 from electra.pll.nbest import Hypothesis, Utterance, length_penalty
-from electra.pll.rescore import EditTable
+from electra.pll.rescore import DEFAULT_LAMBDAS, EditTable, choose_lambda
+from electra.pll.rescore_inputs import CLASSIC_ONLY
 
 # Log-spaced magnitudes, in spread units, from 1/100 to 30 of the anchor's spread (13 per side, and zero).
 MAGNITUDES = tuple(float(10**e) for e in np.linspace(-2.0, math.log10(30.0), 15))
@@ -242,3 +244,28 @@ def split_table(
 
 
 LENGTH_FEATURES = ("words", "pieces")
+
+
+def search_weights(
+    dev: list[Utterance], features: list[str], lambdas: tuple[float, ...] | None, ln: LengthNorm
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The feature weights chosen on dev, and how they were found (for report.json): the λ of --lambdas with the
+    lowest dev WER, else the fusion search (which tries the classic λ grid too when the anchor is 'score')."""
+    if lambdas is not None:
+        if features != ["score", "pll"]:
+            raise UserError(CLASSIC_ONLY)
+        lam, table = choose_lambda(dev, lambdas, ln.alpha, ln.kind)
+        return {"score": 1.0, "pll": lam}, {"recipe": "score + λ·PLL", "dev_wer_by_lambda": table}
+    if len(features) < 2:
+        raise UserError("nothing to fuse: give --model/--scores, more --features, or --length.")
+    extra = {"pll": DEFAULT_LAMBDAS} if features[0] == "score" else None
+    result = fuse(dev, features, extra_candidates=extra, ln=ln)
+    search = {
+        "spreads": result.spreads,
+        "dev_wer": result.dev_wer,
+        "ties": result.ties,
+        "settings_evaluated": result.evaluated,
+        "rounds": result.rounds,
+        "search_space": result.search_space,
+    }
+    return result.weights, search

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from electra.core.errors import UserError
 from electra.pll.nbest import Utterance, combined_score, load_json, looks_like_nbest, parse_nbest, read_utf8
-from electra.pll.wer import edit_distance, normalize_words
+from electra.pll.wer import edit_distance, wer_words
 
 DEFAULT_LAMBDAS = tuple(round(0.05 * i, 2) for i in range(1, 21))  # 0.05, 0.10, ..., 1.00
 
@@ -176,8 +176,8 @@ def rescored_best(utt: Utterance, lam: float, ln_alpha: float = 0.0, ln_type: st
 
 
 def oracle_best(utt: Utterance) -> str:
-    ref = normalize_words(utt.ref or "")
-    return min(utt.hyps, key=lambda h: edit_distance(ref, normalize_words(h.text))).text
+    ref = wer_words(utt.ref or "")
+    return min(utt.hyps, key=lambda h: edit_distance(ref, wer_words(h.text))).text
 
 
 @dataclass
@@ -192,8 +192,8 @@ class EditTable:
 
     @classmethod
     def of(cls, utts: Sequence[Utterance]) -> EditTable:
-        refs = [normalize_words(u.ref or "") for u in utts]
-        edits = [[edit_distance(ref, normalize_words(h.text)) for h in u.hyps] for ref, u in zip(refs, utts)]
+        refs = [wer_words(u.ref or "") for u in utts]
+        edits = [[edit_distance(ref, wer_words(h.text)) for h in u.hyps] for ref, u in zip(refs, utts)]
         return cls(edits, sum(len(ref) for ref in refs))
 
     def wer(self, choices: Sequence[int]) -> float:
@@ -243,7 +243,7 @@ def require_refs(utts: list[Utterance], source: str) -> None:
 
 def has_reference_words(utts: Sequence[Utterance]) -> bool:
     """Whether the references hold a word: the WER's denominator is not zero."""
-    return any(normalize_words(u.ref or "") for u in utts)
+    return any(wer_words(u.ref or "") for u in utts)
 
 
 def check_test_refs(utts: list[Utterance], source: str) -> None:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from electra.core.errors import UserError
-from electra.core.files import write_json_atomically
 from electra.core.flags import add_output_option, require_counts
 from electra.core.overwrite import refuse_to_replace
 from electra.pll.common_cli import add_overwrite_and_resume, add_scoring_options, check_device
@@ -31,11 +29,7 @@ from electra.pll.rescore_plls_cli import attach_extra_pll, attach_first_pll
 from electra.pll.resumable import check_unfinished
 
 if TYPE_CHECKING:
-    from electra.pll.fusion import LengthNorm
-    from electra.pll.nbest import Utterance
-
-# One list to write: (split, input path, utterances, input format, output path).
-Split = tuple[str, str, "list[Utterance]", str, Path]
+    from electra.pll.report import Split
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -154,8 +148,9 @@ def _add_weighting_options(rescore: argparse.ArgumentParser) -> None:
 
 
 def run_rescore(args: argparse.Namespace) -> int:
-    from electra.pll.fusion import LengthNorm
+    from electra.pll.fusion import LengthNorm, search_weights
     from electra.pll.nbest_formats import layout_files, read_lists
+    from electra.pll.report import write_rescored
     from electra.pll.rescore import check_test_refs, require_refs
 
     lambdas, features = _check_flags(args)
@@ -188,7 +183,7 @@ def run_rescore(args: argparse.Namespace) -> int:
     if args.length != "none":
         features.append(args.length)
     ln = LengthNorm(args.ln, args.ln_type)
-    weights, search = _search_weights(args, dev, features, lambdas, ln)
+    weights, search = search_weights(dev, features, lambdas, ln)
     out_dir.mkdir(parents=True, exist_ok=True)
     splits: list[Split] = [("dev", args.dev, dev, dev_fmt, targets[0])]
     splits += [("test", p, u, f, t) for (p, u, f), t in zip(tests, targets[1:])]
@@ -207,7 +202,7 @@ def run_rescore(args: argparse.Namespace) -> int:
         summary["lambda"] = weights["pll"]  # the classic name of the PLL weight
     print(f"scoring method: {method}" if method else "no scoring model: fusing the lists' own fields")
     print("weights (in the features' units): " + ", ".join(f"{k} {v:.4g}" for k, v in weights.items()))
-    _write_outputs(out_dir, splits, summary, ln)
+    write_rescored(out_dir, splits, summary, ln)
     return 0
 
 
@@ -228,87 +223,3 @@ def _check_flags(args: argparse.Namespace) -> tuple[tuple[float, ...] | None, li
     if args.model:
         check_device(args.device)
     return lambdas, parse_features(args.features)
-
-
-def _search_weights(
-    args: argparse.Namespace,
-    dev: list[Utterance],
-    features: list[str],
-    lambdas: tuple[float, ...] | None,
-    ln: LengthNorm,
-) -> tuple[dict[str, float], dict[str, Any]]:
-    """The feature weights chosen on dev, and how they were found (for report.json): the λ of --lambdas with the
-    lowest dev WER, else the fusion search (which tries the classic λ grid too when the anchor is 'score')."""
-    from electra.pll.fusion import fuse
-    from electra.pll.rescore import DEFAULT_LAMBDAS, choose_lambda
-
-    if lambdas is not None:
-        if features != ["score", "pll"]:
-            raise UserError(CLASSIC_ONLY)
-        lam, table = choose_lambda(dev, lambdas, args.ln, args.ln_type)
-        return {"score": 1.0, "pll": lam}, {"recipe": "score + λ·PLL", "dev_wer_by_lambda": table}
-    if len(features) < 2:
-        raise UserError("nothing to fuse: give --model/--scores, more --features, or --length.")
-    extra = {"pll": DEFAULT_LAMBDAS} if features[0] == "score" else None
-    result = fuse(dev, features, extra_candidates=extra, ln=ln)
-    search = {
-        "spreads": result.spreads,
-        "dev_wer": result.dev_wer,
-        "ties": result.ties,
-        "settings_evaluated": result.evaluated,
-        "rounds": result.rounds,
-        "search_space": result.search_space,
-    }
-    return result.weights, search
-
-
-def _write_outputs(out_dir: Path, splits: Sequence[Split], summary: dict[str, Any], ln: LengthNorm) -> None:
-    """Each list re-ranked by the fused score, its WER table where it has references, and report.json last.
-
-    The previous run's report and lists are deleted first, so that a run stopped between two files leaves a
-    folder without report.json (plainly unfinished), never a new list beside an old report."""
-    from electra.pll.fusion import fused_score, split_table
-    from electra.pll.nbest import write_nbest
-    from electra.pll.nbest_formats import files_written, json_format, write_first_best
-    from electra.pll.rescore import has_reference_words
-
-    weights = summary["weights"]
-    besides = [f for _, _, _, fmt, target in splits for f in files_written(fmt, target.with_suffix(""))]
-    for stale in [out_dir / "report.json", *(target for *_, target in splits), *besides]:
-        stale.unlink(missing_ok=True)
-    rows = []
-    for name, path, utts, fmt, target in splits:
-        combine = lambda h: fused_score(h, weights, ln)  # noqa: E731
-        write_nbest(target, utts, json_format(fmt), None, combine=combine)
-        entry = {"split": name, "file": str(path), "output": str(target), "utterances": len(utts)}
-        first_best = write_first_best(fmt, target.with_suffix(""), utts, combine)
-        if first_best is not None:
-            entry.update(format=fmt, first_best=str(first_best))
-        if all(u.ref is not None for u in utts) and has_reference_words(utts):
-            table = split_table(utts, weights, ln)
-            entry["wer"] = table
-            entry.update(  # the first report's names, kept for scripts that read them
-                wer_first_best=table["first_pass"], wer_rescored=table["fused"], wer_oracle=table["oracle"]
-            )
-            rows.append((name, Path(path).name, len(utts), table))
-        else:
-            why = "its references are all empty" if utts[0].ref is not None else "no references"
-            print(f"{name}: {Path(path).name}: {why}, WER not computed")
-        summary["splits"].append(entry)
-    _print_wer_table(rows)
-    write_json_atomically(out_dir / "report.json", summary)
-    for entry in summary["splits"]:
-        also = f" and {entry['first_best']}" if "first_best" in entry else ""
-        print(f"{entry['split']}: {entry['file']} -> {entry['output']}{also}")
-    print(f"rescored lists and report.json written to {out_dir}")
-
-
-def _print_wer_table(rows: Sequence[tuple[str, str, int, dict[str, float]]]) -> None:
-    """One row per split with references: its WER under each selector, as percentages."""
-    if not rows:
-        return
-    columns = list(rows[0][3])
-    print(f"{'split':<6} {'file':<28} {'utts':>5} " + " ".join(f"{c:>14}" for c in columns))
-    for name, file, count, table in rows:
-        cells = " ".join(f"{100 * table[c]:>13.2f}%" for c in columns)
-        print(f"{name:<6} {file[:28]:<28} {count:>5} {cells}")

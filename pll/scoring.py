@@ -28,7 +28,6 @@ from electra.discriminators.energy import electra_tt_token_log_likelihood
 from electra.export.layout import load_pretrained, read_export, read_model_config, refuse_run_folder
 from electra.generators.shared_towers import cloze_log_q
 from electra.generators.two_tower import TwoTowerGenerator, is_two_tower_dir
-from electra.objectives import get_objective, objective_names
 from electra.pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
 from electra.training.run_log import progress_off
 
@@ -430,7 +429,9 @@ def inspect_model_dir(path: str | Path) -> ModelLayout:
     methods: dict[str, list[Path]] = {}
     if config and "ElectraForPreTraining" in (config.get("architectures") or []):
         objective = config.get("electra_objective", "electra")
-        method = get_objective(objective).discriminator_scoring if objective in objective_names() else None
+        # the part's own record (`electra.export.layout.save_hf_model`); Electric's exports from before it existed
+        # carry the objective alone
+        method = config.get("electra_scoring") or ("electric" if objective == "electric" else None)
         if method is not None:  # e.g. Electric: its head's output is -E, so it scores on its own
             methods[method] = [root]
     if is_two_tower_dir(root):

@@ -11,8 +11,9 @@ import jiwer
 METRIC_SCRIPT = Path(__file__).with_name("wer_metric.py")
 
 
-def normalize_words(text: str) -> list[str]:
-    """Lowercase and split on whitespace: the n-best lists here are already lowercase, unpunctuated words."""
+def wer_words(text: str) -> list[str]:
+    """The words WER counts: lowercased and split on whitespace (n-best lists are lowercase, unpunctuated words).
+    Not `electra.pll.ngram.normalize_words`, the "words" text form a scorer reads, which also splits punctuation."""
     return text.lower().split()
 
 
@@ -28,8 +29,8 @@ def corpus_wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
     """Total word edits over total reference words (the standard corpus-level WER, not a mean of ratios)."""
     if len(refs) != len(hyps):
         raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
-    ref_words = [normalize_words(r) for r in refs]
-    hyp_words = [normalize_words(h) for h in hyps]
+    ref_words = [wer_words(r) for r in refs]
+    hyp_words = [wer_words(h) for h in hyps]
     words = sum(len(r) for r in ref_words)
     edits = sum(edit_distance(r, h) for r, h in zip(ref_words, hyp_words))
     return edits / words if words else float(edits > 0)

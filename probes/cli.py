@@ -191,7 +191,7 @@ def _probe_all(
 ) -> list[dict]:
     """Every probe on every model (and the random encoder, built in `scratch`), as rows; a row an earlier run
     left in --output is reused unless its data or model changed since. Each row is written as it is made."""
-    from electra.core.config import INPUT_DIGESTS
+    from electra.core.run_records import INPUT_DIGESTS
     from electra.probes.run import data_sha256, model_sha256, random_encoder_dir, run_probe
 
     models = [(model, model, False) for model in args.model]
@@ -264,9 +264,9 @@ def _earlier_rows(
     """The rows a `--resume` keeps, by (probe, model label); without --resume, the --output checks. Probes of
     several models take an hour on a CPU, and a run stopped at its last model must not lose them all: the
     results file is written after each row (`complete: false` until the end)."""
-    from electra.core.config import refuse_changed_settings
     from electra.core.errors import UserError
     from electra.core.files import read_json_record
+    from electra.core.run_records import refuse_changed_settings
 
     if not args.output:
         return {}

@@ -6,22 +6,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from electra.core.config import (
+from electra.core.errors import UserError
+from electra.core.settings import (
     COUNT,
-    CPU_DROPOUT,
     DECAY,
-    FRACTION,
-    MIXED_PRECISION,
     NON_NEGATIVE,
     NOT_NEGATIVE_COUNT,
     POSITIVE,
     SEED_RANGE,
-    PretrainConfig,
     check_declared,
-    declaration,
     setting,
 )
-from electra.core.errors import UserError
+from electra.finetune.settings import recipe_setting
 from electra.squad.features import FeatureSettings
 
 
@@ -40,9 +36,7 @@ class SquadSettings:
     train: str | None = setting(None, "training JSON in the official format", flags=("--train",))
     eval: str | None = setting(None, "evaluation JSON in the official format", flags=("--eval",))
     epochs: float = setting(2.0, "training epochs (paper: 2)", within=POSITIVE, flags=("--epochs",))
-    max_steps: int | None = setting(
-        None, "stop after N updates (overrides --epochs)", within=COUNT, flags=("--max-steps",)
-    )
+    max_steps: int | None = recipe_setting("max_steps")
     learning_rate: float = setting(
         1e-4,
         "peak rate (paper: 3e-4 Small, 1e-4 Base, 5e-5 Large)",
@@ -54,11 +48,10 @@ class SquadSettings:
     )
     batch_size: int = setting(32, "training batch", within=COUNT, flags=("--batch-size",))
     eval_batch_size: int = setting(64, "evaluation batch", within=COUNT, flags=("--eval-batch-size",))
-    warmup_fraction: float = setting(
-        0.1, "share of the updates that warm the rate up", within=FRACTION, flags=("--warmup-fraction",)
-    )
-    weight_decay: float = setting(0.01, "AdamW weight decay", within=NON_NEGATIVE, flags=("--weight-decay",))
-    max_grad_norm: float = setting(1.0, "global gradient-norm clip", within=NON_NEGATIVE)
+    warmup_fraction: float = recipe_setting("warmup_fraction")
+    weight_decay: float = recipe_setting("weight_decay", 0.01)
+    adam_epsilon: float = recipe_setting("adam_epsilon")
+    max_grad_norm: float = recipe_setting("max_grad_norm")
     max_seq_length: int = setting(384, "tokens per window", within=COUNT, flags=("--max-seq-length",))
     doc_stride: int = setting(128, "tokens between window starts", within=COUNT, flags=("--doc-stride",))
     max_query_length: int = setting(64, "question tokens kept", within=COUNT, flags=("--max-query-length",))
@@ -80,25 +73,14 @@ class SquadSettings:
         flags=("--na-threshold",),
     )
     seed: int = setting(42, "random seed", within=SEED_RANGE, flags=("--seed",))
-    mixed_precision: str = setting(
-        "no", "mixed precision", choices=MIXED_PRECISION, flags=("--mixed-precision",)
-    )
-    cpu_dropout: str = setting(
-        "lanes",
-        declaration(PretrainConfig, "cpu_dropout").metadata["help"],
-        choices=CPU_DROPOUT,
-        flags=("--cpu-dropout",),
-    )
+    mixed_precision: str = recipe_setting("mixed_precision")
+    cpu_dropout: str = recipe_setting("cpu_dropout")
     cache_dir: str | None = setting(None, "feature cache (default: OUTPUT/cache)", flags=("--cache-dir",))
     max_train_examples: int | None = setting(
         None, "use only the first N training questions", within=COUNT, flags=("--max-train-examples",)
     )
-    progress: bool = setting(True, "progress bars")
-    original_layer_decay: bool = setting(
-        False,
-        "use the reference code's layer-wise rates (two extra decay factors below the head), as glue does",
-        flags=("--original-layer-decay",),
-    )
+    progress: bool = recipe_setting("progress")
+    original_off_by_one: bool = recipe_setting("original_off_by_one")
     save_every: int = setting(
         0,
         "checkpoint every N updates under OUTPUT/train/ (0: never)",

@@ -25,19 +25,16 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from electra.core.config import (
-    INPUT_DIGESTS,
-    check_run_record,
-    keep_run_record,
-)
 from electra.core.errors import UserError
 from electra.core.files import file_sha256, read_json_record, write_json_atomically
 from electra.core.outputs import StepOutput
 from electra.core.overwrite import refuse_unusable_output
+from electra.core.run_records import INPUT_DIGESTS, check_run_record, keep_run_record
 from electra.data.packing import pad_batch
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import finetune_dir, fit_length, read_model_config, refuse_run_folder
 from electra.export.model_card import CARD, CardFacts, render_card
+from electra.finetune.recipe import finetune_args
 from electra.squad.data import SquadExample, read_squad
 from electra.squad.features import build_features
 from electra.squad.heads import HeadConfig
@@ -48,12 +45,11 @@ from electra.squad.settings import SquadSettings
 from electra.training.engine import (
     Engine,
     Task,
-    TrainArgs,
     make_accelerator,
     per_process_batch,
     shuffled_epochs,
 )
-from electra.training.optim import describe_lr_groups, warmup_steps_of
+from electra.training.optim import describe_lr_groups
 from electra.training.run_log import progress_off
 
 logger = logging.getLogger(__name__)
@@ -333,21 +329,8 @@ def train_model(
         raise UserError(f"{settings.train}: no training windows were built.")
     per_epoch = math.ceil(len(features) / settings.batch_size)  # batch_size: all processes' together
     total_steps = settings.max_steps or max(1, math.ceil(settings.epochs * per_epoch))
-    args = TrainArgs(
-        max_steps=total_steps,
-        learning_rate=settings.learning_rate,
-        warmup_steps=warmup_steps_of(settings.warmup_fraction, total_steps),
-        schedule="reference",
-        weight_decay=settings.weight_decay,
-        layer_decay=settings.layer_decay,
-        original_layer_decay=settings.original_layer_decay,
-        max_grad_norm=settings.max_grad_norm,
-        output_dir=log_dir,
-        log_every=settings.log_every,
-        save_every=settings.save_every if log_dir is not None else 0,
-        progress=settings.progress,
-        description="squad fine-tune",
-        cpu_dropout=settings.cpu_dropout,
+    args = finetune_args(
+        settings, total_steps, settings.learning_rate, settings.layer_decay, log_dir, "squad fine-tune"
     )
     task = SquadTask(model, features, pad_token_id, settings, accelerator)
     logger.info("layer-wise learning rates:\n%s", describe_lr_groups(task.parameter_groups(model, args)))

@@ -1,5 +1,5 @@
 """Sequence tagging and dependency parsing on CoNLL-style column files: the reader and writer (`conll`), span and
 token scores (`spans`), trees and attachment scores (`dependencies`); `electra tag`, fine-tuning a transformer
 encoder to tag (with CVT views: `cvt_views`); and Cross-View Training's CNN-BiLSTM models trained from scratch,
-the tagger (`cvt_model`, `electra tag-cvt`) and the parser (`cvt_parser`, `electra parse-cvt`), by one loop
+the tagger (`cvt_model`, `electra tag-bilstm`) and the parser (`cvt_parser`, `electra parse-bilstm`), by one loop
 (`cvt_train`) with checkpoints (`cvt_checkpoint`)."""

@@ -1,4 +1,4 @@
-"""Checkpoints of a CVT run (`electra tag-cvt` / `parse-cvt` with `--save-every N`), and resuming from one.
+"""Checkpoints of a CVT run (`electra tag-bilstm` / `parse-bilstm` with `--save-every N`), and resuming from one.
 
 A checkpoint is one safetensors file, `OUTPUT/seed-N/checkpoint.safetensors`, replaced in one rename, so a kill
 leaves the previous checkpoint or the new one, never half of each. It holds the model, the weight average, SGD's

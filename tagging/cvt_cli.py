@@ -1,4 +1,4 @@
-"""`electra tag-cvt` and `electra parse-cvt`: train Cross-View Training's CNN-BiLSTM models (Clark's dissertation,
+"""`electra tag-bilstm` and `electra parse-bilstm`: train Cross-View Training's CNN-BiLSTM models (Clark's dissertation,
 chapter 4) on CoNLL-style column files, supervised or with `--cvt --unlabeled CORPUS`: the tagger, scored by span
 F1 (or token accuracy), and the dependency parser, scored by UAS/LAS. One loop trains both
 (`electra.tagging.cvt_train`); the commands differ in their data and their task."""
@@ -32,10 +32,15 @@ distribution on unlabeled sentences. Reports UAS and LAS without punctuation at 
 median over seeds; see docs/parsing.md."""
 
 
+# The commands' names before they were named for their model (Cross-View Training is their --cvt flag, as it is
+# `electra tag`'s); kept as aliases for one release.
+OLD_NAMES = {"tag-bilstm": "tag-cvt", "parse-bilstm": "parse-cvt"}
+
+
 def register(subparsers) -> None:
     tag = _command(
         subparsers,
-        "tag-cvt",
+        "tag-bilstm",
         "train a CNN-BiLSTM tagger, supervised or with Cross-View Training on unlabeled text",
         TAG_DESCRIPTION,
         CvtSettings,
@@ -44,7 +49,7 @@ def register(subparsers) -> None:
     tag.set_defaults(func=run_tagger)
     parse = _command(
         subparsers,
-        "parse-cvt",
+        "parse-bilstm",
         "train a dependency parser, supervised or with Cross-View Training on unlabeled text",
         PARSE_DESCRIPTION,
         ParseCvtSettings,
@@ -57,7 +62,11 @@ def _command(
 ) -> argparse.ArgumentParser:
     """The flags both commands share: files, the unlabeled corpus, `settings`' declared flags, output, resume."""
     parser = subparsers.add_parser(
-        name, help=summary, description=description, formatter_class=DefaultsHelpFormatter
+        name,
+        aliases=[OLD_NAMES[name]],
+        help=f"{summary} (old name: {OLD_NAMES[name]})",
+        description=description,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--train", required=True, help="training file (its labels are the label set)")
     parser.add_argument("--dev", default=None, help="dev file (None: hold out --dev-sentences of --train)")

@@ -406,7 +406,7 @@ def save_tagger(
 def load_tagger(directory: str | Path) -> tuple[CvtTagger, Vocabulary]:
     """The tagger and vocabulary `save_tagger` wrote (safetensors, no pickle), in evaluation mode; a folder that
     is not one is one UserError naming the file."""
-    return load_cvt_model(directory, CvtTaggerConfig, CvtTagger, "CVT tagger", "electra tag-cvt")
+    return load_cvt_model(directory, CvtTaggerConfig, CvtTagger, "CVT tagger", "electra tag-bilstm")
 
 
 def load_cvt_model(

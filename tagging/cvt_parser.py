@@ -181,4 +181,4 @@ def parse(
 def load_parser(directory: str | Path) -> tuple[CvtParser, Vocabulary]:
     """The parser and vocabulary `save_tagger` wrote for a `CvtParser` (safetensors, no pickle), in evaluation
     mode; a folder that is not one is one UserError naming the file."""
-    return load_cvt_model(directory, CvtParserConfig, CvtParser, "CVT parser", "electra parse-cvt")
+    return load_cvt_model(directory, CvtParserConfig, CvtParser, "CVT parser", "electra parse-bilstm")

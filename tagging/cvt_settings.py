@@ -1,4 +1,4 @@
-"""The settings of `electra tag-cvt` and `electra parse-cvt`, declared once: their flags and checks both come from
+"""The settings of `electra tag-bilstm` and `electra parse-bilstm`, declared once: their flags and checks both come from
 here (light to import: the command line reads it before any model code loads)."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from electra.core.config import (
+from electra.core.errors import UserError
+from electra.core.settings import (
     COUNT,
     DECAY,
     FRACTION,
@@ -19,7 +20,6 @@ from electra.core.config import (
     check_declared,
     setting,
 )
-from electra.core.errors import UserError
 
 AUXILIARY_MODULES = ("full", "fwd", "bwd", "future", "past")
 PARSER_MODULES = ("full", "fwd-fwd", "fwd-bwd", "bwd-fwd", "bwd-bwd")
@@ -136,7 +136,7 @@ class CvtTrainingSettings:
 
 @dataclass
 class CvtSettings(CvtTrainingSettings):
-    """How `electra tag-cvt` trains a CVT tagger (the shared settings, plus the tag scheme)."""
+    """How `electra tag-bilstm` trains a CVT tagger (the shared settings, plus the tag scheme)."""
 
     tag_scheme: str = setting(
         "bioes",
@@ -148,7 +148,7 @@ class CvtSettings(CvtTrainingSettings):
 
 @dataclass
 class ParseCvtSettings(CvtTrainingSettings):
-    """How `electra parse-cvt` trains CVT's dependency parser: the shared settings with the parser's modules, no
+    """How `electra parse-bilstm` trains CVT's dependency parser: the shared settings with the parser's modules, no
     label smoothing (the reference smooths tags only), and the width of the bilinear classifier's projection."""
 
     known_modules: ClassVar[tuple[str, ...]] = PARSER_MODULES

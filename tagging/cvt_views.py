@@ -44,7 +44,7 @@ def word_bounds(word_starts: torch.Tensor, sep: torch.Tensor) -> tuple[torch.Ten
     return following - 1, following
 
 
-class CvtTagger(nn.Module):
+class TransformerCvtTagger(nn.Module):
     """A `TaggerModel` (the primary module, what is exported) and the auxiliary modules of the restricted views."""
 
     def __init__(

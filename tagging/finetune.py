@@ -22,10 +22,10 @@ import torch
 from accelerate.utils import set_seed
 from transformers import AutoConfig, AutoTokenizer
 
-from electra.core.config import INPUT_DIGESTS, check_run_record, keep_run_record
 from electra.core.errors import UserError
 from electra.core.files import file_sha256, read_json_record, write_json_atomically
 from electra.core.outputs import StepOutput
+from electra.core.run_records import INPUT_DIGESTS, check_run_record, keep_run_record
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import fit_length
 from electra.export.model_card import CARD, CardFacts, render_card
@@ -43,7 +43,7 @@ from electra.tagging.conll import (
     to_bioes,
     write_conll,
 )
-from electra.tagging.cvt_views import CvtTagger
+from electra.tagging.cvt_views import TransformerCvtTagger
 from electra.tagging.features import Collator, Window, encode, words_from_windows
 from electra.tagging.model import HEAD_KEY, TaggerModel
 from electra.tagging.settings import TagSettings
@@ -248,7 +248,7 @@ def run_seed(
     if settings.cvt:
         layers = encoder.config.num_hidden_layers
         view_layers = min(settings.view_layers or -(-layers // 2), layers)
-        model = CvtTagger(model, data.sep_id, view_layers, settings.modules())
+        model = TransformerCvtTagger(model, data.sep_id, view_layers, settings.modules())
     per_device = per_process_batch(settings.batch_size, accelerator.num_processes)
     total = total_updates(
         settings, len(data.train), per_device, accelerator.num_processes, settings.epochs or 3.0
@@ -264,7 +264,7 @@ def run_seed(
     result = engine.fit(task, engine.resume_checkpoint(resume, f"seed {seed}"))
     trained = time.time() - started
     model = accelerator.unwrap_model(model)
-    if isinstance(model, CvtTagger):  # the auxiliary modules served training; the tagger is the model
+    if isinstance(model, TransformerCvtTagger):  # the auxiliary modules served training; the tagger is the model
         model = model.tagger
     metrics, predictions = {}, {}
     for name, evalset in data.evals.items():

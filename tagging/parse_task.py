@@ -87,7 +87,7 @@ def load_treebank_data(
     columns: str | None = None,
 ) -> TaggingData:
     """The treebank splits (`hold_out`'s rule: without `dev`, `dev_sentences` of train are held out) and the
-    unlabeled corpus, for `electra parse-cvt`."""
+    unlabeled corpus, for `electra parse-bilstm`."""
     train_sentences, train_trees, relations = read_treebank(train, columns)
     dev_pairs = None
     if dev is not None:

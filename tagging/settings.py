@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.core.config import COUNT, check_declared, setting
 from electra.core.errors import UserError
+from electra.core.settings import COUNT, check_declared, setting
 from electra.finetune.settings import recipe_setting
 
 VIEW_MODULES = ("fwd", "bwd", "future", "past")  # tagging.cvt_views' auxiliary modules

@@ -334,3 +334,17 @@ def test_sigterm_lets_the_command_clean_up_and_says_so(tmp_path):
     assert process.returncode == 143, err
     assert err.strip().splitlines() == ["electra flops: terminated (SIGTERM)"], err
     assert not scratch.exists()
+
+
+@pytest.mark.parametrize("new, old", [("tag-bilstm", "tag-cvt"), ("parse-bilstm", "parse-cvt")])
+def test_a_renamed_command_still_answers_to_its_old_name(new, old):
+    """The CNN-BiLSTM commands are named for their model (Cross-View Training is their --cvt flag); the old names
+    stay aliases for a release, with the same flags and the same action."""
+    parser = build_parser()
+    argv = ["--train", "train.txt", "--cvt", "--unlabeled", "corpus.txt", "--max-steps", "7"]
+    renamed, kept = parser.parse_args([new, *argv]), parser.parse_args([old, *argv])
+    assert renamed.func is kept.func
+    assert {k: v for k, v in vars(renamed).items() if k != "command"} == {
+        k: v for k, v in vars(kept).items() if k != "command"
+    }
+    assert renamed.max_steps == 7 and renamed.cvt

@@ -21,7 +21,7 @@ from electra.app.compare import (
     write_report,
 )
 from electra.core.errors import UserError
-from electra.glue.finetune import task_data_fingerprints
+from electra.glue.inputs import task_data_fingerprints
 from electra.glue.tasks import get_task
 from electra.objectives import build_config, flop_report
 
@@ -416,7 +416,7 @@ def test_stepping_stones_train_to_the_budget_and_export(objective, small_corpus,
 
 
 def test_arms_carry_their_settings_labels_and_safe_folders():
-    from electra.app.compare_settings import parse_arm
+    from electra.app.compare.settings import parse_arm
 
     plain = parse_arm("electra")
     assert (plain.label, plain.objective, plain.overrides, plain.slug) == (
@@ -455,7 +455,7 @@ def test_an_arm_may_not_reshape_the_shared_vocabulary(tmp_path):
 
 def test_arm_overrides_reach_the_config_and_a_frozen_generator_stops_sharing(tmp_path):
     from electra.app.compare import objective_config
-    from electra.app.compare_settings import parse_arm
+    from electra.app.compare.settings import parse_arm
 
     settings = CompareSettings(
         corpus="c", out=tmp_path, objectives=["electra"], tasks=[], glue_data=None, budget=1e13, checkpoints=2
@@ -558,7 +558,7 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     """Before: a rerun into the same --out with other GLUE or probe settings silently replaced results.md and
     results.json, while glue, tlm, score and rescore refuse to replace results without --overwrite."""
     import electra.app.compare
-    import electra.app.compare_rerun
+    import electra.app.compare.rerun
 
     def started(*args, **kwargs):
         raise RuntimeError("work started")
@@ -598,7 +598,7 @@ def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tm
     with pytest.raises(RuntimeError, match="work started"):
         main([*argv, "--overwrite"])
     # The same evaluation: arms may be added (the report grows), but one the report holds may not be left out.
-    monkeypatch.setattr(electra.app.compare_rerun, "evaluation_settings", lambda settings, finetune: report)
+    monkeypatch.setattr(electra.app.compare.rerun, "evaluation_settings", lambda settings, finetune: report)
     (out / "results.json").write_text(json.dumps({**report, "objectives": {"electra": {}, "mlm": {}}}))
     with pytest.raises(RuntimeError, match="work started"):
         main([*argv, "--objectives", "electra,mlm,electric"])
@@ -745,7 +745,7 @@ def test_an_arm_or_set_may_not_give_what_compare_controls(
 def test_an_arms_warmup_is_kept_like_a_set_one(tmp_path):
     """Before: an arm's warmup_steps was cut to a tenth of the budget's steps, while --set warmup_steps was kept."""
     from electra.app.compare import objective_config
-    from electra.app.compare_settings import parse_arm
+    from electra.app.compare.settings import parse_arm
 
     settings = CompareSettings(
         corpus="c", out=tmp_path, objectives=["electra"], tasks=[], glue_data=None, budget=1e12, checkpoints=1
@@ -783,7 +783,7 @@ def test_unreadable_records_in_out_are_one_line_or_redone(tmp_path, capsys):
     """Before: a results.json, compare.json or cell file cut short (a full disk, a crash of the machine: the atomic
     writes rename but do not sync) stopped every rerun with a JSONDecodeError traceback."""
     from electra.app.compare import collect_results
-    from electra.app.compare_rerun import check_manifest, check_report
+    from electra.app.compare.rerun import check_manifest, check_report
 
     settings = CompareSettings(
         corpus=str(tmp_path),
@@ -882,7 +882,7 @@ def test_a_folder_that_is_no_comparison_keeps_what_a_run_would_replace(small_cor
 def test_the_order_of_tasks_or_probes_is_no_other_evaluation():
     """Before: `--glue-tasks mrpc,rte` after `rte,mrpc` was refused as "other tasks", though it fine-tunes the same
     cells; the seeds' order is kept, since seed i of every task makes the per-seed averages."""
-    from electra.app.compare_rerun import changed_settings
+    from electra.app.compare.rerun import changed_settings
 
     saved = {"tasks": ["rte", "mrpc"], "probes": ["sst2", "pos"], "seeds": [1, 2]}
     assert (
@@ -894,7 +894,7 @@ def test_the_order_of_tasks_or_probes_is_no_other_evaluation():
 def test_an_arm_label_must_name_a_folder_of_its_own(small_corpus, tmp_path, micro_overrides, capsys):
     """Before: `..:electra` pretrained into OUT itself (OUT/pretrain/..: its config.json and run.json beside
     compare.json) and stopped on OUT's own lock; `.:mlm` pretrained into OUT/pretrain."""
-    from electra.app.compare_settings import parse_arm
+    from electra.app.compare.settings import parse_arm
 
     for label in ("..", ".", "..."):
         with pytest.raises(UserError, match=f"the label '{re.escape(label)}' .* names no folder"):
@@ -1066,8 +1066,8 @@ def test_a_probe_cell_made_on_other_data_is_stale(tmp_path):
 def test_the_plan_counts_the_seeds_an_unfinished_cell_has_run(tmp_path, shared_data):
     """Before: a cell killed after some of its seeds, or a rerun with more --seeds, was counted as every seed
     left, though the run fine-tunes only the others."""
-    from electra.app.compare_glue import seed_folder
-    from electra.app.compare_plan import cells_done
+    from electra.app.compare.glue import seed_folder
+    from electra.app.compare.plan import cells_done
 
     glue = tmp_path / "glue"
     shutil.copytree(shared_data / "glue" / "RTE", glue / "RTE")

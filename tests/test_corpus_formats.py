@@ -13,7 +13,7 @@ import tracemalloc
 import pytest
 
 from electra.core.errors import UserError
-from electra.data import streams
+from electra.data import corpus_files
 from electra.data.corpus import read_documents
 
 DOCS = [
@@ -137,7 +137,7 @@ def test_documents_and_line_numbers_do_not_depend_on_the_block_size(tmp_path, mo
     (tmp_path / "j.jsonl").write_bytes(jsonl_bytes(DOCS * 20) + b"{broken\n")
     expected_text = list(read_documents(tmp_path / "t.txt"))
     expected_file = list(read_documents(tmp_path / "t.txt", doc_boundary="file"))
-    monkeypatch.setattr(streams, "READ_BLOCK", block)
+    monkeypatch.setattr(corpus_files, "READ_BLOCK", block)
     assert list(read_documents(tmp_path / "t.txt")) == expected_text
     assert list(read_documents(tmp_path / "t.txt", doc_boundary="file")) == expected_file
     with pytest.raises(UserError, match=r"j.jsonl:61: not valid JSON"):
@@ -145,7 +145,7 @@ def test_documents_and_line_numbers_do_not_depend_on_the_block_size(tmp_path, mo
 
 
 def test_a_file_not_utf8_after_its_first_block_is_read_as_latin1_from_there(tmp_path, monkeypatch):
-    monkeypatch.setattr(streams, "READ_BLOCK", 64)
+    monkeypatch.setattr(corpus_files, "READ_BLOCK", 64)
     path = tmp_path / "late.txt"
     path.write_bytes(b"plain ascii words here\n" * 10 + "caf\xe9 au lait\n".encode("latin-1"))
     with pytest.warns(UserWarning, match="late.txt is not UTF-8"):
@@ -158,7 +158,7 @@ def test_a_file_not_utf8_after_its_first_block_is_read_as_latin1_from_there(tmp_
 def test_reading_memory_does_not_grow_with_the_file(tmp_path, monkeypatch):
     """One 24 MB JSON-lines file and one 24 MB text file are read in a few blocks' worth of memory (the reader
     held each file twice before: 48 MB here, 40 GB for a 20 GB Wikipedia dump)."""
-    monkeypatch.setattr(streams, "READ_BLOCK", 1 << 20)
+    monkeypatch.setattr(corpus_files, "READ_BLOCK", 1 << 20)
     line = json.dumps({"text": "word " * 1000}) + "\n"
     (tmp_path / "big.jsonl").write_text(line * 4800)
     (tmp_path / "big.txt").write_text(("word " * 1000 + "\n\n") * 4800)
@@ -168,4 +168,4 @@ def test_reading_memory_does_not_grow_with_the_file(tmp_path, monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert count == 4800
-        assert peak < 6 * streams.READ_BLOCK + 2_000_000, (name, peak)  # 24 MB file
+        assert peak < 6 * corpus_files.READ_BLOCK + 2_000_000, (name, peak)  # 24 MB file

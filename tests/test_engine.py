@@ -584,7 +584,7 @@ def test_a_warmup_as_long_as_the_run_is_warned_of(warmup, warned, tmp_path, caps
 
 def test_an_unknown_cpu_dropout_is_refused_in_one_line_where_settings_come_in(tmp_path):
     """The fine-tuners' settings are the boundary (pretraining's is its config, tests/test_config.py)."""
-    from electra.glue.finetune import FinetuneSettings
+    from electra.glue.settings import FinetuneSettings
     from electra.squad.settings import SquadSettings
 
     with pytest.raises(UserError, match="cpu_dropout='fast' is not one of lanes, torch"):

@@ -11,8 +11,10 @@ import torch
 
 from electra.app.cli import main
 from electra.core.errors import ElectraWarning, UserError
-from electra.glue.finetune import FinetuneSettings, SeedRun, glue_average, load_task_data, run_glue, summarise
+from electra.glue.finetune import SeedRun, glue_average, run_glue, summarise
+from electra.glue.inputs import load_task_data
 from electra.glue.model import GlueModel, load_encoder
+from electra.glue.settings import FinetuneSettings
 from electra.glue.tasks import get_task
 from electra.training.optim import layerwise_lr_groups
 from tests.test_glue_tasks import write_mnli, write_qqp  # GLUE-format writers
@@ -678,7 +680,7 @@ def test_init_from_a_model_of_another_shape_is_refused_before_any_work(tmp_path,
 
     import electra.glue.finetune as finetune_module
     from electra.export.layout import finetune_dir
-    from electra.glue.finetune import check_init_from
+    from electra.glue.inputs import check_init_from
 
     run, data = _micro_glue(tmp_path)
     capsys.readouterr()  # the export's progress bars
@@ -709,7 +711,7 @@ def test_a_seed_given_twice_is_refused(tmp_path):
     """Before: `electra.finetune_glue(..., seeds=[1, 2, 1])` ran seed 1 twice, counted it twice in the median,
     and wrote its second result over the first."""
     import electra
-    from electra.glue.finetune import check_run_inputs
+    from electra.glue.inputs import check_run_inputs
 
     with pytest.raises(UserError, match=r"seed 1 is given twice in seeds \[1, 2, 1\]; give each seed once"):
         check_run_inputs([get_task("stsb")], FinetuneSettings(), [1, 2, 1])

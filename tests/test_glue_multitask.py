@@ -72,8 +72,9 @@ def _student(tmp_path: Path, teacher: bool, fixed: float | None = None):
     """A tiny multi-task student on MRPC-like and STS-B-like data, with random teacher outputs when asked."""
     from transformers import AutoTokenizer
 
-    from electra.glue.finetune import FinetuneSettings, load_task_data
+    from electra.glue.inputs import load_task_data
     from electra.glue.multitask import student_data
+    from electra.glue.settings import FinetuneSettings
 
     model_dir = tmp_path / "run" / "discriminator"
     if not model_dir.is_dir():

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from electra.app.cli import main
-from electra.core.config import parse_overrides
+from electra.core.config_files import parse_overrides
 from electra.data.tokenization import load_or_train_tokenizer
 from electra.objectives import build_config
 from electra.tlm.iss import iss_select, layer_parameters, select_batches

@@ -11,9 +11,9 @@ import torch
 from transformers import ElectraConfig, ElectraModel, ElectraTokenizerFast, GPT2Config, GPT2Model
 
 from electra.app.cli import main
-from electra.core.config import INPUT_DIGESTS
 from electra.core.errors import UserError
 from electra.core.files import file_sha256
+from electra.core.run_records import INPUT_DIGESTS
 from electra.probes.data import base_tag, read_brown, read_sst2, split_brown
 from electra.probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
 from electra.probes.run import PROBES, random_encoder_dir, run_probe, training_samples

@@ -1,6 +1,6 @@
 """Cross-View Training's tagger (electra.tagging.cvt_*): each auxiliary module sees only its view, the unlabeled
 loss never trains the primary module, the labeled loss is the smoothed cross-entropy, a saved tagger comes back the
-same, and `electra tag-cvt` runs end to end on tiny files."""
+same, and `electra tag-bilstm` runs end to end on tiny files."""
 
 from __future__ import annotations
 
@@ -237,7 +237,7 @@ def test_tag_cvt_trains_end_to_end_and_refuses_in_one_line(tmp_path, capsys):
     _column_file(test, data[:3])
     (tmp_path / "raw.txt").write_text("The dog sat on the mat. A cat ran home.\n\nDogs sleep.\n")
     argv = [
-        "tag-cvt",
+        "tag-bilstm",
         "--train",
         str(train),
         "--test",

@@ -1,4 +1,4 @@
-"""`electra tag-cvt` / `parse-cvt` with --save-every and --resume: a run killed after a checkpoint and resumed ends
+"""`electra tag-bilstm` / `parse-bilstm` with --save-every and --resume: a run killed after a checkpoint and resumed ends
 with the same weights, evaluations and predictions as one never stopped; a longer --max-steps goes on; finished
 seeds are reused; a checkpoint of other settings is refused in one line."""
 
@@ -26,7 +26,7 @@ def _tagging_files(tmp_path) -> list[str]:
         text = "\n\n".join("\n".join(f"{w} X {t}" for w, t in zip(words, tags)) for words, tags in rows)
         (tmp_path / name).write_text(text + "\n")
     (tmp_path / "raw.txt").write_text("The dog sat on the mat. A cat ran home.\n\nDogs sleep.\n")
-    argv = ["tag-cvt", "--train", str(tmp_path / "train.txt"), "--test", str(tmp_path / "test.txt")]
+    argv = ["tag-bilstm", "--train", str(tmp_path / "train.txt"), "--test", str(tmp_path / "test.txt")]
     argv += [
         "--columns",
         "word,pos,chunk",
@@ -44,7 +44,7 @@ def _parsing_files(tmp_path) -> list[str]:
     other = "1\ta\t_\t_\t_\t_\t2\tdet\t_\t_\n2\tdog\t_\t_\t_\t_\t0\troot\t_\t_\n"
     (tmp_path / "train.conllu").write_text("\n".join([sentence, other] * 6))
     (tmp_path / "test.conllu").write_text("\n".join([sentence, other]))
-    return ["parse-cvt", "--train", str(tmp_path / "train.conllu"), "--test", str(tmp_path / "test.conllu")]
+    return ["parse-bilstm", "--train", str(tmp_path / "train.conllu"), "--test", str(tmp_path / "test.conllu")]
 
 
 SMALL = [

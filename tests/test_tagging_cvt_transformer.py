@@ -11,7 +11,7 @@ import torch
 from transformers import ElectraConfig, ElectraModel
 
 from electra.core.errors import UserError
-from electra.tagging.cvt_views import CvtTagger, word_bounds
+from electra.tagging.cvt_views import TransformerCvtTagger, word_bounds
 from electra.tagging.finetune import run_tag
 from electra.tagging.model import TaggerModel
 from electra.tagging.settings import TagSettings
@@ -29,7 +29,7 @@ def test_word_bounds_end_each_word_before_the_next_start_or_sep():
     assert [after[0, p].item() for p in (1, 3, 4)] == [3, 4, 7]
 
 
-def _model(view_layers: int = 2) -> CvtTagger:
+def _model(view_layers: int = 2) -> TransformerCvtTagger:
     torch.manual_seed(0)
     config = ElectraConfig(
         vocab_size=40,
@@ -40,7 +40,7 @@ def _model(view_layers: int = 2) -> CvtTagger:
         intermediate_size=64,
         max_position_embeddings=32,
     )
-    return CvtTagger(TaggerModel(ElectraModel(config), ["O", "B-X", "I-X"]), SEP, view_layers).eval()
+    return TransformerCvtTagger(TaggerModel(ElectraModel(config), ["O", "B-X", "I-X"]), SEP, view_layers).eval()
 
 
 # [CLS] w0 ##w0 w1 w2 ##w2 w3 [SEP] [PAD]: word w2 starts at piece 4, its pieces are 4-5
@@ -56,7 +56,7 @@ HIDDEN = {  # what each module must not see when it predicts w2
 }
 
 
-def _logits(model: CvtTagger, ids: list[int]) -> dict[str, torch.Tensor]:
+def _logits(model: TransformerCvtTagger, ids: list[int]) -> dict[str, torch.Tensor]:
     input_ids = torch.tensor([ids])
     with torch.no_grad():
         out = model.module_logits(

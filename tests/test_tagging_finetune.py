@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from electra.core.errors import UserError
+from electra.finetune.models import load_encoder
 from electra.tagging.conll import read_conll
 from electra.tagging.features import IGNORE, encode, words_from_windows
 from electra.tagging.finetune import load_data, run_tag
-from electra.finetune.models import load_encoder
 from electra.tagging.model import TaggerModel
 from electra.tagging.settings import TagSettings
 

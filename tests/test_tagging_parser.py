@@ -1,7 +1,7 @@
 """CVT's dependency parser (electra.tagging.cvt_parser, parse_task, dependencies): each restricted module's edge
 score ignores the words its two views hide, the unlabeled loss never trains the primary module, the labeled loss
 is the cross-entropy over possible edges by hand, UAS/LAS leave punctuation out, treebanks are read (column files
-and CoNLL-U) or refused in one line, a parser learns a toy grammar, and `electra parse-cvt` runs end to end."""
+and CoNLL-U) or refused in one line, a parser learns a toy grammar, and `electra parse-bilstm` runs end to end."""
 
 from __future__ import annotations
 
@@ -243,7 +243,7 @@ def test_parse_cvt_runs_end_to_end_and_refuses_in_one_line(tmp_path, capsys):
     _toy_treebank(tmp_path / "train.conllu", 30, seed=1)
     _toy_treebank(tmp_path / "test.conllu", 5, seed=2)
     (tmp_path / "raw.txt").write_text("the big cat saw a fish .\n\na dog met the man .\n")
-    argv = ["parse-cvt", "--train", str(tmp_path / "train.conllu"), "--test", str(tmp_path / "test.conllu")]
+    argv = ["parse-bilstm", "--train", str(tmp_path / "train.conllu"), "--test", str(tmp_path / "test.conllu")]
     argv += ["--dev-sentences", "5", "--max-steps", "6", "--eval-every", "3", "--batch-size", "4"]
     argv += ["--warmup-steps", "2", "--word-dim", "8", "--char-dim", "4", "--char-filters", "3"]
     argv += ["--lstm1", "8", "--lstm2", "8", "--projection", "8", "--arc-dim", "4"]

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from electra.app.cli import main
-from electra.core.config import parse_overrides
+from electra.core.config_files import parse_overrides
 from electra.data.tokenization import load_or_train_tokenizer
 from electra.objectives import build_config
 from electra.tlm.joint import JointTask

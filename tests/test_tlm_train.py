@@ -98,7 +98,7 @@ def test_classification_metrics_by_hand():
 
 
 def _settings(data: Path, out: Path, **kw) -> TLMSettings:
-    from electra.core.config import parse_overrides
+    from electra.core.config_files import parse_overrides
 
     base = dict(
         task_train=str(data / "train.tsv"),

@@ -10,7 +10,6 @@ from dataclasses import field, make_dataclass
 from pathlib import Path
 from typing import Any
 
-from electra.core.config import COUNT, NOT_NEGATIVE_COUNT, declaration
 from electra.core.errors import UserError
 from electra.core.flags import (
     add_output_option,
@@ -20,6 +19,7 @@ from electra.core.flags import (
     require_counts,
 )
 from electra.core.overwrite import refuse_to_replace, refuse_unowned, start_over
+from electra.core.settings import COUNT, NOT_NEGATIVE_COUNT, declaration
 from electra.tlm.declared import TASK_ONLY, TLMDeclared
 from electra.tlm.outputs import TLM_OUTPUTS, refuse_missing_resume
 
@@ -437,7 +437,7 @@ def _iss_layer(args) -> int | str:
 
 def _reference_settings(args):
     """The `electra.tlm.settings.TLMSettings` of ISS's reference run, in OUT/reference."""
-    from electra.core.config import parse_overrides
+    from electra.core.config_files import parse_overrides
     from electra.tlm.settings import TLMSettings
 
     return TLMSettings(
@@ -497,7 +497,8 @@ def run_texts(args) -> int:
 
 def run_train(args) -> int:
     check_train_flags(args)
-    from electra.core.config import parse_overrides, with_frozen_generator
+    from electra.core.config import with_frozen_generator
+    from electra.core.config_files import parse_overrides
     from electra.tlm.train import train_tlm
 
     overrides = with_frozen_generator(parse_overrides(args.set))

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from electra.core.config import (
+from electra.core.errors import UserError
+from electra.core.settings import (
     COUNT,
     DECAY,
     NON_NEGATIVE,
@@ -21,7 +22,6 @@ from electra.core.config import (
     check_declared,
     setting,
 )
-from electra.core.errors import UserError
 from electra.tlm.tasks import Column
 
 TASK_ONLY = "none"  # the task-only baseline: no LM objective

@@ -6,18 +6,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from electra.core.config import (
-    INPUT_DIGESTS,
-    RESUME_FIX,
-    PretrainConfig,
-    check_run_record,
-    load_saved_config,
-    refuse_changed_settings,
-)
+from electra.core.config import PretrainConfig, load_saved_config
 from electra.core.files import file_sha256
+from electra.core.run_records import INPUT_DIGESTS, RESUME_FIX, check_run_record, refuse_changed_settings
 from electra.tlm.settings import TLMSettings
 from electra.tlm.task_data import corpus_of
-from electra.training.pretraining import RESUMABLE_CHANGES, corpus_sample
+from electra.training.run_folder import RESUMABLE_CHANGES, corpus_sample
 
 # Settings that only change where and how a run is watched or saved, not what it learns: a resume may change them.
 RESUMABLE_SETTINGS = frozenset({"out", "progress", "save_every", "resume", "cache_dir", "eval_batch_size"})

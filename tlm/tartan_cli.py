@@ -135,7 +135,7 @@ def check_contradictions(args) -> None:
 
 
 def run(args) -> int:
-    from electra.core.config import parse_overrides
+    from electra.core.config_files import parse_overrides
     from electra.core.errors import UserError
     from electra.tlm.cli import refuse_to_replace_run, settings_from_flags, start_over_run
     from electra.tlm.train import train_tlm

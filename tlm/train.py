@@ -29,9 +29,10 @@ from typing import Any
 
 from accelerate.utils import set_seed
 
-from electra.core.config import PretrainConfig, keep_run_record
+from electra.core.config import PretrainConfig
 from electra.core.errors import UserError
 from electra.core.files import read_json_record, write_json_atomically
+from electra.core.run_records import keep_run_record
 from electra.data.packing import PretrainingCollator, build_pretraining_dataset
 from electra.export.layout import save_tokenizer
 from electra.tlm.evaluation import evaluate

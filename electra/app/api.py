@@ -27,14 +27,18 @@ import numpy as np
 import torch
 
 from electra.app.pretrain_cli import check_paths as _check_pretrain_paths
-from electra.core.config import PretrainConfig, coerce_value, load_config_file, settings_from
+from electra.core.config import PretrainConfig
+from electra.core.config_files import load_config_file
 from electra.core.errors import ElectraWarning, UserError
 from electra.core.overwrite import refuse_unusable_output
+from electra.core.settings import coerce_value, settings_from
 from electra.data.embedded_corpus import ensure_embedded_corpus
 from electra.export.layout import Export, finetune_dir
 from electra.export.layout import read_export as _read_export
 from electra.glue.cli import prepare_output as _prepare_glue_output
-from electra.glue.finetune import FinetuneSettings, check_run_inputs, run_glue
+from electra.glue.finetune import run_glue
+from electra.glue.inputs import check_run_inputs
+from electra.glue.settings import FinetuneSettings
 from electra.glue.tasks import parse_task_list
 from electra.objectives import (
     Objective,

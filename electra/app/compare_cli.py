@@ -11,7 +11,7 @@ import math
 import os
 from pathlib import Path
 
-from electra.app.compare_settings import (
+from electra.app.compare.settings import (
     COMPARE_CONTROLS,
     DEFAULT_OBJECTIVES,
     DEFAULT_TASKS,
@@ -128,8 +128,8 @@ def _objectives(args: argparse.Namespace) -> list[str]:
 
 def _settings(args: argparse.Namespace) -> CompareSettings:
     """The run's settings from its flags, refusing what the flags alone show to be wrong (what files hold is
-    read later, by `compare_checks.check_inputs`)."""
-    from electra.core.config import parse_overrides
+    read later, by `checks.check_inputs`)."""
+    from electra.core.config_files import parse_overrides
     from electra.glue.tasks import parse_task_list, resolve_data_dir
     from electra.probes.run import parse_probe_list
 

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2) if args.json else format_paper(rows))
         return 0
 
-    from electra.core.config import parse_overrides
+    from electra.core.config_files import parse_overrides
     from electra.flops.report import format_report
     from electra.objectives import build_config, flop_report
     from electra.training.continued import run_settings

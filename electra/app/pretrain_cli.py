@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 
 from electra.app.plot import plot_run
-from electra.core.config import SIZES, PretrainConfig, declaration
+from electra.core.config import SIZES, PretrainConfig
 from electra.core.errors import UserError
 from electra.core.files import require_file
 from electra.core.flags import add_output_option, add_setting_flags, flagged_fields, require_counts
+from electra.core.settings import declaration
 
 
 class RegisteredObjectives:
@@ -58,7 +59,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--corpus",
-        help="text file, directory, .jsonl or saved dataset; default: the embedded stdlib-docs corpus",
+        help="text file, directory, .jsonl or saved dataset; default: the embedded State of the Union corpus",
     )
     parser.add_argument(
         "--vocab",
@@ -118,7 +119,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from electra.core.config import parse_overrides
+    from electra.core.config_files import parse_overrides
 
     check_paths(args)  # before the models are imported: a wrong path answers at once
     from electra.objectives import build_config

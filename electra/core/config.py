@@ -1,4 +1,5 @@
-"""One flat pretraining configuration, the paper's model sizes, and strict overrides.
+"""One flat pretraining configuration, the paper's model sizes, and strict overrides (the settings machinery is
+`electra.core.settings`, config files `electra.core.config_files`, run records `electra.core.run_records`).
 
 A single flat dataclass (as the reference `configure_pretraining.py` does) keeps every knob greppable and makes a
 run reproducible from its saved `config.json`. Unknown keys are errors: a typo must not silently train the default.
@@ -6,20 +7,27 @@ run reproducible from its saved `config.json`. Unknown keys are errors: a typo m
 
 from __future__ import annotations
 
-import difflib
-import json
-import math
-import numbers
-import os
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from electra.core.config_files import load_config_file
 from electra.core.errors import UserError
-from electra.core.files import decode_user_text, refusing_duplicate_keys, require_file, write_json_atomically
+from electra.core.files import write_json_atomically
+from electra.core.settings import (
+    COUNT,
+    FRACTION,
+    NON_NEGATIVE,
+    NOT_NEGATIVE_COUNT,
+    OPEN_FRACTION,
+    POSITIVE,
+    RATE,
+    SEED_RANGE,
+    check_declared,
+    coerce_value,
+    setting,
+)
 from electra.core.text_form import TEXT_FORMS
 
 CPU_DROPOUT = ("lanes", "torch")  # electra.nn.dropout
@@ -30,58 +38,6 @@ LR_SCHEDULES = ("linear", "reference")  # electra.training.optim.lr_schedule
 SCHEDULE_CLOCKS = ("steps", "time")  # electra.training.optim.schedule_on_clock
 CLOZE_SPANS = ("piece", "word")  # electra.generators.two_tower
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-# Float fields outside these ranges would not fail where they are read: a negative max_grad_norm turns clipping
-# into a sign flip (gradient ascent), a negative loss weight trains the wrong way, a dropout rate or Adam beta of 1
-# or more fails only once the model or optimizer is built, after the corpus is read. Each range: (test, what the
-# value "must" do).
-Range = tuple[Callable[[float], bool], str]
-RATE: Range = (lambda v: 0.0 <= v < 1.0, "be in [0, 1)")
-FRACTION: Range = (lambda v: 0.0 <= v <= 1.0, "be in [0, 1]")
-NON_NEGATIVE: Range = (lambda v: v >= 0.0, "be at least 0")
-POSITIVE: Range = (lambda v: v > 0.0, "be positive")
-DECAY: Range = (lambda v: 0.0 < v <= 1.0, "be in (0, 1]")
-COUNT: Range = (lambda v: v >= 1, "be at least 1")
-NOT_NEGATIVE_COUNT: Range = (lambda v: v >= 0, "not be negative")
-OPEN_FRACTION: Range = (lambda v: 0.0 < v < 1.0, "be in (0, 1)")
-SEED_RANGE: Range = (lambda v: 0 <= v < 2**32, f"be in 0..{2**32 - 1} (the range numpy seeds)")
-
-
-def check_declared(settings: Any, source: str) -> None:
-    """Every field of a dataclass of `setting`s against its declared choices or range, in field order; one line
-    naming the first that is outside them (None, where a field allows it, passes)."""
-    where = f"{source}: " if source else ""
-    for spec in fields(settings):
-        value = getattr(settings, spec.name)
-        choices, within = spec.metadata.get("choices"), spec.metadata.get("within")
-        if value is None:
-            continue
-        if choices is not None and value not in choices:
-            raise UserError(f"{where}{spec.name}={value!r} is not one of {', '.join(choices)}.")
-        if within is not None:
-            test, wording = within
-            if not (math.isfinite(value) and test(value)):  # inf passes v > 0
-                raise UserError(f"{where}{spec.name} must {wording}, got {value}.")
-
-
-def declaration(settings_class: type, name: str) -> Any:
-    """The declaration (`dataclasses.Field`) of a `setting` field: its default, help, choices, range and flags."""
-    return next(spec for spec in fields(settings_class) if spec.name == name)
-
-
-def setting(
-    default: Any = None,
-    help: str = "",
-    *,
-    choices: tuple[str, ...] | None = None,
-    within: Range | None = None,
-    flags: tuple[str, ...] = (),
-    metavar: str | None = None,
-) -> Any:
-    """A configuration field declared once: its default, help, allowed values (`choices`, or a range `within`),
-    and the command-line flags that set it (none: `--set NAME=VALUE` only). `validate` reads the checks and the
-    CLI builds the flags from here (`electra.core.flags.add_setting_flags`), so neither can drift from the other."""
-    metadata = {"help": help, "choices": choices, "within": within, "flags": flags, "metavar": metavar}
-    return field(default=default, metadata=metadata)
 
 
 @dataclass
@@ -478,77 +434,6 @@ def _coerce(name: str, raw: Any, source: str = "config") -> Any:
     return coerce_value(name, raw, str({f.name: f for f in fields(PretrainConfig)}[name].type), source)
 
 
-def coerce_value(name: str, raw: Any, kind: str, source: str = "config") -> Any:
-    """Turn a CLI string or a JSON value into the type `kind` ("int", "float | None", ...), strictly; errors name
-    the field.
-
-    An integer field takes an integral number only (2, 2.0, "1e3"; not 2.5 or "5e-1", which would floor to another
-    value silently), a boolean field a boolean (or yes/no words from the command line), a float field a number, a
-    string field a string.
-    """
-    nullable = "None" in kind
-    if nullable and isinstance(raw, str) and raw.lower() in ("none", "null"):
-        return None
-    if raw is None:
-        if nullable:
-            return None
-        raise UserError(f"{source}: {name} cannot be empty (null); give a {kind}.")
-    if kind.startswith("dict"):
-        if not isinstance(raw, dict):
-            raise UserError(f"{source}: {name} must be a JSON object, got {raw!r}.")
-        return raw
-    wrong = UserError(f"{source}: {name}={raw!r} is not a valid {kind.replace(' | None', '')}.")
-    if kind.startswith("bool"):
-        if isinstance(raw, bool):
-            return raw
-        if isinstance(raw, str) and raw.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-            return raw.lower() in ("1", "true", "yes", "on")
-        raise wrong
-    if kind.startswith("int") or kind.startswith("float"):
-        if isinstance(raw, bool):
-            raise wrong
-        try:
-            number = float(raw) if isinstance(raw, str) else raw
-        except ValueError:
-            raise wrong from None
-        if isinstance(number, numbers.Integral):  # numpy's integers (np.arange, astype(int)) are accepted
-            number = int(number)
-        elif isinstance(number, numbers.Real):  # and its float32
-            number = float(number)
-        if not isinstance(number, (int, float)) or number != number:  # not a number, or NaN
-            raise wrong
-        if number in (float("inf"), float("-inf")):  # no field means "unbounded" by inf (None says "none")
-            raise UserError(
-                f"{source}: {name}={raw!r} is not a finite number; give a {kind.replace(' | None', '')}."
-            )
-        if kind.startswith("int"):
-            if number != int(number):
-                raise UserError(f"{source}: {name}={raw!r} is not a whole number; give an integer.")
-            return int(number)
-        return float(number)
-    if isinstance(raw, os.PathLike):  # a path field given a pathlib.Path
-        raw = os.fspath(raw)
-    if not isinstance(raw, str):
-        raise wrong
-    return raw
-
-
-def settings_from(cls: type, values: Mapping[str, Any], source: str) -> Any:
-    """`cls(**values)` for a settings dataclass (GLUE's, SQuAD's) given from Python: each value coerced to its
-    field's type as config fields are (`coerce_value`: "200" for an int is 200, "fast" for a float is refused,
-    where the dataclass alone takes anything and fails deep inside training), and an unknown name refused
-    (TypeError, as for any unknown keyword) with the names it may have meant."""
-    known = {f.name: str(f.type) for f in fields(cls) if f.init}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        close = sorted({m for name in unknown for m in difflib.get_close_matches(name, known, n=2)})
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise TypeError(
-            f"{source}: unknown setting(s) {', '.join(unknown)}{hint}; the settings are {', '.join(known)}."
-        )
-    return cls(**{name: coerce_value(name, value, known[name], source) for name, value in values.items()})
-
-
 def assemble_config(
     size: str,
     config_file: str | Path | None,
@@ -588,84 +473,6 @@ def assemble_config(
     return PretrainConfig(**values).validate()
 
 
-def load_config_file(path: str | Path) -> dict[str, Any]:
-    """A JSON object, or YAML (`.yaml`/`.yml`) mapping, of field: value.
-
-    The text is read as every user file is (`decode_user_text`: UTF-8 through a byte-order mark, UTF-16 with its
-    mark; NUL or undecodable bytes are one line). A key given twice in a file is refused, naming it: JSON and
-    YAML readers keep the last value silently, and the first was often the one meant."""
-    path = require_file(path, "config file")
-    yaml_file = path.suffix.lower() in (".yaml", ".yml")
-    expected = "a YAML mapping of field: value" if yaml_file else "a JSON object of field: value"
-    text = decode_user_text(path.read_bytes(), f"config file {path}", expected)
-    if yaml_file:
-        try:
-            data = yaml.load(text, Loader=_UniqueKeyLoader)
-        except _DuplicateKey as exc:
-            raise UserError(
-                f"config file {path}:{exc.line}: key {exc.key!r} is given more than once; keep the one you mean."
-            ) from None
-        except yaml.YAMLError as exc:
-            raise UserError(f"config file {path} is not valid YAML ({str(exc).splitlines()[0]}).") from None
-        kind = "YAML mapping"
-    else:
-        try:
-            data = json.loads(text, object_pairs_hook=_refusing_duplicates(path))
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"config file {path} is not valid JSON ({exc}); write it as a JSON object (or YAML, as .yaml)."
-            ) from None
-        kind = "JSON object"
-    if not isinstance(data, dict):
-        raise UserError(f"config file {path} must hold a {kind} of field: value.")
-    return data
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: Any, line: int) -> None:
-        super().__init__(key, line)
-        self.key, self.line = key, line
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader (no tags that build Python objects) refusing a mapping key written twice; keys a merge
-    (`<<: *defaults`) brings in may still be overridden, which is what merges are for."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, Hashable):  # else the loader's own error names it
-                if key in seen:
-                    raise _DuplicateKey(key, key_node.start_mark.line + 1)
-                seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-def _refusing_duplicates(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
-    """A `json.loads` object_pairs_hook that refuses a key given twice in one object of the config file `path`."""
-    return refusing_duplicate_keys(
-        lambda key: f"config file {path}: key {key!r} is given more than once; keep the one you mean."
-    )
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """`key=value` strings from `--set` into a dict (types are coerced later, per field)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise UserError(f"override {item!r} must look like key=value (for example hidden_size=128).")
-        key, value = item.split("=", 1)
-        if not key.strip():
-            raise UserError(
-                f"override {item!r}: the KEY is empty; write it as KEY=VALUE (for example hidden_size=128)."
-            )
-        out[key.strip().replace("-", "_")] = value.strip()
-    return out
-
-
 def load_saved_config(path: str | Path) -> PretrainConfig:
     """Read a run's config.json back; unknown keys mean the file came from another version or tool."""
     data = load_config_file(path)
@@ -675,108 +482,6 @@ def load_saved_config(path: str | Path) -> PretrainConfig:
             f"{path}: unknown config key(s) {', '.join(unknown)}; was it written by this library?"
         )
     return PretrainConfig(**{k: _coerce(k, v, str(path)) for k, v in data.items()}).validate()
-
-
-# What a refused `--resume` of a consumer (glue, squad, tlm) says to do instead: the flags all of them take.
-RESUME_FIX = "resume with the saved settings, use another --output, or drop --resume and pass --overwrite to start over."
-
-
-def refuse_changed_settings(
-    record: str | Path,
-    saved: Mapping[str, Any],
-    current: Mapping[str, Any],
-    fix: str,
-    ignore: Collection[str] = (),
-) -> None:
-    """Stop a `--resume` whose settings differ from the ones its output was started with, in one line naming each
-    differing setting with its saved and new value, before any work.
-
-    Every command that resumes (pretrain, glue, squad, tlm) shares this refusal: continuing checkpoints, or
-    reusing finished results, under other settings would label numbers with settings that did not produce them.
-    Values are compared as JSON (what `record` holds), so tuples, lists and paths given as str compare alike. A
-    setting only one side has (a record written before the setting existed) is not compared. `fix` says what to
-    do instead (the command's own flags)."""
-    old, new = (json.loads(json.dumps(dict(values), default=str)) for values in (saved, current))
-    changed = [
-        f"{name} (saved {json.dumps(old[name])}, now {json.dumps(new[name])})"
-        for name in new
-        if name in old and name not in ignore and old[name] != new[name]
-    ]
-    if changed:
-        raise UserError(f"--resume: {record} differs from this run in {', '.join(changed)}; {fix}")
-
-
-def read_run_record(path: str | Path) -> dict[str, Any] | None:
-    """A run's saved settings (a JSON object), or None when there is none; a damaged record is one line naming
-    the file, since a resume must not go on without it."""
-    path = Path(path)
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(
-            f"{path}: not valid JSON ({exc}); restore it, or start over: drop --resume and pass --overwrite."
-        ) from None
-    if not isinstance(data, dict):
-        raise UserError(
-            f"{path}: must hold a JSON object of settings; restore it, or start over: drop --resume and pass --overwrite."
-        )
-    return data
-
-
-def write_run_record(path: str | Path, settings: Mapping[str, Any]) -> None:
-    """Save the settings a later `--resume` must match, atomically (a kill mid-write leaves the old record)."""
-    write_json_atomically(path, dict(settings), default=str)
-
-
-# OUTPUT/run.json: what a `--resume` must match (pretrain: corpus, vocabulary, processes; glue, squad, tlm: the
-# model and settings)
-RUN_RECORD = "run.json"
-
-
-def check_run_record(
-    output: Path,
-    record: Mapping[str, Any],
-    from_results: Callable[[dict[str, Any]], Mapping[str, Any] | None] | None = None,
-) -> None:
-    """A consumer's (glue, squad, tlm) `--resume` check: `record` against OUTPUT/run.json, or, for an output from
-    before run.json existed, against what `from_results` recovers from its results.json (None: nothing to
-    compare). Refused in one line, before any work: an input file whose contents changed at the same path
-    (`INPUT_DIGESTS`), then any other setting (`refuse_changed_settings`)."""
-    where = output / RUN_RECORD
-    saved = read_run_record(where)
-    if saved is None and from_results is not None:
-        results = read_run_record(output / "results.json")
-        saved, where = (from_results(results) if results else None), output / "results.json"
-    if saved is None:
-        return
-    digests, saved_digests = record.get(INPUT_DIGESTS) or {}, saved.get(INPUT_DIGESTS) or {}
-    changed = [name for name, digest in digests.items() if saved_digests.get(name, digest) != digest]
-    if changed:
-        paths = ", ".join(str(record.get(name, name)) for name in changed)
-        raise UserError(
-            f"--resume: {paths} changed since {output} was started with {'them' if len(changed) > 1 else 'it'} "
-            "(other contents at the same path); restore the files it was started with, or drop --resume and "
-            "pass --overwrite to start over (or choose another output)."
-        )
-
-    def settings_of(values: Mapping[str, Any]) -> dict[str, Any]:
-        return {name: value for name, value in values.items() if name != INPUT_DIGESTS}
-
-    refuse_changed_settings(where, settings_of(saved), settings_of(record), RESUME_FIX)
-
-
-# run.json's record of what each input file held (setting name -> SHA-256 or a corpus sample): the same path can
-# hold another file by a resume (a task file relabelled, a training file edited), and a run continued on it mixes
-# two datasets under one set of results. `check_run_record` refuses that, naming the file (the setting's value).
-INPUT_DIGESTS = "input_sha256"
-
-
-def keep_run_record(output: Path, record: Mapping[str, Any], resume: bool) -> None:
-    """Write OUTPUT/run.json, except where a resume finds one: the first run's settings stay the reference."""
-    if not (resume and (output / RUN_RECORD).is_file()):
-        write_run_record(output / RUN_RECORD, record)
 
 
 def with_frozen_generator(overrides: dict[str, Any]) -> dict[str, Any]:

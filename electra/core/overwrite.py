@@ -9,9 +9,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from electra.core.config import RUN_RECORD
 from electra.core.errors import UserError
 from electra.core.output_lock import refuse_live_run
+from electra.core.run_records import RUN_RECORD
 
 
 def refuse_to_replace(paths: Iterable[str | Path], overwrite: bool, resume_hint: bool = False) -> None:

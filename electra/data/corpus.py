@@ -3,7 +3,7 @@
 Accepted: a text file, a directory of files (recursively, in sorted order, through linked folders), JSON lines,
 Parquet, a `datasets` dataset saved with `save_to_disk`, each of the file forms compressed (`.gz`, `.bz2`, `.xz`,
 `.zst`) or inside `.tar` (any compression) and `.zip` archives, nested as OpenWebText nests them
-(`electra.data.streams`). JSON lines, Parquet and saved datasets give one document per record, from the `text`
+(`electra.data.corpus_files`). JSON lines, Parquet and saved datasets give one document per record, from the `text`
 field unless told another. A text file gives one document per blank-line-separated block, or (a directory of
 several files) one per file; `doc_boundary` overrides. POS-tagged text such as the Brown corpus (`word/tag`) is
 detected and stripped, so users can point the trainer at classic corpora without preprocessing them.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from electra.core.errors import UserError
-from electra.data.streams import decoded_blocks, file_members
+from electra.data.corpus_files import decoded_blocks, file_members
 
 SKIPPED_SUFFIXES = {
     ".pdf",
@@ -51,7 +51,7 @@ def read_documents(
 ) -> Iterator[str]:
     """Yield documents as text, one paragraph per line; raise UserError naming the file on unreadable input.
 
-    Files are streamed a block at a time (`electra.data.streams`), so memory does not grow with file or corpus
+    Files are streamed a block at a time (`electra.data.corpus_files`), so memory does not grow with file or corpus
     size. Files that are not UTF-8 but look like 8-bit text (old corpora: Reuters, some Gutenberg books) are read
     as Latin-1 with a warning, unless `strict_utf8`; bytes that are not text at all (NUL bytes, binaries) are an
     error. `text_field` names the text column of JSON lines, Parquet and saved datasets.

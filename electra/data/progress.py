@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from electra.data.corpus import corpus_fingerprint, is_saved_dataset
-from electra.data.streams import COMPRESSIONS, SHORT_TAR, suffix_of
+from electra.data.corpus_files import COMPRESSIONS, SHORT_TAR, suffix_of
 
 LINE_EVERY_S = 30.0
 

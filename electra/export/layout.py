@@ -27,9 +27,9 @@ from typing import Any
 
 from transformers.utils import logging as hf_logging
 
-from electra.core.config import RUN_RECORD
 from electra.core.errors import UserError
 from electra.core.files import read_json_record, read_safetensors, write_json_atomically
+from electra.core.run_records import RUN_RECORD
 from electra.generators.two_tower import CONFIG_NAME as TWO_TOWER_CONFIG
 
 MANIFEST = "export.json"
@@ -119,11 +119,15 @@ def write_export(
     return written
 
 
-def save_hf_model(model: Any, objective: str) -> Callable[[Path], None]:
-    """A part writer for a `transformers` model: safetensors weights, and the objective in its config."""
+def save_hf_model(model: Any, objective: str, scoring: str | None = None) -> Callable[[Path], None]:
+    """A part writer for a `transformers` model: safetensors weights, and in its config the objective and, where
+    the part scores text on its own (Electric's discriminator), its `pll` method: a part copied out of its run
+    still says how to score with it, without export.json."""
 
     def save(directory: Path) -> None:
         model.config.electra_objective = objective
+        if scoring is not None:
+            model.config.electra_scoring = scoring
         with plain_modules(model):
             model.save_pretrained(str(directory), safe_serialization=True)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from torch import nn
 from transformers import AutoModel
 
-from electra.core.config import RUN_RECORD
 from electra.core.errors import UserError
 from electra.core.files import read_json_record
+from electra.core.run_records import RUN_RECORD
 from electra.export.layout import (
     MANIFEST,
     finetune_dir,

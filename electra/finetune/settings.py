@@ -10,16 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from electra.core.config import (
+from electra.core.config import CPU_DROPOUT, MIXED_PRECISION, PretrainConfig
+from electra.core.settings import (
     COUNT,
-    CPU_DROPOUT,
     DECAY,
     FRACTION,
-    MIXED_PRECISION,
     NON_NEGATIVE,
     NOT_NEGATIVE_COUNT,
     POSITIVE,
-    PretrainConfig,
     check_declared,
     declaration,
     setting,

@@ -107,7 +107,7 @@ class Objective:
             ExportPart(
                 "discriminator",
                 type(model.discriminator.model).__name__,
-                save_hf_model(model.discriminator.model, self.name),
+                save_hf_model(model.discriminator.model, self.name, self.discriminator_scoring),
             )
         ]
         generator = generator_export_part(model.generator, self.name)

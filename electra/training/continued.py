@@ -25,13 +25,8 @@ import torch
 from torch import nn
 from transformers import BertConfig
 
-from electra.core.config import (
-    SIZES,
-    PretrainConfig,
-    coerce_value,
-    load_config_file,
-    with_frozen_generator,
-)
+from electra.core.config import SIZES, PretrainConfig, with_frozen_generator
+from electra.core.config_files import load_config_file
 from electra.core.errors import ElectraWarning, UserError
 from electra.core.files import (
     SHARD_INDEX,
@@ -40,6 +35,7 @@ from electra.core.files import (
     read_model_weights,
     safetensors_shards,
 )
+from electra.core.settings import coerce_value
 from electra.data.tokenization import load_saved_tokenizer, lowercases, states_casing
 from electra.export.layout import (
     finetune_dir,

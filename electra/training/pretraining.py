@@ -9,15 +9,11 @@ writes the export (`electra.export.layout`), `summary.json` and the training cur
 from __future__ import annotations
 
 import copy
-import fnmatch
-import hashlib
-import json
 import math
 import os
-import shutil
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,29 +21,16 @@ import torch
 from accelerate import PartialState
 from accelerate.utils import set_seed
 
-from electra.core.config import (
-    RUN_RECORD,
-    PretrainConfig,
-    load_saved_config,
-    refuse_changed_settings,
-    write_run_record,
-)
+from electra.core.config import PretrainConfig
 from electra.core.errors import ElectraWarning, UserError
-from electra.core.files import read_json_record, write_json_atomically
-from electra.core.output_lock import refuse_live_run
 from electra.core.outputs import StepOutput
-from electra.core.overwrite import refuse_file_as_directory, refuse_foreign_directory
-from electra.core.version import __version__
-from electra.data.corpus import read_corpus_bytes
 from electra.data.packing import (
     CachedSource,
     PretrainingCollator,
     ResumableBatchOrder,
     build_pretraining_dataset,
-    corpus_fingerprint,
     example_settings,
     token_counts,
-    tokenizer_fingerprint,
 )
 from electra.data.streaming import (
     LEDGER_FOLDER,
@@ -64,29 +47,23 @@ from electra.data.tokenization import (
     load_or_train_tokenizer,
     load_saved_tokenizer,
     load_vocab_tokenizer,
-    text_form_of,
 )
-from electra.export.checkpoint import checkpoint_step, latest_checkpoint, latest_intact_checkpoint
-from electra.export.layout import masked_lm_dir, read_export, save_tokenizer
-from electra.export.model_card import CardFacts, write_export_cards
+from electra.export.checkpoint import checkpoint_step
+from electra.export.layout import masked_lm_dir
 from electra.flops.measured import startup_check
 from electra.generators.fused_nll import plain_head
 from electra.objectives import check_config, flop_report, get_objective
 from electra.training.continued import init_vocabulary, load_initial_weights
 from electra.training.engine import Engine, Task, TrainArgs, make_accelerator
 from electra.training.model import PretrainingModel, build_pretraining_model
-
-# Settings that may change between the interrupted run and its resumption without changing the result.
-RESUMABLE_CHANGES = {
-    "log_every",
-    "save_every",
-    "keep_checkpoints",
-    "dataloader_workers",
-    "flops_budget",
-    "time_budget_minutes",
-    "eval_every",
-    "extra",
-}
+from electra.training.run_card import card_facts, export_run
+from electra.training.run_folder import (
+    RunInputs,
+    check_output_dir,
+    check_resume,
+    how_to_go_on,
+    record_new_run,
+)
 
 
 @dataclass
@@ -99,26 +76,6 @@ class PretrainResult:
     trained: bool = (
         True  # False: a finished run resumed with nothing left to do (its files stay as they were)
     )
-
-
-@dataclass
-class RunInputs:
-    """Where a pretraining run reads from and writes to (the config says how it trains)."""
-
-    corpus: str
-    output_dir: Path
-    vocab: str | None = None
-    cache_dir: str | None = None
-    num_proc: int | None = None
-    resume: bool = False
-    overwrite: bool = False  # start over in a directory that holds a run, or write into a non-empty one
-    # Size max_steps (and warmup, unless `keep_warmup`) to config.flops_budget once the vocabulary is known, so
-    # the schedule decays over the budget and the progress bar counts the steps it buys (the CLI's --flops-budget).
-    size_to_budget: bool = False
-    keep_warmup: bool = False
-    doc_boundary: str = "auto"
-    strict_utf8: bool = False
-    text_field: str = "text"  # the text's field in JSON lines, Parquet and saved datasets
 
 
 class PretrainingTask(Task):
@@ -330,7 +287,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     config = copy.deepcopy(config)
     check_config(config)
     output_dir = inputs.output_dir
-    resume_from = _check_output_dir(
+    resume_from = check_output_dir(
         config, output_dir, output_dir / "checkpoints", inputs.resume, inputs.overwrite, inputs.size_to_budget
     )
 
@@ -345,7 +302,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     set_seed(config.seed)
 
     if resume_from is not None:
-        check_resume(output_dir, inputs, world, config)
+        check_resume(output_dir, inputs, world, config, loader_workers(config))
     tokenizer, dataset = _tokenizer_and_examples(config, inputs, accelerator, resume_from is not None)
     config.vocab_size = len(tokenizer)
     if inputs.size_to_budget and config.flops_budget and resume_from is None:
@@ -374,7 +331,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
             + ("" if "generator" in fresh or model.generator is None else "; generator: fresh")
         )
     if resume_from is None and accelerator.is_main_process:
-        _record_new_run(config, inputs, tokenizer, world)
+        record_new_run(config, inputs, tokenizer, world, loader_workers(config))
 
     task = PretrainingTask(model, source, config, held_out, micro_batch)
     accelerator.print(
@@ -396,11 +353,11 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     if finished_before:
         # A finished run resumed with nothing left to do: its exports, cards and summary describe the training
         # that happened; rewritten from this invocation they would lose every metric.
-        how = _how_to_go_on(result.stop_reason, output_dir)
+        how = how_to_go_on(result.stop_reason, output_dir)
         accelerator.print(f"{output_dir} already finished at step {result.step}; nothing to do ({how}).")
     elif accelerator.is_main_process:
         facts = card_facts(config, inputs, model, tokenizer, result, source.describe(), held_out)
-        written = _export(
+        written = export_run(
             model, tokenizer, output_dir, facts, dict(last, stop_reason=result.stop_reason), task
         )
         accelerator.print(
@@ -488,299 +445,6 @@ def _streamed_examples(
     counts = stream_token_counts(spec, len(tokenizer)) if config.generator == "unigram" else None
     batches = StreamedBatches(spec, collate, micro_batch, rank, world, workers)
     return StreamedSource(batches, first[:2]), held_out, counts
-
-
-def _record_new_run(config: PretrainConfig, inputs: RunInputs, tokenizer: Any, world: int) -> None:
-    """A new run's config, tokenizer and run.json (corpus, vocabulary and processes a --resume must match)."""
-    output_dir = inputs.output_dir
-    output_dir.mkdir(parents=True, exist_ok=True)
-    config.save(output_dir / "config.json")
-    save_tokenizer(tokenizer, output_dir / "tokenizer", config)
-    record = {"corpus": str(Path(inputs.corpus).resolve()), "corpus_sample": corpus_sample(inputs.corpus)}
-    record.update(tokenizer_sha256=tokenizer_sha256(tokenizer), world_size=world)
-    if config.streaming:  # the streams' layout: a resume must read the same windows in the same slots
-        record["stream"] = stream_layout(config)
-    write_run_record(output_dir / RUN_RECORD, record)
-
-
-def _export(
-    model: Any, tokenizer: Any, output_dir: Path, facts: CardFacts, summary: dict[str, Any], task: Any
-) -> dict[str, Path]:
-    """The trained parts in the export layout, with their model cards, and summary.json; returns the parts."""
-    written = model.export(output_dir, tokenizer)
-    write_export_cards(output_dir, written, read_export(output_dir).kinds, facts)
-    summary = dict(summary, exports={k: str(v) for k, v in written.items()})
-    if task.flop_check is not None:
-        summary["flop_counter_check"] = task.flop_check
-    write_json_atomically(output_dir / "summary.json", summary)
-    return written
-
-
-def card_facts(
-    config: PretrainConfig,
-    inputs: RunInputs,
-    model: Any,
-    tokenizer: Any,
-    result: Any,
-    examples: str,
-    held_out: Any,
-) -> CardFacts:
-    """What the export's model cards state, all read from the run (electra.export.model_card renders them)."""
-    objective = get_objective(config.objective)
-    encoder = objective.kept_encoder(model)
-    shape = (
-        f"hidden {config.hidden_size}, {config.num_hidden_layers} layers, {config.num_attention_heads} heads, "
-        f"intermediate {config.intermediate_size}, embeddings {config.embedding_size}, "
-        f"{config.max_position_embeddings} positions; {sum(p.numel() for p in encoder.parameters()):,} parameters"
-    )
-    generator = "none"
-    if model.generator is not None:
-        generator = f"{config.generator}, {sum(p.numel() for p in model.generator.parameters()):,} parameters"
-    held = f", {len(held_out):,} held out for eval/..." if held_out is not None else ""
-    mfu = f", MFU {result.metrics['mfu']:.1%} in the last logged window" if "mfu" in result.metrics else ""
-    rows = [
-        ("objective", f"`{config.objective}`: {objective.summary}"),
-        ("generator", generator),
-        (
-            "corpus",
-            f"`{Path(inputs.corpus).name}`, sha256 of names, sizes and first 64 KiB "
-            f"`{corpus_sample(inputs.corpus)[:16]}`; {examples} for training{held}",
-        ),
-        (
-            "vocabulary",
-            f"{len(tokenizer):,} WordPiece pieces, "
-            f"{'words form' if text_form_of(tokenizer) == 'words' else 'lowercased' if config.lowercase else 'cased'}, "
-            f"sha256 `{tokenizer_sha256(tokenizer)[:16]}`",
-        ),
-        ("model", shape),
-        ("steps", f"{result.step:,} of {config.max_steps:,} (stopped by {result.stop_reason})"),
-        (
-            "batch",
-            f"{config.train_batch_size} sequences of up to {config.max_seq_length} tokens, "
-            f"learning rate {config.learning_rate:g}, warmup {config.warmup_steps:,}, seed {config.seed}",
-        ),
-        (
-            "compute",
-            f"{result.flops:.3g} training FLOPs (the ELECTRA paper's accounting), {result.seconds / 60:.1f} "
-            f"minutes, precision {config.mixed_precision}{mfu}",
-        ),
-        ("software", f"electra {__version__}"),
-    ]
-    # in the table already, or how fast the machine ran rather than what the model learnt
-    run_figures = ("learning_rate", "flops", "elapsed_seconds", "tokens_per_second", "mfu")
-    metrics = {f"train/{k}": v for k, v in result.metrics.items() if k not in run_figures}
-    if result.evaluations:
-        metrics.update({f"eval/{k}": v for k, v in result.evaluations[-1].items() if k != "step"})
-    return CardFacts(
-        title=f"{Path(inputs.output_dir).name}: `{config.objective}` pretraining",
-        summary=f"An encoder pretrained with the `{config.objective}` objective by the `electra` library "
-        "(ELECTRA / Electric). Fine-tune the discriminator (or the masked LM of the `mlm` baseline); "
-        "`export.json` beside it says which part is which.",
-        facts=rows,
-        metrics=metrics,
-        tags=(config.objective, "pretraining"),
-    )
-
-
-def corpus_sample(corpus: str | Path) -> str:
-    """A digest of the corpus that changes when it does: each file's name, size and first 64 KiB."""
-    digest = hashlib.sha256()
-    for name, size, _ in corpus_fingerprint(corpus):
-        digest.update(f"{Path(name).name}\0{size}\0".encode())
-        digest.update(read_corpus_bytes(Path(name), 65536))
-    return digest.hexdigest()
-
-
-def tokenizer_sha256(tokenizer: Any) -> str:
-    return tokenizer_fingerprint(tokenizer)
-
-
-def stream_layout(config: PretrainConfig) -> dict[str, int]:
-    """What decides which examples each stream of a `--streaming` run reads, beside processes and corpus."""
-    return {"workers": loader_workers(config), "window_chars": stream_window_chars()}
-
-
-def check_resume(output_dir: Path, inputs: RunInputs, world: int, config: PretrainConfig) -> None:
-    """Refuse to continue a run on another corpus, vocabulary, number of processes or stream layout (one line,
-    before any work): token ids would change meaning, or every process would read other data than the checkpoint
-    expects."""
-    streaming = config.streaming
-    path = output_dir / RUN_RECORD
-    if not path.is_file():
-        return  # a run from before the record existed
-    record = read_json_record(path)
-    if record is None or not {"world_size", "corpus_sample", "tokenizer_sha256"} <= record.keys():
-        raise UserError(
-            f"--resume: {path} is damaged (not the run record this command writes), so this resume cannot be "
-            f"checked against the corpus and vocabulary {output_dir} trained on; delete it to resume unchecked "
-            "(with that corpus), or start a new --output."
-        )
-    if record["world_size"] != world:
-        raise UserError(
-            f"--resume: {output_dir} was trained with {record['world_size']} process(es), this launch has {world}; "
-            f"resume with {record['world_size']} (accelerate launch --num_processes {record['world_size']})."
-        )
-    if "stream" in record or streaming:
-        saved_layout, layout = record.get("stream"), stream_layout(config) if streaming else None
-        if saved_layout != layout:
-            raise UserError(
-                f"--resume: {output_dir} streamed its examples as {saved_layout or 'a cached run (no --streaming)'}, "
-                f"this launch as {layout or 'a cached run'}; resume with the same --streaming, "
-                "dataloader_workers and ELECTRA_STREAM_WINDOW, or start a new --output."
-            )
-    if corpus_sample(inputs.corpus) != record["corpus_sample"]:
-        raise UserError(
-            f"--resume: the corpus {inputs.corpus} is not the one {output_dir} trained on ({record['corpus']}, "
-            "unchanged); resume with that corpus or start a new --output."
-        )
-    if inputs.vocab is not None:
-        given = load_or_train_tokenizer(inputs.vocab, None, 1, config.lowercase, text_form=config.text_form)
-        if tokenizer_sha256(given) != record["tokenizer_sha256"]:
-            raise UserError(
-                f"--resume: --vocab {inputs.vocab} is not the vocabulary {output_dir} trained with "
-                f"({output_dir / 'tokenizer'}); drop --vocab to use the run's own."
-            )
-
-
-# What a pretraining run writes into its directory (`--overwrite` removes these, in a run's own directory only).
-RUN_FILES = (
-    "checkpoints",
-    "logs",
-    "metrics.csv",
-    "summary.json",
-    "run.json",
-    "config.json",
-    "tokenizer",
-    "curves.png",
-    "export.json",
-    "discriminator",
-    "generator",
-    "mlm",
-    "README.md",  # the export's model card
-    "wandb",  # --report-to wandb's local files
-    LEDGER_FOLDER,  # --streaming's examples per window
-)
-
-
-# Inside the folders a run writes, the names it writes there (fnmatch patterns of the path below the folder; "*"
-# crosses folders). Anything else in them was put there by someone else, and --overwrite keeps it.
-_EXPORT_NAMES = (
-    "config.json",
-    "*.safetensors",
-    "model.safetensors.index.json",
-    "README.md",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "added_tokens.json",
-    "generation_config.json",
-    "two_tower_config.json",
-)
-_WRITTEN_INSIDE = {
-    "checkpoints": ("latest", "step-*", ".*"),
-    "logs": ("events.out.tfevents.*", "*/events.out.tfevents.*"),
-    "tokenizer": _EXPORT_NAMES,
-    "discriminator": _EXPORT_NAMES,
-    "generator": _EXPORT_NAMES,
-    "mlm": _EXPORT_NAMES,
-    "wandb": ("*",),
-    LEDGER_FOLDER: ("slot-*-of-*.txt",),
-}
-
-
-def _files_not_written_by_a_run(path: Path) -> list[Path]:
-    """The files under one of RUN_FILES's folders that a run does not write there (a user's notes in
-    discriminator/, say): `--overwrite` deletes the folder, so it must not hold them."""
-    patterns = _WRITTEN_INSIDE.get(path.name)
-    if patterns is None or not path.is_dir():
-        return []
-    return sorted(
-        file
-        for file in path.rglob("*")
-        if not file.is_dir()
-        and not any(fnmatch.fnmatchcase(file.relative_to(path).as_posix(), p) for p in patterns)
-    )
-
-
-def _holds_own_run(output_dir: Path) -> bool:
-    """True when `output_dir` was started by `electra pretrain`: its run record is there and is one of ours.
-
-    Only then are RUN_FILES names in it this command's own, and `--overwrite` may delete them; a user's
-    `config.json` or `logs/` in a folder of their own never is."""
-    try:
-        record = json.loads((output_dir / RUN_RECORD).read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(record, dict) and {"corpus_sample", "tokenizer_sha256", "world_size"} <= record.keys()
-
-
-def _check_output_dir(
-    config: PretrainConfig,
-    output_dir: Path,
-    checkpoints_dir: Path,
-    resume: bool,
-    overwrite: bool = False,
-    sized: bool = False,
-) -> Path | None:
-    refuse_file_as_directory(output_dir)
-    refuse_live_run(output_dir)  # before anything there is deleted, or taken for a checkpoint to resume
-    existing = latest_checkpoint(checkpoints_dir)
-    if not resume:
-        if not _holds_own_run(output_dir):  # new, empty, or the user's: written beside, never over
-            refuse_foreign_directory(output_dir, overwrite, produced=RUN_FILES)
-            return None
-        ours = [name for name in RUN_FILES if (output_dir / name).exists()]
-        holds_run = existing is not None or (output_dir / "summary.json").exists()
-        if holds_run and not overwrite:
-            raise UserError(
-                f"{output_dir} already holds a run; pass --resume to continue it, --overwrite to delete that run's "
-                f"files ({', '.join(ours)}; nothing else) and start over, or choose another --output."
-            )
-        # A run killed before its first checkpoint, or --overwrite: this command's files go, nothing else.
-        strangers = [path for name in ours for path in _files_not_written_by_a_run(output_dir / name)]
-        if strangers:
-            listing = ", ".join(str(path.relative_to(output_dir)) for path in strangers[:3])
-            raise UserError(
-                f"{output_dir}: --overwrite would delete {listing}{', ...' if len(strangers) > 3 else ''}, which no "
-                "run writes; move them out of the run's folders first."
-            )
-        for name in ours:
-            target = output_dir / name
-            if target.is_dir():
-                shutil.rmtree(target, ignore_errors=True)
-            else:
-                target.unlink(missing_ok=True)
-        return None
-    if existing is None:
-        raise UserError(f"--resume: {checkpoints_dir} has no complete checkpoint to resume from.")
-    existing = latest_intact_checkpoint(checkpoints_dir)
-    saved = load_saved_config(output_dir / "config.json")
-    saved.vocab_size = config.vocab_size
-    if sized:  # derived from the budget when the run started: take them as they were
-        config.max_steps, config.warmup_steps = saved.max_steps, saved.warmup_steps
-    refuse_changed_settings(
-        output_dir / "config.json",
-        asdict(saved),
-        asdict(config),
-        f"rerun with the saved settings (`--config {output_dir / 'config.json'} --resume` repeats them all) or "
-        "start a new --output.",
-        ignore=RESUMABLE_CHANGES | {"vocab_size"},
-    )
-    return existing
-
-
-def _how_to_go_on(stop_reason: str, output_dir: Path) -> str:
-    """What trains a finished run further. Its schedule decayed to zero at max_steps, which a resume must keep
-    (`RESUMABLE_CHANGES`), so only a budget can be raised; past max_steps it is continued pretraining."""
-    if stop_reason == "flops_budget":
-        return "raise --flops-budget to train further"
-    if stop_reason == "time_budget":
-        return "raise --time-budget to train further"
-    return (
-        f"its schedule ends at max_steps, which a resume keeps; to train further, continue from it with "
-        f"--init-from {output_dir} and a new --output"
-    )
 
 
 def _is_main_process() -> bool:

@@ -9,17 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from electra.app.compare_arms import check_arms
-from electra.app.compare_glue import glue_settings
-from electra.app.compare_layout import cache_dir
-from electra.app.compare_probes import check_probe_data
-from electra.app.compare_rerun import check_manifest, check_report, refuse_foreign_out
-from electra.app.compare_settings import CompareSettings
+from electra.app.compare.arms import check_arms
+from electra.app.compare.glue import glue_settings
+from electra.app.compare.layout import cache_dir
+from electra.app.compare.probes import check_probe_data
+from electra.app.compare.rerun import check_manifest, check_report, refuse_foreign_out
+from electra.app.compare.settings import CompareSettings
 from electra.core.config import PretrainConfig
 from electra.core.errors import UserError
 from electra.core.overwrite import refuse_file_as_directory
 from electra.data.corpus import read_documents
-from electra.glue.finetune import FinetuneSettings, check_files, check_run_inputs, check_task_rows
+from electra.glue.inputs import check_files, check_run_inputs, check_task_rows
+from electra.glue.settings import FinetuneSettings
 from electra.glue.tasks import get_task
 from electra.objectives import build_config
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from electra.app.compare_layout import tokenizer_cache
-from electra.app.compare_settings import CompareSettings
+from electra.app.compare.layout import tokenizer_cache
+from electra.app.compare.settings import CompareSettings
 from electra.core.config import PretrainConfig
 from electra.data.tokenization import load_or_train_tokenizer
 from electra.export.layout import masked_lm_dir

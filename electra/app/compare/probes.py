@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from electra.app.compare_layout import (
+from electra.app.compare.layout import (
     cell_slug,
     export_dir,
     fraction_name,
@@ -18,7 +18,7 @@ from electra.app.compare_layout import (
     probe_folder,
     write_json,
 )
-from electra.app.compare_settings import CompareSettings
+from electra.app.compare.settings import CompareSettings
 from electra.core.files import read_json_record
 from electra.probes.run import (
     check_probe_inputs,

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import math
 
-from electra.app.compare_arms import objective_config, per_step
-from electra.app.compare_checks import check_inputs
-from electra.app.compare_glue import current_cell, seeds_on_disk
-from electra.app.compare_layout import fraction_name, glue_cell, probe_folder
-from electra.app.compare_pretrain import exported_fractions
-from electra.app.compare_probes import probes_on_disk
-from electra.app.compare_report import probe_sample
-from electra.app.compare_settings import Arm, CompareSettings
-from electra.app.compare_vocab import given_tokenizer
+from electra.app.compare.arms import objective_config, per_step
+from electra.app.compare.checks import check_inputs
+from electra.app.compare.glue import current_cell, seeds_on_disk
+from electra.app.compare.layout import fraction_name, glue_cell, probe_folder
+from electra.app.compare.pretrain import exported_fractions
+from electra.app.compare.probes import probes_on_disk
+from electra.app.compare.report import probe_sample
+from electra.app.compare.settings import Arm, CompareSettings
+from electra.app.compare.vocab import given_tokenizer
 from electra.core.config import PretrainConfig
 from electra.core.errors import UserError
 from electra.data.tokenization import load_saved_tokenizer
-from electra.glue.finetune import FinetuneSettings
+from electra.glue.settings import FinetuneSettings
 
 
 def describe_plan(settings: CompareSettings) -> str:

@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from electra.app.compare_layout import OUT_NAMES, write_json
-from electra.app.compare_report import evaluation_settings
-from electra.app.compare_settings import PRETRAINING_KEYS, CompareSettings
+from electra.app.compare.layout import OUT_NAMES, write_json
+from electra.app.compare.report import evaluation_settings
+from electra.app.compare.settings import PRETRAINING_KEYS, CompareSettings
 from electra.core.errors import UserError
 from electra.core.files import read_json_record
 from electra.finetune.results import json_safe
-from electra.glue.finetune import FinetuneSettings
+from electra.glue.settings import FinetuneSettings
 
 # Lists of what is evaluated, not in which order: `--glue-tasks mrpc,rte` fine-tunes the same cells as `rte,mrpc`.
 _UNORDERED = ("tasks", "probes")

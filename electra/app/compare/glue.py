@@ -14,7 +14,7 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-from electra.app.compare_layout import (
+from electra.app.compare.layout import (
     cell_slug,
     export_dir,
     fraction_name,
@@ -22,12 +22,14 @@ from electra.app.compare_layout import (
     notice_unreadable,
     write_json,
 )
-from electra.app.compare_settings import CPU_SIZE_GLUE_LEARNING_RATE, CompareSettings
+from electra.app.compare.settings import CPU_SIZE_GLUE_LEARNING_RATE, CompareSettings
 from electra.core.config import PretrainConfig
 from electra.core.errors import UserError
 from electra.core.files import read_json_record
 from electra.export.layout import finetune_dir
-from electra.glue.finetune import FinetuneSettings, check_task_data, run_glue, task_data_fingerprints
+from electra.glue.finetune import run_glue
+from electra.glue.inputs import check_task_data, task_data_fingerprints
+from electra.glue.settings import FinetuneSettings
 from electra.glue.tasks import get_task
 
 

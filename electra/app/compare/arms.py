@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from electra.app.compare_settings import COMPARE_CONTROLS, Arm, CompareSettings, parse_arm
+from electra.app.compare.settings import COMPARE_CONTROLS, Arm, CompareSettings, parse_arm
 from electra.core.config import PretrainConfig, with_frozen_generator
 from electra.core.errors import UserError
 from electra.objectives import build_config, flop_report, get_objective, objective_names

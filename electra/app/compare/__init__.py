@@ -8,43 +8,43 @@ each GLUE task with every seed, and the per-task median and the paper's average 
 and plotted against training FLOPs (OUT/curve.png, one line per objective, like the paper's Figure 5.1).
 
 An arm is an objective plus config fields (`electra+embedding_sharing=gdes`, `fast:electra+generator_from=DIR`,
-`compare_settings.parse_arm`), so generator and sharing variants are compared like objectives. Next to GLUE (or
+`settings.parse_arm`), so generator and sharing variants are compared like objectives. Next to GLUE (or
 instead of it: `--glue-tasks none`), `--probes` fits linear probes on every checkpoint's frozen features and on a
 randomly initialised encoder.
 
 Resumable at cell granularity: every pretraining fraction, fine-tuning cell and probe cell is written by rename,
 so a killed run loses at most the cell in progress.
 
-This module runs the comparison in order and gathers its public API; each part has a module of its own:
+This package runs the comparison in order and gathers its public API; each part is a module of its own:
 
-- `compare_settings`: the settings and the arm syntax; `compare_layout`: OUT's folders and records;
-- `compare_arms`: each arm's config fitted to the budget, and the checks on the list of arms;
-- `compare_checks`: every refusal made before anything is written; `compare_rerun`: what a rerun into the same
+- `settings`: the settings and the arm syntax; `layout`: OUT's folders and records;
+- `arms`: each arm's config fitted to the budget, and the checks on the list of arms;
+- `checks`: every refusal made before anything is written; `rerun`: what a rerun into the same
   OUT must agree on (compare.json, results.json);
-- `compare_vocab`: the shared vocabulary; `compare_pretrain`: pretraining and exporting the budget fractions;
-- `compare_glue`, `compare_probes`: the fine-tuning and probe cells, and resuming them;
-- `compare_report`, `compare_plot`: results.json, results.md and curve.png; `compare_plan`: `--plan`.
+- `vocab`: the shared vocabulary; `pretrain`: pretraining and exporting the budget fractions;
+- `glue`, `probes`: the fine-tuning and probe cells, and resuming them;
+- `report`, `plot`: results.json, results.md and curve.png; `plan`: `--plan`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from electra.app.compare_arms import arm_configs, check_arms, objective_config
-from electra.app.compare_checks import check_inputs
-from electra.app.compare_glue import finetune_cell, glue_settings
-from electra.app.compare_plan import describe_plan
-from electra.app.compare_plot import curve_figure, plot_curve
-from electra.app.compare_pretrain import checkpoint_reaching, export_checkpoint, pretrain_objective
-from electra.app.compare_probes import probe_cell
-from electra.app.compare_report import collect_results, format_markdown, seed_averages, write_report
-from electra.app.compare_rerun import record_manifest
-from electra.app.compare_settings import CompareSettings
-from electra.app.compare_vocab import prepare_tokenizer
+from electra.app.compare.arms import arm_configs, check_arms, objective_config
+from electra.app.compare.checks import check_inputs
+from electra.app.compare.glue import finetune_cell, glue_settings
+from electra.app.compare.plan import describe_plan
+from electra.app.compare.plot import curve_figure, plot_curve
+from electra.app.compare.pretrain import checkpoint_reaching, export_checkpoint, pretrain_objective
+from electra.app.compare.probes import probe_cell
+from electra.app.compare.report import collect_results, format_markdown, seed_averages, write_report
+from electra.app.compare.rerun import record_manifest
+from electra.app.compare.settings import CompareSettings
+from electra.app.compare.vocab import prepare_tokenizer
 from electra.core.config import PretrainConfig
 from electra.core.output_lock import output_lock
 from electra.data.tokenization import load_saved_tokenizer
-from electra.glue.finetune import FinetuneSettings
+from electra.glue.settings import FinetuneSettings
 
 __all__ = [
     "CompareSettings",

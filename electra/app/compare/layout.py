@@ -1,11 +1,11 @@
 """Where an `electra compare` run keeps its files in OUT, and how it writes its records there.
 
-OUT/tokenizer/                      the shared vocabulary (`compare_vocab`)
-OUT/pretrain/ARM/                   each arm's pretraining run and its checkpoints (`compare_pretrain`)
+OUT/tokenizer/                      the shared vocabulary (`vocab`)
+OUT/pretrain/ARM/                   each arm's pretraining run and its checkpoints (`pretrain`)
 OUT/checkpoints/ARM/KofN/           the export of budget fraction K of N, with its cell.json
-OUT/glue/ARM/KofN/TASK.json         a fine-tuning cell (`compare_glue`), its seeds run beside it
-OUT/probes/ARM/KofN/PROBE.json      a probe cell (`compare_probes`); OUT/probes/random-encoder/ the reference
-OUT/compare.json, OUT/results.*     the manifest (`compare_rerun`) and the report (`compare_report`)
+OUT/glue/ARM/KofN/TASK.json         a fine-tuning cell (`glue`), its seeds run beside it
+OUT/probes/ARM/KofN/PROBE.json      a probe cell (`probes`); OUT/probes/random-encoder/ the reference
+OUT/compare.json, OUT/results.*     the manifest (`rerun`) and the report (`report`)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from electra.app.compare_settings import CompareSettings
+from electra.app.compare.settings import CompareSettings
 from electra.core.files import read_json_record, write_json_atomically
 from electra.finetune.results import json_safe
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from safetensors.torch import load_model
 
-from electra.app.compare_arms import objective_config, per_step
-from electra.app.compare_layout import cache_dir, export_dir, fraction_name, write_json
-from electra.app.compare_settings import Arm, CompareSettings, parse_arm
+from electra.app.compare.arms import objective_config, per_step
+from electra.app.compare.layout import cache_dir, export_dir, fraction_name, write_json
+from electra.app.compare.settings import Arm, CompareSettings, parse_arm
 from electra.core.config import PretrainConfig
 from electra.core.errors import UserError
 from electra.core.files import read_json_record

@@ -12,13 +12,14 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from electra.app.compare_glue import current_cell
-from electra.app.compare_layout import fraction_name, glue_cell, probe_folder, write_json
-from electra.app.compare_plot import plot_curve
-from electra.app.compare_probes import probes_on_disk
-from electra.app.compare_settings import CompareSettings, parse_arm
+from electra.app.compare.glue import current_cell
+from electra.app.compare.layout import fraction_name, glue_cell, probe_folder, write_json
+from electra.app.compare.plot import plot_curve
+from electra.app.compare.probes import probes_on_disk
+from electra.app.compare.settings import CompareSettings, parse_arm
 from electra.core.files import write_text_atomically
-from electra.glue.finetune import FinetuneSettings, glue_average
+from electra.glue.finetune import glue_average
+from electra.glue.settings import FinetuneSettings
 
 
 def collect_results(
@@ -72,7 +73,7 @@ def _result_row(
 
 
 def evaluation_settings(settings: CompareSettings, finetune: FinetuneSettings | None) -> dict:
-    """How the checkpoints are evaluated, as results.json records it (a rerun must agree: `compare_rerun`)."""
+    """How the checkpoints are evaluated, as results.json records it (a rerun must agree: `rerun`)."""
     return {
         "tasks": settings.tasks,
         "seeds": settings.seeds,

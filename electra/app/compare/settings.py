@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from electra.core.config import COUNT, POSITIVE, check_declared, setting
 from electra.core.errors import UserError
+from electra.core.settings import COUNT, POSITIVE, check_declared, setting
 
 # Chosen so that tiny, electra+mlm, sst2,mrpc,stsb,rte, 3 seeds fit in about an hour on 2 CPU cores: see the README
 # ("Equal-compute comparison") for the measurement and the arithmetic.
@@ -22,8 +22,8 @@ DEFAULT_OBJECTIVES = "electra,mlm"
 DEFAULT_TASKS = "sst2,mrpc,stsb,rte"
 # Settings that define the pretraining runs: a rerun into the same OUT must agree on them.
 PRETRAINING_KEYS = ("corpus", "size", "overrides", "budget", "checkpoints", "vocab")
-# Config fields compare sets itself for every arm (`compare_arms.objective_config`,
-# `compare_pretrain.pretrain_objective`): one given in an arm or with --set would be replaced, so it is refused,
+# Config fields compare sets itself for every arm (`arms.objective_config`,
+# `pretrain.pretrain_objective`): one given in an arm or with --set would be replaced, so it is refused,
 # naming what controls it instead.
 COMPARE_CONTROLS = {
     "objective": "the arm's OBJECTIVE, the name before its first +",
