@@ -102,6 +102,50 @@ def small_corpus(tmp_path) -> Path:
     return directory
 
 
+NOUNS = (
+    "committee council farmer teacher river bridge library storm village doctor harbor market garden engine "
+    "student captain window letter school station mountain painter kitchen soldier museum island valley"
+).split()
+VERBS = (
+    "visited repaired crossed painted opened closed watched described measured carried found praised".split()
+)
+ADJECTIVES = "old new quiet busy narrow wide bright dark small large early late northern southern".split()
+DAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+
+
+def write_distinct_corpus(directory: Path, documents: int = 12, sentences: int = 60, seed: int = 0) -> Path:
+    """`documents` text files of plain English in which no two sentences repeat (each draws its words and a number
+    from a seeded generator), so every packed example differs from every other: a resume that starts one batch off
+    trains on other text, which a corpus of repeated paragraphs can hide."""
+    import random
+
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    seen: set[str] = set()
+    for i in range(documents):
+        paragraphs = []
+        for _ in range(sentences // 6):
+            lines = []
+            while len(lines) < 6:
+                a, b = rng.sample(NOUNS, 2)
+                line = (
+                    f"The {rng.choice(ADJECTIVES)} {a} {rng.choice(VERBS)} the {rng.choice(ADJECTIVES)} {b} "
+                    f"on {rng.choice(DAYS)} at {rng.randrange(1, 13)} with {rng.randrange(2, 500)} people."
+                )
+                if line not in seen:
+                    seen.add(line)
+                    lines.append(line)
+            paragraphs.append(" ".join(lines))
+        (directory / f"doc{i:02d}.txt").write_text("\n\n".join(paragraphs) + "\n")
+    return directory
+
+
+@pytest.fixture
+def distinct_corpus(tmp_path) -> Path:
+    """Twelve documents of 60 sentences, no sentence twice (`write_distinct_corpus`)."""
+    return write_distinct_corpus(tmp_path / "distinct-corpus")
+
+
 @pytest.fixture(scope="session")
 def sample_tokenizer():
     """A 400-piece WordPiece vocabulary of SAMPLE_TEXT: enough for micro models."""

@@ -44,12 +44,10 @@ def micro_overrides_module():
 
 @pytest.fixture(scope="module")
 def corpus_module(tmp_path_factory):
-    from tests.conftest import SAMPLE_TEXT
+    """Every example differs (no sentence repeats), so a resume that starts at another batch shows."""
+    from tests.conftest import write_distinct_corpus
 
-    directory = tmp_path_factory.mktemp("corpus")
-    for i in range(12):
-        (directory / f"doc{i:02d}.txt").write_text(SAMPLE_TEXT * 6)
-    return directory
+    return write_distinct_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 def _copy_run(straight, tmp_path):

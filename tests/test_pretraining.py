@@ -28,8 +28,10 @@ def _weights(run_dir):
 
 
 def test_resume_after_a_kill_matches_an_uninterrupted_run(
-    small_corpus, tmp_path, micro_overrides, monkeypatch, capsys
+    distinct_corpus, tmp_path, micro_overrides, monkeypatch, capsys
 ):
+    """On a corpus where every example differs, so a resume that starts at another batch trains on other text."""
+    small_corpus = distinct_corpus
     cache = tmp_path / "cache"
     micro_overrides = {**micro_overrides, "log_every": 1}
     _run(small_corpus, tmp_path / "straight", cache, micro_overrides)
