@@ -8,7 +8,8 @@ by 2.3e-4 and the AUC by 7.8e-4 (inside its tolerance), so under a release other
 values are compared to 3e-3. So are they on a CPU of another kind (the trace records ATen's CPU capability, AVX2 or
 AVX512: MKL and ATen choose their kernels by it): on an AVX-512 Xeon a trace recorded on an AVX2 EPYC moved a
 gradient norm by 5e-4 at step 15. That is still under what a changed objective, mask or schedule moves.
-A trace recorded on a different Python (whose standard library docs are the embedded corpus) is skipped.
+The corpus is the file the package ships (`electra/data/embedded/`), the same bytes on every Python and host; a
+digest other than the recorded one means the corpus changed and the recording is stale: a failure, never a skip.
 """
 
 from __future__ import annotations
@@ -41,13 +42,29 @@ def _same_kernels(recorded: dict) -> bool:
     return same_release and recorded.get("cpu", "AVX2") == golden_trace.cpu_kind()
 
 
+def test_the_recording_is_of_the_embedded_corpus(tmp_path):
+    """Fast, and not marked slow: a changed corpus fails here in every run of the suite, not only the slow one."""
+    import hashlib
+
+    from electra.data.embedded_corpus import ensure_embedded_corpus
+
+    digest = hashlib.sha256(ensure_embedded_corpus(tmp_path).read_bytes()).hexdigest()
+    recorded = json.loads(TRACE.read_text())["corpus_sha256"]
+    assert digest == recorded, (
+        f"the embedded corpus's SHA-256 is {digest}, the trace was recorded on {recorded}: the recording is "
+        "stale; re-record it (python -m tests.golden_trace --write tests/golden/trace.json) and say why"
+    )
+
+
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("golden")
     _, _, digest = golden_trace.corpus_and_vocab(work)
     recorded = json.loads(TRACE.read_text())
-    if digest != recorded["corpus_sha256"]:
-        pytest.skip("this Python's standard-library docs differ from the recorded embedded corpus")
+    assert digest == recorded["corpus_sha256"], (
+        f"the embedded corpus's SHA-256 is {digest}, the trace was recorded on {recorded['corpus_sha256']}: the "
+        "recording is stale; re-record it (python -m tests.golden_trace --write tests/golden/trace.json) and say why"
+    )
     return {"now": golden_trace.record(work), "recorded": recorded}
 
 

@@ -68,3 +68,6 @@ def test_the_wheel_holds_one_top_level_package_with_every_folder(tmp_path):
     for folder in FOLDERS:
         assert f"electra/{folder}/__init__.py" in names, folder
     assert "electra/app/cli.py" in names and "electra/core/errors.py" in names
+    # the corpus `pretrain` trains on when given none, and its source and licence, travel with the package
+    assert "electra/data/embedded/state_of_the_union.jsonl.gz" in names
+    assert "electra/data/embedded/SOURCE.md" in names
