@@ -8,8 +8,8 @@
 #   bench/electra_vs_mlm_gpu.sh run OUT [BUDGET [MINUTES [CORPUS]]]
 #       on the GPU machine, from the repository root, with runs/evm-data and .whl carried: installs the carried
 #       wheels and this package into /tmp/site, checks the imports, then trains ELECTRA-Small and MLM-Small to
-#       BUDGET training FLOPs each (default 4e15) in bf16 with CUDA graphs, probes them, and fine-tunes GLUE while
-#       MINUTES (default 8.5, the whole study) leave room. The study's folder is runs/evm-small (git-ignored: a
+#       BUDGET training FLOPs each (default 3e15) in bf16 with CUDA graphs, probes them, and fine-tunes GLUE while
+#       MINUTES (default 9, the whole study) leave room. The study's folder is runs/evm-small (git-ignored: a
 #       rerun on the same machine resumes there); OUT receives the table, the figure, compare's report, both runs'
 #       metrics.csv, the log and the GPU's name.
 #       Without CORPUS both train on the library's default corpus (shipped in the package: nothing to carry).
@@ -30,7 +30,8 @@ if [ "$mode" = prepare ]; then
   du -sh "$dest" .whl
   exit 0
 fi
-out=${2:?OUT}; budget=${3:-4e15}; minutes=${4:-8.5}
+out=${2:?OUT}; budget=${3:-3e15}; minutes=${4:-9}
+started=$(date +%s)
 corpus=(); if [ $# -ge 5 ]; then corpus=(--corpus "$5"); fi
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
@@ -42,11 +43,14 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 python3 -c "import torch, transformers, datasets, pyarrow, electra.app.compare, electra.probes.run; \
 print('torch', torch.__version__, 'transformers', transformers.__version__, 'datasets', datasets.__version__, \
 'pyarrow', pyarrow.__version__)" | tee -a "$out/gpu.txt"
+# stopped at 9.5 minutes from the wrapper's start whatever happens, so that the copies below always run inside a
+# 10-minute command (the table is rewritten after every cell: a stopped study keeps what it finished)
+hard=$(( 570 - $(date +%s) + started ))
 start=$(date +%s)
 status=0
-python3 bench/electra_vs_mlm.py --size small --flops-budget "$budget" --checkpoints 1 "${corpus[@]}" \
+timeout "$hard" python3 bench/electra_vs_mlm.py --size small --flops-budget "$budget" --checkpoints 1 "${corpus[@]}" \
   --sst2 runs/evm-data/glue/SST-2 --pos runs/evm-data/corpus/brown --glue-data runs/evm-data/glue \
-  --probe-max-train 2000 --time-limit "$minutes" --out runs/evm-small 2>&1 | tr '\r' '\n' | grep --line-buffered -v 'it/s' \
+  --probe-max-train 1000 --time-limit "$minutes" --out runs/evm-small 2>&1 | tr '\r' '\n' | grep --line-buffered -v 'it/s' \
   > "$out/run.log" || status=$?
 echo "wall seconds: $(( $(date +%s) - start ))" | tee -a "$out/run.log"
 cp runs/evm-small/electra_vs_mlm.md runs/evm-small/electra_vs_mlm.json runs/evm-small/electra_vs_mlm.png "$out/" || true
