@@ -31,6 +31,7 @@ from electra.tagging import cli as tag_cli
 from electra.tagging import cvt_cli as tag_cvt_cli
 from electra.tlm import cli as tlm_cli
 from electra.tlm import tartan_cli
+from electra.training import preemption
 from electra.training.run_log import parse_report_to
 
 # In the order `electra --help` lists them.
@@ -215,34 +216,43 @@ def _quiet_stdout() -> None:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (`kill`, a batch scheduler's time limit, a launcher stopping its other processes), raised in the
-    main thread as Ctrl-C is, so the command's `finally` blocks and context managers run: left to the default
-    action, a killed `probe --random-baseline` left a model-sized scratch folder in /tmp, and `tlm train` its
-    scratch copies."""
+    """SIGTERM or SIGUSR1 outside training (`kill`, a batch scheduler's time limit, a launcher stopping its other
+    processes), raised in the main thread as Ctrl-C is, so the command's `finally` blocks and context managers run:
+    left to the default action, a killed `probe --random-baseline` left a model-sized scratch folder in /tmp, and
+    `tlm train` its scratch copies. While a run trains, the signal stops it at the next update instead, with a
+    checkpoint (`electra.training.preemption`)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 @contextlib.contextmanager
 def _termination_as_interrupt() -> Iterator[None]:
-    """While the command runs, SIGTERM raises `Terminated` in this process. A process forked from it (a
-    `datasets` map worker, a DataLoader worker) inherits the handler but dies of the signal as before, and a
-    second SIGTERM during the cleanup kills at once."""
+    """While the command runs, SIGTERM and SIGUSR1 stop a training run at its next update, with a checkpoint
+    (`electra.training.preemption`), and raise `Terminated` in this process at any other time. A process forked
+    from it outside training (a `datasets` map worker) inherits the handler but dies of the signal as before, and
+    a second signal during the cleanup kills at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     owner = os.getpid()
 
     def stop(signum, frame) -> None:
+        if preemption.defer(signum):  # a run is training: it stops at the next update boundary
+            return
         signal.signal(signum, signal.SIG_DFL)
         if os.getpid() != owner:
             os.kill(os.getpid(), signum)
             return
-        raise Terminated
+        raise Terminated(signum)
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = {signum: signal.signal(signum, stop) for signum in preemption.SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,9 +286,20 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"{args.command_prog}: error: {exc}", file=sys.stderr)
         return 2
-    except Terminated:
-        print(f"{args.command_prog}: terminated (SIGTERM)", file=sys.stderr)
-        return 128 + signal.SIGTERM
+    except preemption.Preempted as stop:
+        kept = (
+            "its checkpoint is saved: run the same command with --resume to continue"
+            if stop.saved
+            else "this run keeps no checkpoints (--save-every N keeps them), so a rerun starts over"
+        )
+        print(
+            f"{args.command_prog}: stopped by {stop.cause} after update {stop.step}; {kept}",
+            file=sys.stderr,
+        )
+        return preemption.PREEMPTED_STATUS
+    except Terminated as stop:
+        print(f"{args.command_prog}: terminated ({signal.Signals(stop.signum).name})", file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
         print(f"{args.command_prog}: interrupted", file=sys.stderr)
         return 130

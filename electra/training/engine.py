@@ -48,6 +48,7 @@ from electra.export.checkpoint import (
 )
 from electra.flops.peak import cached_matmul_peak, matmul_peak, native_precision, peak_dtype
 from electra.nn.lane_attention import use_lanes
+from electra.training import preemption
 from electra.training.meters import LogWindow, MfuMeter
 from electra.training.optim import (
     TimeBudgetClock,
@@ -350,7 +351,7 @@ class Engine:
 
         The main process holds the output folder's lock throughout: a second run there is refused."""
         writer = self.args.output_dir if self.accelerator.is_main_process else None
-        with output_lock(writer):
+        with output_lock(writer), preemption.deferring():
             return self._fit(task, resume_from)
 
     def _fit(self, task: Task, resume_from: Path | None) -> TrainResult:
@@ -394,13 +395,15 @@ class Engine:
                 done = stops.after_update(run.step, run.flops_spent)
                 if run.step % args.log_every == 0 or done:
                     done = self._log_step(task, run, scheduler, grad_norm, step_flops is not None, done)
-                if (args.eval_every and run.step % args.eval_every == 0) or done:
+                if ((args.eval_every and run.step % args.eval_every == 0) or done) and not stops.preempted:
                     self._evaluate_and_watch(task, model, run)
                 if self.saves_checkpoints and (run.step % args.save_every == 0 or done or stops.stopped):
                     self._save(task, model, optimizer, scheduler, run)
         finally:  # an error leaves its one line last, not a progress bar drawn after it
             run.progress.close()
             run.log.close()
+        if stops.preempted:  # its checkpoint is saved (when the run keeps them); --resume continues from it
+            raise preemption.Preempted(run.step, preemption.requested(), saved=self.saves_checkpoints)
         if stopping is not None and stopping.restore_best and run.best is not None:
             self._restore_best(self._plain(model))
         seconds = stops.seconds()

@@ -1,4 +1,5 @@
-"""When a training run stops: its last step, its FLOP budget, its time budget on either schedule clock.
+"""When a training run stops: its last step, its FLOP budget, its time budget on either schedule clock, or a
+scheduler's signal (`electra.training.preemption`: every process stops after the same update).
 
 The fit loop asks `StopRules` twice per update: `after_update` (every update; cheap, no device work on one process)
 and `at_log` (at log steps, where several processes also agree on the time budget). Early stopping is the
@@ -20,6 +21,7 @@ from typing import Any
 
 import torch
 
+from electra.training import preemption
 from electra.training.optim import TimeBudgetClock
 
 
@@ -47,6 +49,10 @@ class StopRules:
         return self.reason != "max_steps"
 
     @property
+    def preempted(self) -> bool:
+        return self.reason == "preempted"
+
+    @property
     def spent_before(self) -> float:
         """What earlier invocations spent of the budget: the time clock's is the whole run's."""
         return 0.0 if self.clock is None else self.elapsed_before
@@ -65,6 +71,9 @@ class StopRules:
 
     def after_update(self, step: int, flops_spent: float) -> bool:
         """Whether update `step` is the run's last (its log, evaluation and checkpoint follow)."""
+        if self._preempted():  # first: every process takes part in the agreement at every update
+            self.reason = "preempted"
+            return True
         if self.args.flops_budget is not None and flops_spent >= self.args.flops_budget:
             self.reason = "flops_budget"
             return True
@@ -84,6 +93,15 @@ class StopRules:
             self.reason = "time_budget"
             return True
         return False
+
+    def _preempted(self) -> bool:
+        """Whether a scheduler's signal reached any process (`electra.training.preemption`): one process reads its
+        own flag; several sum theirs, one number an update, so that all stop after the same update."""
+        mine = preemption.requested() is not None
+        if self.accelerator.num_processes == 1:
+            return mine
+        flags = torch.tensor([1.0 if mine else 0.0], device=self.accelerator.device)
+        return bool(self.accelerator.reduce(flags, reduction="sum").item() > 0)
 
     def at_log(self, step: int, step_seconds: float) -> bool:
         """At a log step that did not end the run: whether the time budget is spent, decided alike on every

@@ -1,0 +1,187 @@
+"""A scheduler's signal while a run trains (SIGTERM, or SIGUSR1 as SLURM's `--signal` sends it) stops the run after
+the update in progress, with a checkpoint of that update, and exit status 75; `--resume` then ends on the weights
+and losses of a run that was never stopped, with no update lost. Outside training the signal stops the command at
+once, as before."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from electra.export.checkpoint import checkpoint_step, latest_checkpoint
+from electra.training import preemption
+from electra.training.run_log import read_metrics
+from electra.training.stop_rules import StopRules
+from tests.conftest import MICRO, write_distinct_corpus
+
+STEPS = 30
+
+
+class _OneProcess:
+    num_processes = 1
+
+
+class _Args:
+    flops_budget = None
+    time_budget = None
+    max_steps = STEPS
+    log_every = 10
+
+
+def test_a_signal_while_training_stops_after_the_update_in_progress():
+    stops = StopRules(_Args(), _OneProcess(), None, 0, 0.0)
+    with preemption.deferring():
+        assert not stops.after_update(1, 0.0)
+        assert preemption.defer(signal.SIGUSR1)  # what the command line's handler does with the signal
+        assert stops.after_update(2, 0.0) and stops.reason == "preempted" and stops.preempted
+    assert not preemption.defer(signal.SIGTERM)  # outside training: the command stops at once
+
+
+def _command(corpus: Path, output: Path, cache: Path, resume: bool = False) -> list[str]:
+    # no periodic checkpoint: the one a stopped run leaves is the one the signal made
+    settings = {**MICRO, "max_steps": STEPS, "save_every": 1000, "log_every": 1}
+    command = [sys.executable, "-m", "electra", "pretrain", "--size", "tiny", "--corpus", str(corpus)]
+    command += ["--output", str(output), "--cache-dir", str(cache), "--no-plot", "--no-progress"]
+    for key, value in settings.items():
+        command += ["--set", f"{key}={value}"]
+    return command + (["--resume"] if resume else [])
+
+
+def _environment() -> dict[str, str]:
+    # One thread in every process: the same kernels sum in the same order, so the runs can agree bit for bit.
+    return {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+
+def _logged_steps(run: Path) -> list[float]:
+    if not (run / "metrics.csv").is_file():
+        return []
+    return [row["step"] for row in read_metrics(run, "train")]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> tuple[Path, Path, Path]:
+    work = tmp_path_factory.mktemp("preemption")
+    corpus, cache = write_distinct_corpus(work / "corpus"), work / "cache"
+    done = subprocess.run(
+        _command(corpus, work / "straight", cache),
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return corpus, cache, work / "straight"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
+def test_a_preempted_run_saves_its_last_update_and_resumes_bit_for_bit(straight, tmp_path, signum):
+    corpus, cache, uninterrupted = straight
+    stopped = tmp_path / "stopped"
+    child = subprocess.Popen(
+        _command(corpus, stopped, cache), env=_environment(), stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while len(_logged_steps(stopped)) < 3 and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sent = time.monotonic()
+        os.kill(child.pid, signum)
+        _, stderr = child.communicate(timeout=120)
+        seconds = time.monotonic() - sent
+    finally:
+        child.kill()
+    assert child.returncode == preemption.PREEMPTED_STATUS, stderr[-3000:]
+    at = checkpoint_step(latest_checkpoint(stopped / "checkpoints"))
+    # no update lost: the checkpoint holds every update the run logged, and the run stopped before its end
+    assert at == max(_logged_steps(stopped)) and 3 <= at < STEPS
+    assert f"stopped by {signal.Signals(signum).name} after update {at}; its checkpoint is saved" in stderr
+    assert not (stopped / "export.json").exists()
+    print(
+        f"{signal.Signals(signum).name}: exit {seconds:.2f} s after the signal, at update {at}, 0 updates lost"
+    )
+
+    resumed = subprocess.run(
+        _command(corpus, stopped, cache, resume=True),
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    a = load_file(str(uninterrupted / "discriminator" / "model.safetensors"))
+    b = load_file(str(stopped / "discriminator" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    losses = {row["step"]: row["loss"] for row in read_metrics(uninterrupted, "train")}
+    assert {row["step"]: row["loss"] for row in read_metrics(stopped, "train")} == losses
+
+
+def _torchrun(corpus: Path, output: Path, cache: Path, resume: bool = False) -> list[str]:
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    return launch + _command(corpus, output, cache, resume)[1:]  # `-m electra pretrain ...` as above
+
+
+def _worker(launcher: subprocess.Popen, rank: int) -> int:
+    """The pid of the launcher's worker of this rank (its RANK in the environment)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for child in Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split():
+            environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+            if f"RANK={rank}".encode() in environ:
+                return int(child)
+        time.sleep(0.05)
+    raise AssertionError(f"no worker of rank {rank}")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc")
+def test_two_processes_agree_to_stop_after_the_same_update(straight, tmp_path):
+    """SIGUSR1 reaches one of two processes only: both stop after the same update, the checkpoint holds it, and a
+    two-process --resume ends where an uninterrupted two-process run ends."""
+    corpus, cache, _ = straight
+    env = {**_environment(), "TQDM_DISABLE": "1"}
+    uninterrupted = tmp_path / "straight"
+    done = subprocess.run(
+        _torchrun(corpus, uninterrupted, cache), env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    stopped = tmp_path / "stopped"
+    launcher = subprocess.Popen(_torchrun(corpus, stopped, cache), env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        rank1 = _worker(launcher, 1)
+        deadline = time.monotonic() + 600
+        while len(_logged_steps(stopped)) < 3 and launcher.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sent = time.monotonic()
+        os.kill(rank1, signal.SIGUSR1)
+        _, stderr = launcher.communicate(timeout=180)
+        seconds = time.monotonic() - sent
+    finally:
+        launcher.kill()
+    at = checkpoint_step(latest_checkpoint(stopped / "checkpoints"))
+    assert at == max(_logged_steps(stopped)) and 3 <= at < STEPS, stderr[-3000:]
+    assert f"stopped by SIGUSR1 after update {at}; its checkpoint is saved" in stderr  # rank 1
+    assert (
+        f"stopped by another process's signal after update {at}; its checkpoint is saved" in stderr
+    )  # rank 0
+    print(
+        f"two processes: all exited {seconds:.2f} s after SIGUSR1 to rank 1, at update {at}, 0 updates lost"
+    )
+    resumed = subprocess.run(
+        _torchrun(corpus, stopped, cache, resume=True), env=env, capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    a = load_file(str(uninterrupted / "discriminator" / "model.safetensors"))
+    b = load_file(str(stopped / "discriminator" / "model.safetensors"))
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
