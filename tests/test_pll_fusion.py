@@ -184,6 +184,23 @@ def test_a_briefly_trained_scorer_fused_on_real_lists(shared_data, tmp_path, cap
     report = json.loads((out / "report.json").read_text())
     dev_wer, test_wer = report["splits"][0]["wer"], report["splits"][1]["wer"]
     assert report["method"] == "saved scores" and report["features"] == ["score", "pll"]
-    assert dev_wer["fused"] <= dev_wer["first_pass"]
+    # The dev WER of the weights reported, recomputed here from the scored list (combined = sum of weight x value,
+    # the first best on ties), and no worse than the classic score + lambda * PLL at three lambdas of its grid: a
+    # fusion that reported one setting and ranked by another, flipped a sign or lost the PLL shows.
+    weights = report["weights"]
+    assert set(weights) == {"score", "pll"}
+    scored, _ = read_nbest(tmp_path / "dev.pll.json")
+    table = EditTable.of(scored)
+
+    def wer_of(w: dict[str, float]) -> float:
+        choices = []
+        for utt in scored:
+            combined = [w["score"] * h.score + w["pll"] * h.pll for h in utt.hyps]
+            choices.append(combined.index(max(combined)))
+        return table.wer(choices)
+
+    assert dev_wer["fused"] == pytest.approx(wer_of(weights), abs=1e-12)
+    assert dev_wer["first_pass"] == pytest.approx(wer_of({"score": 1.0, "pll": 0.0}), abs=1e-12)
+    assert dev_wer["fused"] <= min(wer_of({"score": 1.0, "pll": lam}) for lam in (0.25, 0.5, 1.0)) + 1e-12
     assert {"first_pass", "pll_alone", "fused", "oracle"} <= set(test_wer)
     print(f"30-utterance slices, 40-step tiny Electric: dev {dev_wer}, test {test_wer}")
