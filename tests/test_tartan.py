@@ -222,7 +222,17 @@ def test_meta_tartan_cli_logs_weights_every_step_and_resumes(
         sum(float(r[k]) for k in ("task", "lm_internal", "lm_external")) == pytest.approx(1, abs=1e-5)
         for r in rows
     )
-    assert (stage1 / "task_weights.png").stat().st_size > 5000
+    # The figure is drawn, not just written: a decodable image with each of the three weight curves in its own
+    # colour of matplotlib's cycle (a blank figure, or one that drew one term, lacks some of them).
+    import numpy as np
+    from matplotlib import colors, rcParams
+    from matplotlib.image import imread
+
+    pixels = imread(stage1 / "task_weights.png")[..., :3]
+    assert pixels.shape[0] >= 300 and pixels.shape[1] >= 400, pixels.shape
+    cycle = [colors.to_rgb(c) for c in rcParams["axes.prop_cycle"].by_key()["color"][:3]]
+    drawn = [int((np.abs(pixels - np.asarray(c)).max(-1) < 0.06).sum()) for c in cycle]
+    assert min(drawn) > 50, drawn  # pixels of each curve's colour
     results = json.loads((tmp_path / "straight" / "results.json").read_text())
     assert results["weighting"] == "meta" and results["init_from"] == str(start_dir)
     assert set(results["dev"]) == {"accuracy", "macro_f1"}
