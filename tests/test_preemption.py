@@ -185,3 +185,51 @@ def test_two_processes_agree_to_stop_after_the_same_update(straight, tmp_path):
     b = load_file(str(stopped / "discriminator" / "model.safetensors"))
     for name in a:
         assert torch.equal(a[name], b[name]), name
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc")
+def test_a_worker_killed_mid_update_ends_the_launch_and_the_resume_is_exact(straight, tmp_path):
+    """kill -9 of one of two workers in the middle of training: the other stops within seconds (its next collective
+    finds the peer gone, and torchrun ends the launch), no checkpoint is left half-written, and a two-process
+    --resume from the last complete checkpoint ends on an uninterrupted two-process run's weights bit for bit."""
+    corpus, cache, _ = straight
+    env = {**_environment(), "TQDM_DISABLE": "1"}
+
+    def command(output: Path, resume: bool = False) -> list[str]:
+        # a checkpoint every 4 updates: the kill comes between two of them
+        return [
+            arg.replace("save_every=1000", "save_every=4") for arg in _torchrun(corpus, output, cache, resume)
+        ]
+
+    uninterrupted = tmp_path / "straight"
+    done = subprocess.run(command(uninterrupted), env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    killed = tmp_path / "killed"
+    launcher = subprocess.Popen(command(killed), env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        rank1 = _worker(launcher, 1)
+        deadline = time.monotonic() + 600
+        while len(_logged_steps(killed)) < 6 and launcher.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sent = time.monotonic()
+        os.kill(rank1, signal.SIGKILL)
+        _, stderr = launcher.communicate(timeout=180)
+        seconds = time.monotonic() - sent
+    finally:
+        launcher.kill()
+    assert launcher.returncode != 0 and seconds < 60, stderr[-3000:]
+    print(f"kill -9 of one of two workers: every process had exited {seconds:.2f} s later")
+    checkpoints = killed / "checkpoints"
+    assert not list(checkpoints.glob(".*")), "a half-written checkpoint was left"
+    assert (
+        4 <= checkpoint_step(latest_checkpoint(checkpoints)) < STEPS and not (killed / "export.json").exists()
+    )
+    resumed = subprocess.run(
+        command(killed, resume=True), env=env, capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    a = load_file(str(uninterrupted / "discriminator" / "model.safetensors"))
+    b = load_file(str(killed / "discriminator" / "model.safetensors"))
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
