@@ -13,8 +13,8 @@ Measured 2026-11-28 on a 2-core AMD EPYC host (torch 2.13, one thread), seeds 1,
 The test runs seed 1 and asks for a rise of at least 0.01 in AUC to at least 0.52 (the smallest rise measured is 2.5
 times that; a model that learnt nothing stays within about 0.03 of 0.5), and a generator accuracy of at least 0.05
 (the smallest measured is 0.088; a generator that learnt nothing is right about 1 time in 3,000, its vocabulary's
-size). The test took 4.9 minutes there while other jobs shared the two cores (load average about 7); each 300-step
-run alone took 2.1-3.3 minutes under the same load.
+size). The test took 47 s on that host at load average 2.6 (2026-11-28), and 4.9 minutes while other jobs kept
+the two cores busy (load average about 7).
 """
 
 from __future__ import annotations
