@@ -45,7 +45,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from electra.app.compare import (
+from electra.app.compare.run import (
     CompareSettings,
     check_inputs,
     collect_results,

@@ -264,7 +264,9 @@ def run_seed(
     result = engine.fit(task, engine.resume_checkpoint(resume, f"seed {seed}"))
     trained = time.time() - started
     model = accelerator.unwrap_model(model)
-    if isinstance(model, TransformerCvtTagger):  # the auxiliary modules served training; the tagger is the model
+    if isinstance(
+        model, TransformerCvtTagger
+    ):  # the auxiliary modules served training; the tagger is the model
         model = model.tagger
     metrics, predictions = {}, {}
     for name, evalset in data.evals.items():

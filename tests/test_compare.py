@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from electra.app.cli import main
-from electra.app.compare import (
+from electra.app.compare.run import (
     CompareSettings,
     format_markdown,
     glue_settings,
@@ -347,7 +347,7 @@ def test_plan_prints_the_steps_each_budget_buys(tmp_path, small_corpus, shared_d
 
 def test_results_are_collected_from_the_cells_on_disk(tmp_path):
     """An undefined metric (NaN, stored as null) shows as missing and stays out of the average."""
-    from electra.app.compare import collect_results
+    from electra.app.compare.run import collect_results
 
     settings = CompareSettings(
         corpus="c",
@@ -439,7 +439,7 @@ def test_arms_carry_their_settings_labels_and_safe_folders():
 
 def test_an_arm_may_not_reshape_the_shared_vocabulary(tmp_path):
     """Arms share OUT/tokenizer: an arm's own text form or vocabulary size would silently be ignored."""
-    from electra.app.compare import check_arms
+    from electra.app.compare.run import check_arms
 
     for override in ("text_form=words", "lowercase=false", "tokenizer_vocab_size=4096"):
         settings = CompareSettings(
@@ -454,7 +454,7 @@ def test_an_arm_may_not_reshape_the_shared_vocabulary(tmp_path):
 
 
 def test_arm_overrides_reach_the_config_and_a_frozen_generator_stops_sharing(tmp_path):
-    from electra.app.compare import objective_config
+    from electra.app.compare.run import objective_config
     from electra.app.compare.settings import parse_arm
 
     settings = CompareSettings(
@@ -466,7 +466,7 @@ def test_arm_overrides_reach_the_config_and_a_frozen_generator_stops_sharing(tmp
 
 
 def test_probe_columns_and_random_encoder_row_in_the_report(tmp_path):
-    from electra.app.compare import write_report
+    from electra.app.compare.run import write_report
 
     def cell(fraction, median):
         probe = {
@@ -557,13 +557,13 @@ def test_arms_with_probes_only_end_to_end(small_corpus, tmp_path, micro_override
 def test_a_rerun_with_other_evaluation_settings_needs_overwrite(small_corpus, tmp_path, capsys, monkeypatch):
     """Before: a rerun into the same --out with other GLUE or probe settings silently replaced results.md and
     results.json, while glue, tlm, score and rescore refuse to replace results without --overwrite."""
-    import electra.app.compare
     import electra.app.compare.rerun
+    import electra.app.compare.run
 
     def started(*args, **kwargs):
         raise RuntimeError("work started")
 
-    monkeypatch.setattr(electra.app.compare, "prepare_tokenizer", started)
+    monkeypatch.setattr(electra.app.compare.run, "prepare_tokenizer", started)
     out = tmp_path / "out"
     out.mkdir()
     tuned = {"learning_rate": 0.5, "an_old_setting": 1}  # a setting only one side has is not compared
@@ -618,12 +618,12 @@ def _probe_only(tmp_path: Path, corpus: Path, out: Path, micro_overrides: dict, 
 
 
 def _stop_before_pretraining(monkeypatch):
-    import electra.app.compare
+    import electra.app.compare.run
 
     def started(*args, **kwargs):
         raise RuntimeError("pretraining started")
 
-    monkeypatch.setattr(electra.app.compare, "pretrain_objective", started)
+    monkeypatch.setattr(electra.app.compare.run, "pretrain_objective", started)
 
 
 def test_a_budget_refused_leaves_nothing_that_blocks_the_corrected_rerun(
@@ -730,7 +730,7 @@ def test_plan_refuses_what_a_run_refuses(small_corpus, tmp_path, micro_overrides
 def test_an_arm_or_set_may_not_give_what_compare_controls(
     key, small_corpus, tmp_path, micro_overrides, capsys
 ):
-    from electra.app.compare import check_arms
+    from electra.app.compare.run import check_arms
 
     settings = CompareSettings(
         corpus="c", out=tmp_path, objectives=["mlm", f"electra+{key}=3"], tasks=[], glue_data=None
@@ -744,7 +744,7 @@ def test_an_arm_or_set_may_not_give_what_compare_controls(
 
 def test_an_arms_warmup_is_kept_like_a_set_one(tmp_path):
     """Before: an arm's warmup_steps was cut to a tenth of the budget's steps, while --set warmup_steps was kept."""
-    from electra.app.compare import objective_config
+    from electra.app.compare.run import objective_config
     from electra.app.compare.settings import parse_arm
 
     settings = CompareSettings(
@@ -782,8 +782,8 @@ def test_a_lost_export_whose_checkpoint_was_pruned_is_refused_not_replaced_by_a_
 def test_unreadable_records_in_out_are_one_line_or_redone(tmp_path, capsys):
     """Before: a results.json, compare.json or cell file cut short (a full disk, a crash of the machine: the atomic
     writes rename but do not sync) stopped every rerun with a JSONDecodeError traceback."""
-    from electra.app.compare import collect_results
     from electra.app.compare.rerun import check_manifest, check_report
+    from electra.app.compare.run import collect_results
 
     settings = CompareSettings(
         corpus=str(tmp_path),
@@ -818,7 +818,7 @@ def test_a_budget_under_one_step_per_checkpoint_is_refused(small_corpus, tmp_pat
     """Before: with --checkpoints 1 any budget, 1 FLOP included, was accepted (the step that overshoots counted as
     bought): every arm trained one step, billions of times its budget and at unequal FLOPs, and --plan put the
     checkpoint at step 0. Each fraction must buy a whole step, as the refusal's own advice says."""
-    from electra.app.compare import objective_config
+    from electra.app.compare.run import objective_config
 
     settings = CompareSettings(
         corpus="c", out=tmp_path, objectives=["electra"], tasks=[], glue_data=None, budget=1.0, checkpoints=1
@@ -844,13 +844,13 @@ def test_a_second_run_into_a_live_out_is_refused(
     """Before: a rerun started while the first still ran (another terminal, a restarted job) went to work beside
     it: pretraining was refused by the arm's own lock, but fine-tuning redid the same cells and the two raced to
     write OUT/tokenizer."""
-    import electra.app.compare
+    import electra.app.compare.run
     from electra.core.output_lock import output_lock
 
     def started(*args, **kwargs):
         raise RuntimeError("work started")
 
-    monkeypatch.setattr(electra.app.compare, "prepare_tokenizer", started)
+    monkeypatch.setattr(electra.app.compare.run, "prepare_tokenizer", started)
     out = tmp_path / "out"
     argv = _probe_only(tmp_path, small_corpus, out, micro_overrides, "1e12")
     with output_lock(out):
@@ -1033,7 +1033,7 @@ def test_glue_rows_and_probe_data_are_read_before_any_work(tmp_path, small_corpu
 def test_a_probe_cell_made_on_other_data_is_stale(tmp_path):
     """Before: a probe cell kept only its seeds and sample size, so after the probe's data changed (a corrected
     SST-2 file) the old accuracies stayed in the report, unlike a GLUE cell's."""
-    from electra.app.compare import collect_results
+    from electra.app.compare.run import collect_results
     from electra.probes.run import data_sha256, get_probe
 
     data = _write_sst2(tmp_path / "data")

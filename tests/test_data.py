@@ -257,3 +257,34 @@ def test_packing_without_a_bar_prints_lines_with_the_time_left(
         " documents, " in line and "MB/s, about " in line and " s left" in line for line in lines[1:-1]
     )
     assert lines[-1].startswith(f"packing examples: {len(dataset):,} examples from ")
+
+
+_POOL_UNDER_THE_CLI = """
+import multiprocessing, signal, sys
+from electra.app.cli import _termination_as_interrupt
+from electra.data import packing
+
+def sigterm_action(_):
+    return "default" if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else "a Python handler"
+
+context = multiprocessing.get_context("fork")
+with _termination_as_interrupt():  # the command line's SIGTERM handler, inherited by every forked worker
+    with context.Pool(2, initializer=packing._start_packer, initargs=(sys.argv[1], 1, 2, None)) as pool:
+        print(sorted(set(pool.map(sigterm_action, range(8)))))
+"""
+
+
+def test_packing_workers_take_sigterm_as_its_default(tmp_path):
+    """Before: a packing worker forked under the command line's SIGTERM handler kept it, and could sit in the
+    pool's queue lock without running it, so the pool's exit (which ends its workers with SIGTERM) waited forever:
+    a whole test run hung on it once. Now each packer resets SIGTERM to its default action when it starts."""
+    from tokenizers import Tokenizer, models
+
+    script = tmp_path / "pools.py"
+    script.write_text(_POOL_UNDER_THE_CLI)
+    tokenizer = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]")).to_str()
+    done = subprocess.run(
+        [sys.executable, str(script), tokenizer], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['default']", done.stdout

@@ -666,7 +666,7 @@ def test_a_rescore_overwrite_stopped_between_files_leaves_no_old_report_beside_n
     """Before: `rescore --overwrite` replaced the lists one by one and report.json last, so a run stopped after the
     dev list left it beside the previous run's test list and report, which described other weights."""
     import electra.pll.cli
-    import electra.pll.nbest
+    import electra.pll.report
 
     dev, test = tmp_path / "dev.json", tmp_path / "test.json"
     _write_list(dev, DEV)
@@ -674,7 +674,7 @@ def test_a_rescore_overwrite_stopped_between_files_leaves_no_old_report_beside_n
     out = tmp_path / "out"
     argv = ["rescore", "--features", "score", "--length", "words", "--dev", str(dev), "--test", str(test)]
     assert main([*argv, "--output-dir", str(out)]) == 0
-    real_write, written = electra.pll.nbest.write_nbest, []
+    real_write, written = electra.pll.report.write_nbest, []
 
     def write_then_die(target, *args, **kwargs):
         if written:
@@ -682,6 +682,8 @@ def test_a_rescore_overwrite_stopped_between_files_leaves_no_old_report_beside_n
         written.append(target)
         return real_write(target, *args, **kwargs)
 
-    monkeypatch.setattr(electra.pll.nbest, "write_nbest", write_then_die)
+    monkeypatch.setattr(
+        electra.pll.report, "write_nbest", write_then_die
+    )  # where rescore's writer looks it up
     assert main([*argv, "--output-dir", str(out), "--overwrite"]) == 130
     assert [p.name for p in out.iterdir()] == ["dev.rescored.json"]  # the new dev list alone, no stale report

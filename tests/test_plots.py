@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from electra.app.cli import main
-from electra.app.compare import curve_figure, seed_averages
+from electra.app.compare.run import curve_figure, seed_averages
 from electra.app.plot import build_figure
 
 

@@ -44,7 +44,13 @@ def _parsing_files(tmp_path) -> list[str]:
     other = "1\ta\t_\t_\t_\t_\t2\tdet\t_\t_\n2\tdog\t_\t_\t_\t_\t0\troot\t_\t_\n"
     (tmp_path / "train.conllu").write_text("\n".join([sentence, other] * 6))
     (tmp_path / "test.conllu").write_text("\n".join([sentence, other]))
-    return ["parse-bilstm", "--train", str(tmp_path / "train.conllu"), "--test", str(tmp_path / "test.conllu")]
+    return [
+        "parse-bilstm",
+        "--train",
+        str(tmp_path / "train.conllu"),
+        "--test",
+        str(tmp_path / "test.conllu"),
+    ]
 
 
 SMALL = [

@@ -40,7 +40,9 @@ def _model(view_layers: int = 2) -> TransformerCvtTagger:
         intermediate_size=64,
         max_position_embeddings=32,
     )
-    return TransformerCvtTagger(TaggerModel(ElectraModel(config), ["O", "B-X", "I-X"]), SEP, view_layers).eval()
+    return TransformerCvtTagger(
+        TaggerModel(ElectraModel(config), ["O", "B-X", "I-X"]), SEP, view_layers
+    ).eval()
 
 
 # [CLS] w0 ##w0 w1 w2 ##w2 w3 [SEP] [PAD]: word w2 starts at piece 4, its pieces are 4-5

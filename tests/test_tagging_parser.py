@@ -243,7 +243,13 @@ def test_parse_cvt_runs_end_to_end_and_refuses_in_one_line(tmp_path, capsys):
     _toy_treebank(tmp_path / "train.conllu", 30, seed=1)
     _toy_treebank(tmp_path / "test.conllu", 5, seed=2)
     (tmp_path / "raw.txt").write_text("the big cat saw a fish .\n\na dog met the man .\n")
-    argv = ["parse-bilstm", "--train", str(tmp_path / "train.conllu"), "--test", str(tmp_path / "test.conllu")]
+    argv = [
+        "parse-bilstm",
+        "--train",
+        str(tmp_path / "train.conllu"),
+        "--test",
+        str(tmp_path / "test.conllu"),
+    ]
     argv += ["--dev-sentences", "5", "--max-steps", "6", "--eval-every", "3", "--batch-size", "4"]
     argv += ["--warmup-steps", "2", "--word-dim", "8", "--char-dim", "4", "--char-filters", "3"]
     argv += ["--lstm1", "8", "--lstm2", "8", "--projection", "8", "--arc-dim", "4"]

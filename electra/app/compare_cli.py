@@ -1,6 +1,6 @@
 """`electra compare`: pretrain objectives to equal training FLOPs and compare their GLUE scores.
 
-Only the argument parser and the flags' checks live here; the work (`electra.app.compare`) is imported when the
+Only the argument parser and the flags' checks live here; the work (`electra.app.compare.run`) is imported when the
 command runs, so `electra --help` stays fast.
 """
 
@@ -84,7 +84,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from electra.app.compare import describe_plan, run_compare
+    from electra.app.compare.run import describe_plan, run_compare
 
     settings = _settings(args)
     if args.plan:

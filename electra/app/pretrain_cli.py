@@ -166,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
         corpus = str(ensure_embedded_corpus(Path(args.cache_dir) / "corpus" if args.cache_dir else None))
         from electra.training.engine import main_process_print
 
-        main_process_print(f"no --corpus given: training on the embedded State of the Union corpus ({corpus})")
+        main_process_print(
+            f"no --corpus given: training on the embedded State of the Union corpus ({corpus})"
+        )
     output = Path(args.output or f"runs/{args.size}-{config.objective}")
     inputs = RunInputs(
         corpus=corpus,

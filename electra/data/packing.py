@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 from collections import deque
@@ -335,8 +336,14 @@ def document_chunks(
 
 
 def _start_packer(tokenizer_json: str, cls_id: int, sep_id: int, settings: ExampleSettings) -> None:
-    """A packing process's tokenizer, rebuilt from its serialisation (cheap, and nothing unpickled)."""
+    """A packing process's tokenizer, rebuilt from its serialisation (cheap, and nothing unpickled).
+
+    SIGTERM takes its default action here: the pool ends its workers with SIGTERM, and a forked worker that kept the
+    command line's Python handler could sit in a queue lock without ever running it, so the pool's exit waited for
+    it forever (seen as a hang of a whole test run)."""
     from tokenizers import Tokenizer
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     _PACKER.update(
         encoder=WordPieceEncoder(Tokenizer.from_str(tokenizer_json)),
