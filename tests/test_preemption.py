@@ -22,7 +22,7 @@ from electra.training.run_log import read_metrics
 from electra.training.stop_rules import StopRules
 from tests.conftest import MICRO, write_distinct_corpus
 
-STEPS = 30
+STEPS = 16
 
 
 class _OneProcess:
@@ -143,18 +143,32 @@ def _worker(launcher: subprocess.Popen, rank: int) -> int:
     raise AssertionError(f"no worker of rank {rank}")
 
 
+def _every_four(command: list[str]) -> list[str]:
+    """The same run with a checkpoint every 4 updates (what it learns does not change)."""
+    return [arg.replace("save_every=1000", "save_every=4") for arg in command]
+
+
+@pytest.fixture(scope="module")
+def straight_two(straight, tmp_path_factory) -> Path:
+    """An uninterrupted two-process run, for both two-process tests to end on."""
+    corpus, cache, _ = straight
+    output = tmp_path_factory.mktemp("two") / "straight"
+    env = {**_environment(), "TQDM_DISABLE": "1"}
+    done = subprocess.run(
+        _every_four(_torchrun(corpus, output, cache)), env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return output
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc")
-def test_two_processes_agree_to_stop_after_the_same_update(straight, tmp_path):
+def test_two_processes_agree_to_stop_after_the_same_update(straight, straight_two, tmp_path):
     """SIGUSR1 reaches one of two processes only: both stop after the same update, the checkpoint holds it, and a
     two-process --resume ends where an uninterrupted two-process run ends."""
     corpus, cache, _ = straight
     env = {**_environment(), "TQDM_DISABLE": "1"}
-    uninterrupted = tmp_path / "straight"
-    done = subprocess.run(
-        _torchrun(corpus, uninterrupted, cache), env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    uninterrupted = straight_two
     stopped = tmp_path / "stopped"
     launcher = subprocess.Popen(_torchrun(corpus, stopped, cache), env=env, stderr=subprocess.PIPE, text=True)
     try:
@@ -189,7 +203,7 @@ def test_two_processes_agree_to_stop_after_the_same_update(straight, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc")
-def test_a_worker_killed_mid_update_ends_the_launch_and_the_resume_is_exact(straight, tmp_path):
+def test_a_worker_killed_mid_update_ends_the_launch_and_the_resume_is_exact(straight, straight_two, tmp_path):
     """kill -9 of one of two workers in the middle of training: the other stops within seconds (its next collective
     finds the peer gone, and torchrun ends the launch), no checkpoint is left half-written, and a two-process
     --resume from the last complete checkpoint ends on an uninterrupted two-process run's weights bit for bit."""
@@ -198,13 +212,9 @@ def test_a_worker_killed_mid_update_ends_the_launch_and_the_resume_is_exact(stra
 
     def command(output: Path, resume: bool = False) -> list[str]:
         # a checkpoint every 4 updates: the kill comes between two of them
-        return [
-            arg.replace("save_every=1000", "save_every=4") for arg in _torchrun(corpus, output, cache, resume)
-        ]
+        return _every_four(_torchrun(corpus, output, cache, resume))
 
-    uninterrupted = tmp_path / "straight"
-    done = subprocess.run(command(uninterrupted), env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    uninterrupted = straight_two
     killed = tmp_path / "killed"
     launcher = subprocess.Popen(command(killed), env=env, stderr=subprocess.PIPE, text=True)
     try:

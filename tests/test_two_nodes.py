@@ -26,7 +26,7 @@ from tests.test_multiprocess_consumers import _stsb
 
 pytestmark = pytest.mark.slow  # each test starts two launchers and their workers (about a minute on 2 cores)
 
-STEPS = 24
+STEPS = 12
 
 
 def _free_port() -> int:
