@@ -245,3 +245,24 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def pretrain_child(
+    corpus: Path, output: Path, cache: Path, settings: dict, resume: bool = False
+) -> list[str]:
+    """`python -m electra pretrain` at tiny as a child process runs it, `settings` as --set flags (quiet: no plot,
+    no progress bars)."""
+    import sys
+
+    command = [sys.executable, "-m", "electra", "pretrain", "--size", "tiny", "--corpus", str(corpus)]
+    command += ["--output", str(output), "--cache-dir", str(cache), "--no-plot", "--no-progress"]
+    for key, value in settings.items():
+        command += ["--set", f"{key}={value}"]
+    return command + (["--resume"] if resume else [])
+
+
+def one_thread_environment() -> dict[str, str]:
+    """One thread in every process: the same kernels sum in the same order, so two runs can agree bit for bit."""
+    import os
+
+    return {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}

@@ -20,7 +20,7 @@ from electra.export.checkpoint import checkpoint_step, latest_checkpoint
 from electra.training import preemption
 from electra.training.run_log import read_metrics
 from electra.training.stop_rules import StopRules
-from tests.conftest import MICRO, write_distinct_corpus
+from tests.conftest import MICRO, one_thread_environment, pretrain_child, write_distinct_corpus
 
 STEPS = 16
 
@@ -48,16 +48,10 @@ def test_a_signal_while_training_stops_after_the_update_in_progress():
 def _command(corpus: Path, output: Path, cache: Path, resume: bool = False) -> list[str]:
     # no periodic checkpoint: the one a stopped run leaves is the one the signal made
     settings = {**MICRO, "max_steps": STEPS, "save_every": 1000, "log_every": 1}
-    command = [sys.executable, "-m", "electra", "pretrain", "--size", "tiny", "--corpus", str(corpus)]
-    command += ["--output", str(output), "--cache-dir", str(cache), "--no-plot", "--no-progress"]
-    for key, value in settings.items():
-        command += ["--set", f"{key}={value}"]
-    return command + (["--resume"] if resume else [])
+    return pretrain_child(corpus, output, cache, settings, resume)
 
 
-def _environment() -> dict[str, str]:
-    # One thread in every process: the same kernels sum in the same order, so the runs can agree bit for bit.
-    return {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+_environment = one_thread_environment
 
 
 def _logged_steps(run: Path) -> list[float]:
@@ -143,6 +137,36 @@ def _worker(launcher: subprocess.Popen, rank: int) -> int:
     raise AssertionError(f"no worker of rank {rank}")
 
 
+def _signal_rank_one(command: list[str], run: Path, logged: int, signum: int) -> tuple[str, float]:
+    """Launch `command` under torchrun, send `signum` to its rank-1 worker once `run` has logged `logged` steps,
+    and wait for the launch to end: (its standard error, seconds from the signal to the end)."""
+    env = {**_environment(), "TQDM_DISABLE": "1"}
+    launcher = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        rank1 = _worker(launcher, 1)
+        deadline = time.monotonic() + 600
+        while len(_logged_steps(run)) < logged and launcher.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sent = time.monotonic()
+        os.kill(rank1, signum)
+        _, stderr = launcher.communicate(timeout=180)
+        return stderr, time.monotonic() - sent
+    finally:
+        launcher.kill()
+
+
+def _resume_ends_like(command: list[str], run: Path, uninterrupted: Path) -> None:
+    """`command` (a --resume) succeeds, and `run` ends on `uninterrupted`'s weights bit for bit."""
+    env = {**_environment(), "TQDM_DISABLE": "1"}
+    resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    a = load_file(str(uninterrupted / "discriminator" / "model.safetensors"))
+    b = load_file(str(run / "discriminator" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
 def _every_four(command: list[str]) -> list[str]:
     """The same run with a checkpoint every 4 updates (what it learns does not change)."""
     return [arg.replace("save_every=1000", "save_every=4") for arg in command]
@@ -167,21 +191,8 @@ def test_two_processes_agree_to_stop_after_the_same_update(straight, straight_tw
     """SIGUSR1 reaches one of two processes only: both stop after the same update, the checkpoint holds it, and a
     two-process --resume ends where an uninterrupted two-process run ends."""
     corpus, cache, _ = straight
-    env = {**_environment(), "TQDM_DISABLE": "1"}
-    uninterrupted = straight_two
     stopped = tmp_path / "stopped"
-    launcher = subprocess.Popen(_torchrun(corpus, stopped, cache), env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        rank1 = _worker(launcher, 1)
-        deadline = time.monotonic() + 600
-        while len(_logged_steps(stopped)) < 3 and launcher.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        sent = time.monotonic()
-        os.kill(rank1, signal.SIGUSR1)
-        _, stderr = launcher.communicate(timeout=180)
-        seconds = time.monotonic() - sent
-    finally:
-        launcher.kill()
+    stderr, seconds = _signal_rank_one(_torchrun(corpus, stopped, cache), stopped, 3, signal.SIGUSR1)
     at = checkpoint_step(latest_checkpoint(stopped / "checkpoints"))
     assert at == max(_logged_steps(stopped)) and 3 <= at < STEPS, stderr[-3000:]
     assert f"stopped by SIGUSR1 after update {at}; its checkpoint is saved" in stderr  # rank 1
@@ -191,14 +202,7 @@ def test_two_processes_agree_to_stop_after_the_same_update(straight, straight_tw
     print(
         f"two processes: all exited {seconds:.2f} s after SIGUSR1 to rank 1, at update {at}, 0 updates lost"
     )
-    resumed = subprocess.run(
-        _torchrun(corpus, stopped, cache, resume=True), env=env, capture_output=True, text=True, timeout=600
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    a = load_file(str(uninterrupted / "discriminator" / "model.safetensors"))
-    b = load_file(str(stopped / "discriminator" / "model.safetensors"))
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
+    _resume_ends_like(_torchrun(corpus, stopped, cache, resume=True), stopped, straight_two)
 
 
 @pytest.mark.slow
@@ -208,38 +212,16 @@ def test_a_worker_killed_mid_update_ends_the_launch_and_the_resume_is_exact(stra
     finds the peer gone, and torchrun ends the launch), no checkpoint is left half-written, and a two-process
     --resume from the last complete checkpoint ends on an uninterrupted two-process run's weights bit for bit."""
     corpus, cache, _ = straight
-    env = {**_environment(), "TQDM_DISABLE": "1"}
-
-    def command(output: Path, resume: bool = False) -> list[str]:
-        # a checkpoint every 4 updates: the kill comes between two of them
-        return _every_four(_torchrun(corpus, output, cache, resume))
-
-    uninterrupted = straight_two
     killed = tmp_path / "killed"
-    launcher = subprocess.Popen(command(killed), env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        rank1 = _worker(launcher, 1)
-        deadline = time.monotonic() + 600
-        while len(_logged_steps(killed)) < 6 and launcher.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        sent = time.monotonic()
-        os.kill(rank1, signal.SIGKILL)
-        _, stderr = launcher.communicate(timeout=180)
-        seconds = time.monotonic() - sent
-    finally:
-        launcher.kill()
-    assert launcher.returncode != 0 and seconds < 60, stderr[-3000:]
+    # a checkpoint every 4 updates: the kill comes between two of them
+    stderr, seconds = _signal_rank_one(
+        _every_four(_torchrun(corpus, killed, cache)), killed, 6, signal.SIGKILL
+    )
+    assert seconds < 60, stderr[-3000:]
     print(f"kill -9 of one of two workers: every process had exited {seconds:.2f} s later")
     checkpoints = killed / "checkpoints"
     assert not list(checkpoints.glob(".*")), "a half-written checkpoint was left"
     assert (
         4 <= checkpoint_step(latest_checkpoint(checkpoints)) < STEPS and not (killed / "export.json").exists()
     )
-    resumed = subprocess.run(
-        command(killed, resume=True), env=env, capture_output=True, text=True, timeout=600
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    a = load_file(str(uninterrupted / "discriminator" / "model.safetensors"))
-    b = load_file(str(killed / "discriminator" / "model.safetensors"))
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
+    _resume_ends_like(_every_four(_torchrun(corpus, killed, cache, resume=True)), killed, straight_two)

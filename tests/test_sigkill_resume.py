@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from safetensors.torch import load_file
 
 from electra.export.checkpoint import latest_checkpoint
 from electra.training.run_log import read_metrics
-from tests.conftest import MICRO, write_distinct_corpus
+from tests.conftest import MICRO, one_thread_environment, pretrain_child, write_distinct_corpus
 
 STEPS = 24
 SAVE_EVERY = 4
@@ -26,16 +25,10 @@ SAVE_EVERY = 4
 
 def _command(corpus: Path, output: Path, cache: Path, resume: bool = False) -> list[str]:
     settings = {**MICRO, "max_steps": STEPS, "save_every": SAVE_EVERY, "log_every": 1, "keep_checkpoints": 2}
-    command = [sys.executable, "-m", "electra", "pretrain", "--size", "tiny", "--corpus", str(corpus)]
-    command += ["--output", str(output), "--cache-dir", str(cache), "--no-plot", "--no-progress"]
-    for key, value in settings.items():
-        command += ["--set", f"{key}={value}"]
-    return command + (["--resume"] if resume else [])
+    return pretrain_child(corpus, output, cache, settings, resume)
 
 
-def _environment() -> dict[str, str]:
-    # One thread in every process: the same kernels sum in the same order, so the runs can agree bit for bit.
-    return {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+_environment = one_thread_environment
 
 
 def _weights(run: Path) -> dict[str, torch.Tensor]:
