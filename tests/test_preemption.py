@@ -103,19 +103,7 @@ def test_a_preempted_run_saves_its_last_update_and_resumes_bit_for_bit(straight,
         f"{signal.Signals(signum).name}: exit {seconds:.2f} s after the signal, at update {at}, 0 updates lost"
     )
 
-    resumed = subprocess.run(
-        _command(corpus, stopped, cache, resume=True),
-        env=_environment(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    a = load_file(str(uninterrupted / "discriminator" / "model.safetensors"))
-    b = load_file(str(stopped / "discriminator" / "model.safetensors"))
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
+    _resume_ends_like(_command(corpus, stopped, cache, resume=True), stopped, uninterrupted)
     losses = {row["step"]: row["loss"] for row in read_metrics(uninterrupted, "train")}
     assert {row["step"]: row["loss"] for row in read_metrics(stopped, "train")} == losses
 

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from electra.training import preemption
 from electra.training.optim import TimeBudgetClock
@@ -43,6 +44,7 @@ class StopRules:
         self.deadline: int | None = None  # the step the processes agreed the budget runs out at
         self.run_start = time.perf_counter()
         self.first_step_end: float | None = None
+        self.flag_group: Any = None  # where several processes sum their preemption flags (`_preempted`)
 
     @property
     def stopped(self) -> bool:
@@ -100,8 +102,13 @@ class StopRules:
         mine = preemption.requested() is not None
         if self.accelerator.num_processes == 1:
             return mine
-        flags = torch.tensor([1.0 if mine else 0.0], device=self.accelerator.device)
-        return bool(self.accelerator.reduce(flags, reduction="sum").item() > 0)
+        if self.flag_group is None:  # made on the first update, by every process at once
+            # The flag travels on the CPU (gloo): read back from a GPU, it would wait for the step every update.
+            on_cpu = self.accelerator.device.type == "cpu"
+            self.flag_group = dist.group.WORLD if on_cpu else dist.new_group(backend="gloo")
+        flags = torch.tensor([int(mine)])
+        dist.all_reduce(flags, group=self.flag_group)
+        return bool(flags.item())
 
     def at_log(self, step: int, step_seconds: float) -> bool:
         """At a log step that did not end the run: whether the time budget is spent, decided alike on every
