@@ -40,9 +40,11 @@ if [ -d .whl ]; then
 fi
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/site .
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-python3 -c "import torch, transformers, datasets, pyarrow, electra.app.compare, electra.probes.run; \
+# from /tmp: in the repository root, the source folder electra/ (without probes/, which the wheel maps in) shadows
+# the installed package
+(cd /tmp && python3 -c "import torch, transformers, datasets, pyarrow, electra.app.compare, electra.probes.run; \
 print('torch', torch.__version__, 'transformers', transformers.__version__, 'datasets', datasets.__version__, \
-'pyarrow', pyarrow.__version__)" | tee -a "$out/gpu.txt"
+'pyarrow', pyarrow.__version__)") | tee -a "$out/gpu.txt"
 # stopped at 9.5 minutes from the wrapper's start whatever happens, so that the copies below always run inside a
 # 10-minute command (the table is rewritten after every cell: a stopped study keeps what it finished)
 hard=$(( 570 - $(date +%s) + started ))
