@@ -1,0 +1,118 @@
+"""`raise` statements per 1,000 source lines in the algorithm floors, with the door modules counted apart.
+
+The house rule is "check input once, at the door": a value is checked where it enters (a settings declaration, a
+file reader, the run-input check, a command-line module) and the code below trusts it. This script measures how
+well the algorithm floors keep that rule, so the figure can be compared between commits:
+
+    python bench/raise_density.py            # a table per floor
+    python bench/raise_density.py --modules  # and one row per module
+
+What is counted. A *source line* is a non-blank line of a `.py` file (docstrings and comments included, as a
+reader meets them); a *raise site* is one `raise` statement found by parsing the file (`ast.Raise`), so a `raise`
+inside a string or a comment does not count, and a bare re-raise does. Tests, docs and bench/ are not counted.
+
+The floors:
+
+- objectives and training: `electra/objectives/`, `electra/training/`, `electra/nn/`.
+- consumers: `glue/`, `squad/`, `tagging/`, `pll/`, `tlm/`, `probes/`.
+
+The doors, counted in their own row and left out of the floor's figure, because checking input is their job:
+
+- command-line modules (`cli.py`, `*_cli.py`): flag handling, the command line's side of the door;
+- settings declarations (`settings.py`, `tagging/cvt_settings.py`, `tlm/declared.py`): each setting's type, range
+  and choices, checked once when the settings are made, from flags or from Python;
+- run inputs (`electra/training/run_folder.py`, `glue/inputs.py`, `pll/rescore_inputs.py`): the paths, output
+  folder and resume record a run reads, checked before anything is written or loaded;
+- file readers (`squad/data.py`, `tagging/conll.py`, `tagging/dependencies.py`, `pll/nbest.py`,
+  `pll/nbest_formats.py`, `tlm/tasks.py`, `probes/data.py`): a malformed file is refused where it is read, naming
+  the file and line.
+
+Everything else in a floor is algorithm code, and its figure is the one the rule is about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FLOORS: dict[str, tuple[str, ...]] = {
+    "objectives and training": ("electra/objectives", "electra/training", "electra/nn"),
+    "consumers": ("glue", "squad", "tagging", "pll", "tlm", "probes"),
+}
+
+SETTINGS = {"tagging/cvt_settings.py", "tlm/declared.py"}
+RUN_INPUTS = {"electra/training/run_folder.py", "glue/inputs.py", "pll/rescore_inputs.py"}
+READERS = {
+    "squad/data.py",
+    "tagging/conll.py",
+    "tagging/dependencies.py",
+    "pll/nbest.py",
+    "pll/nbest_formats.py",
+    "tlm/tasks.py",
+    "probes/data.py",
+}
+
+
+def door_kind(path: str) -> str | None:
+    """Which kind of door a module (a path relative to the repository) is, or None for algorithm code."""
+    name = path.rsplit("/", 1)[-1]
+    if name == "cli.py" or name.endswith("_cli.py"):
+        return "command line"
+    if name == "settings.py" or path in SETTINGS:
+        return "settings"
+    if path in RUN_INPUTS:
+        return "run inputs"
+    if path in READERS:
+        return "reader"
+    return None
+
+
+@dataclass
+class Count:
+    lines: int = 0
+    raises: int = 0
+
+    def add(self, other: Count) -> None:
+        self.lines += other.lines
+        self.raises += other.raises
+
+    @property
+    def per_1000(self) -> float:
+        return 1000.0 * self.raises / self.lines if self.lines else 0.0
+
+
+def count_file(path: Path) -> Count:
+    """Non-blank lines and `raise` statements of one source file."""
+    text = path.read_text(encoding="utf-8")
+    lines = sum(1 for line in text.splitlines() if line.strip())
+    raises = sum(isinstance(node, ast.Raise) for node in ast.walk(ast.parse(text, str(path))))
+    return Count(lines, raises)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--modules", action="store_true", help="also print one row per module")
+    args = parser.parse_args()
+    print(f"{'floor / module':<44} {'kind':<13} {'lines':>6} {'raises':>6} {'/1,000':>7}")
+    for floor, folders in FLOORS.items():
+        algorithm, doors, rows = Count(), Count(), []
+        for folder in folders:
+            for path in sorted((ROOT / folder).glob("*.py")):
+                rel = path.relative_to(ROOT).as_posix()
+                count, kind = count_file(path), door_kind(rel)
+                (doors if kind else algorithm).add(count)
+                rows.append((rel, kind or "algorithm", count))
+        if args.modules:
+            for rel, kind, count in rows:
+                print(f"  {rel:<42} {kind:<13} {count.lines:>6} {count.raises:>6} {count.per_1000:>7.1f}")
+        everything = Count(algorithm.lines + doors.lines, algorithm.raises + doors.raises)
+        for label, count in (("algorithm", algorithm), ("doors", doors), ("all", everything)):
+            print(f"{floor:<44} {label:<13} {count.lines:>6} {count.raises:>6} {count.per_1000:>7.1f}")
+
+
+if __name__ == "__main__":
+    main()
