@@ -52,7 +52,7 @@ from electra.export.checkpoint import checkpoint_step
 from electra.export.layout import masked_lm_dir
 from electra.flops.measured import startup_check
 from electra.generators.fused_nll import plain_head
-from electra.objectives import check_config, flop_report, get_objective
+from electra.objectives import flop_report, get_objective
 from electra.training.continued import init_vocabulary, load_initial_weights
 from electra.training.engine import Engine, Task, TrainArgs, make_accelerator
 from electra.training.model import PretrainingModel, build_pretraining_model
@@ -281,11 +281,13 @@ def train_args(
 
 
 def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
-    """Run (or resume) one pretraining run; returns the final metrics, the step and why it stopped."""
+    """Run (or resume) one pretraining run; returns the final metrics, the step and why it stopped.
+
+    `config` was checked where it was made (`electra.objectives.build_config` behind `electra pretrain`,
+    `electra.pretrain` and `compare`), so it is trusted here: `check_config` runs once on the way into a run."""
     # the run fills in its vocabulary size and budget-sized schedule on its own copy: a caller's config, reused for
     # a second run on another corpus, must not carry the first one's
     config = copy.deepcopy(config)
-    check_config(config)
     output_dir = inputs.output_dir
     resume_from = check_output_dir(
         config, output_dir, output_dir / "checkpoints", inputs.resume, inputs.overwrite, inputs.size_to_budget
@@ -419,7 +421,7 @@ def _streamed_examples(
     micro_batch: int,
     where: tuple[int, int, int],
 ) -> tuple[StreamedSource, Any, Any]:
-    """A `--streaming` run's source, its held-out examples (the start of window 0) and, for the unigram generator,
+    """A `--streaming` run's source, its held-out examples (the start of its first window) and, for the unigram generator,
     token counts of the first windows."""
     from datasets import Dataset
 
@@ -437,10 +439,11 @@ def _streamed_examples(
         ledger_dir=str(inputs.output_dir / LEDGER_FOLDER),
     )
     rank, world, workers = where
+    spec = spec.planned()
     require_windows(spec, world * max(1, workers))
-    first = first_window_examples(spec)
+    window, first = first_window_examples(spec)
     held = held_out_count(len(first), config.eval_examples, config.eval_fraction)
-    spec = replace(spec, held_out=held)
+    spec = replace(spec, held_out=held, held_out_window=window)
     held_out = Dataset.from_list(first[:held]) if held else None
     counts = stream_token_counts(spec, len(tokenizer)) if config.generator == "unigram" else None
     batches = StreamedBatches(spec, collate, micro_batch, rank, world, workers)
