@@ -116,12 +116,9 @@ class TrainArgs:
     cpu_dropout: str = "lanes"  # electra.nn.dropout's cheap masks on a CPU ("torch": torch's own)
 
     def __post_init__(self) -> None:
-        """The counts the loop divides by. The rest was checked where the settings came in (PretrainConfig,
-        GlueSettings, SquadSettings, TLMSettings), which is where a bad value gets its one line."""
-        if self.max_steps < 1:
-            raise UserError(f"training needs at least 1 step, got max_steps={self.max_steps}.")
-        if self.gradient_accumulation_steps < 1 or self.log_every < 1:
-            raise UserError("gradient_accumulation_steps and log_every must be at least 1.")
+        """Nothing is checked here: every value was checked where the settings came in (PretrainConfig, the
+        fine-tuning settings, TLMSettings: counts at least 1, rates in range, schedule and clock among their
+        choices), which is where a bad value gets its one line; the steps a recipe computes are at least 1."""
         if self.output_dir is not None:
             self.output_dir = Path(self.output_dir)
 

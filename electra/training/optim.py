@@ -28,8 +28,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from electra.core.config import LR_SCHEDULES, SCHEDULE_CLOCKS
-
 # Parameters whose name matches get no weight decay (the reference's exclude_from_weight_decay list: LayerNorm
 # weights and biases, and every bias, the two-tower generator's `output_bias` included).
 NO_DECAY_PATTERN = re.compile(r"LayerNorm|layer_norm|bias")
@@ -167,9 +165,10 @@ def lr_schedule(shape: str, warmup_steps: int, total_steps: int) -> Callable[[fl
     * `reference` (fine-tuning, as ELECTRA's optimization.py: polynomial decay to 0 over all steps, times the
       warmup ramp): min(1, (s+1)/warmup) * max(0, 1 - s/total). With warmup at 10% of the run the two shapes
       differ by at most 10% of the peak rate, at the end of the warmup.
+
+    `shape` is one of `electra.core.config.LR_SCHEDULES`, checked where the settings declare it (the config's
+    `lr_schedule` choices; the fine-tuners pass "reference" themselves); it is not checked again here.
     """
-    if shape not in LR_SCHEDULES:
-        raise ValueError(f"learning-rate schedule {shape!r} is not one of {LR_SCHEDULES}")
     total = max(1, int(total_steps))
     if shape == "linear":
         warmup = max(1, int(warmup_steps))
@@ -203,8 +202,7 @@ class TimeBudgetClock:
     """
 
     def __init__(self, warmup_steps: int, total_steps: int, budget_seconds: float):
-        if not budget_seconds > 0:
-            raise ValueError(f"a time budget must be positive, got {budget_seconds} s")
+        """`budget_seconds` is positive: the config declares `time_budget_minutes` so, and checks it there."""
         self.warmup, self.total = max(0, int(warmup_steps)), max(1, int(total_steps))
         self.budget = budget_seconds
         self.seconds_per_step: float | None = None
@@ -271,14 +269,13 @@ class TimeBudgetClock:
 def schedule_on_clock(
     shape: str, warmup_steps: int, total_steps: int, clock: str, budget_seconds: float | None
 ) -> tuple[Callable[[int], float], TimeBudgetClock | None]:
-    """The learning-rate multiplier for `LambdaLR`, and the clock the engine must feed (None: updates only)."""
-    if clock not in SCHEDULE_CLOCKS:
-        raise ValueError(f"schedule clock {clock!r} is not one of {SCHEDULE_CLOCKS}")
+    """The learning-rate multiplier for `LambdaLR`, and the clock the engine must feed (None: updates only).
+
+    `clock` is one of `electra.core.config.SCHEDULE_CLOCKS`, and the "time" clock comes with a positive
+    `budget_seconds`: the config's declarations and its `validate` check both where the run's settings are made."""
     schedule = lr_schedule(shape, warmup_steps, total_steps)
     if clock == "steps":
         return schedule, None
-    if budget_seconds is None:
-        raise ValueError("the time clock needs a time budget")
     timer = TimeBudgetClock(warmup_steps, total_steps, budget_seconds)
     return timer.wrap(schedule), timer
 
