@@ -44,8 +44,8 @@ def parse_report_to(value: str | None) -> tuple[str, ...]:
 
 def require_installed(report_to: tuple[str, ...]) -> None:
     """Refuse a logger that is not installed (wandb is optional). The CLI reads --report-to through here before
-    the command starts, so the refusal comes before a tokenizer is trained or a file is written; the trackers
-    check again for Python callers who pass `report_to` themselves."""
+    the command starts, so the refusal comes before a tokenizer is trained or a file is written; `TrainArgs`
+    reads ELECTRA_REPORT_TO through here too, so the trackers trust what they are given."""
     if "wandb" in report_to and importlib.util.find_spec("wandb") is None:
         raise UserError("--report-to wandb: Weights & Biases is not installed (pip install wandb).")
 

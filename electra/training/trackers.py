@@ -19,7 +19,7 @@ from accelerate import Accelerator
 from accelerate.tracking import GeneralTracker, TensorBoardTracker, WandBTracker
 
 from electra.core.files import write_text_atomically
-from electra.training.run_log import CSV_NAME, DEFAULT_REPORT_TO, read_csv, require_installed
+from electra.training.run_log import CSV_NAME, DEFAULT_REPORT_TO, read_csv
 
 
 class CSVTracker(GeneralTracker):
@@ -107,8 +107,7 @@ class RunLog:
             "tensorboard" in report_to and _tensorboard_installed()
         ):  # optional at run time: the CSV always exists
             self.trackers.append(TensorBoardTracker("logs", directory, purge_step=resume_step or None))
-        if "wandb" in report_to:
-            require_installed(report_to)
+        if "wandb" in report_to:  # installed: `electra.training.run_log.parse_report_to` checked it, once
             self.trackers.append(WandBTracker("electra", name=run_name, dir=str(directory), resume="allow"))
         # init_trackers starts what `log_with` lists and appends it to accelerator.trackers; the accelerator's own
         # list is put back so that a later run on the same accelerator (GLUE's seeds) does not start these again.
