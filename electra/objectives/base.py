@@ -55,9 +55,14 @@ class Objective:
     discriminator_scoring: ClassVar[str | None] = None
     # Whether the first step's measured FLOPs should match `flop_plan` (False where steps differ by design).
     startup_flop_check: ClassVar[bool] = True
+    # The config values this objective trains with, declared here and refused once, in one line, by
+    # `electra.objectives.check_config`: field -> (the values it may take, the rest of the line after
+    # "config: objective=NAME ", where {value} is the value given). None among the values: the field stays unset.
+    requires: ClassVar[Mapping[str, tuple[tuple[Any, ...], str]]] = {}
 
     def validate(self, config: PretrainConfig) -> None:
-        """Refuse settings this objective cannot train, with a one-line `UserError`."""
+        """Refuse settings this objective cannot train, with a one-line `UserError`: the rules between fields
+        that `requires` cannot declare (`check_config` has checked `requires` first)."""
 
     def build(self, model: Parts, token_counts: Any = None) -> None:
         """Attach the parts to `model` (`model.discriminator = ...`, `model.generator = ...`).
@@ -172,8 +177,10 @@ def generator_flop_plan(config: PretrainConfig) -> dict[str, Any]:
     return {"generator_shape": shape_from_any(hf_config), "generator_passes": 1.0}
 
 
-def require_generator(config: PretrainConfig, objective: str, kinds: tuple[str, ...]) -> None:
-    if config.generator not in kinds:
-        raise UserError(
-            f"config: objective={objective} needs generator={' or '.join(kinds)}, not {config.generator!r}."
-        )
+def generator_kinds(*kinds: str) -> dict[str, tuple[tuple[Any, ...], str]]:
+    """The `requires` entry of an objective that trains with one of these generator kinds."""
+    return {"generator": (kinds, f"needs generator={' or '.join(kinds)}, not {{value!r}}.")}
+
+
+# The `requires` entry of an objective that trains its own generator: a frozen one (generator_from) is refused.
+TRAINS_ITS_GENERATOR = {"generator_from": ((None,), "trains its generator; remove generator_from.")}

@@ -18,7 +18,7 @@ from electra.core.outputs import StepOutput
 from electra.flops.analytic import FlopPlan
 from electra.generators.two_tower import TwoTowerGenerator
 from electra.nn.masking import candidate_mask, pick_positions
-from electra.objectives.base import Objective, Parts, generator_export_part, require_generator
+from electra.objectives.base import Objective, Parts, generator_export_part, generator_kinds
 from electra.objectives.registry import register_objective
 
 NO_KEPT_ENCODER = (
@@ -36,18 +36,16 @@ class Cloze(Objective):
         "embedding_sharing": "none",
     }
     finetune_part = None  # a two-tower model is a scorer, not an encoder to fine-tune
-
-    def validate(self, config: PretrainConfig) -> None:
-        require_generator(config, self.name, ("two-tower",))
-        if config.embedding_sharing != "none":
-            raise UserError(
-                f"config: objective=cloze has no discriminator to share embeddings with; "
-                f"set embedding_sharing=none, not {config.embedding_sharing!r}."
-            )
-        if config.generator_from is not None:
-            raise UserError("config: objective=cloze trains its own model; remove generator_from.")
-        if config.init_from is not None:  # said before the corpus work, not when the weights are loaded
-            raise UserError(f"config: {NO_KEPT_ENCODER}")
+    requires = {
+        **generator_kinds("two-tower"),
+        "embedding_sharing": (
+            ("none",),
+            "has no discriminator to share embeddings with; set embedding_sharing=none, not {value!r}.",
+        ),
+        "generator_from": ((None,), "trains its own model; remove generator_from."),
+        # said before the corpus work, not when the weights are loaded
+        "init_from": ((None,), NO_KEPT_ENCODER.removeprefix("objective=cloze ")),
+    }
 
     def build(self, model: Parts, token_counts=None) -> None:
         model.discriminator = None

@@ -20,7 +20,7 @@ from electra.generators.two_tower import sample_noise
 from electra.nn.hf_configs import discriminator_hf_config
 from electra.nn.masking import candidate_mask
 from electra.nn.metrics import generator_metrics, masked_mean
-from electra.objectives.base import Objective, Parts, require_generator
+from electra.objectives.base import Objective, Parts, generator_kinds
 from electra.objectives.registry import register_objective
 
 
@@ -30,9 +30,7 @@ class Electric(Objective):
     summary = "energy-based cloze model trained by NCE against a two-tower generator; one-pass text scoring"
     config_defaults = {"generator": "two-tower"}
     discriminator_scoring = "electric"
-
-    def validate(self, config: PretrainConfig) -> None:
-        require_generator(config, self.name, ("two-tower",))
+    requires = generator_kinds("two-tower")
 
     def build(self, model: Parts, token_counts=None) -> None:
         cfg = model.config

@@ -26,7 +26,7 @@ from electra.discriminators.replaced_token import replaced_token_loss
 from electra.flops.analytic import FlopPlan
 from electra.nn.masking import pick_positions, sample_from_probs, sample_tokens
 from electra.nn.metrics import discriminator_metrics, generator_metrics, output_entropy, weighted_mean
-from electra.objectives.base import Parts, masked_input, require_generator
+from electra.objectives.base import TRAINS_ITS_GENERATOR, Parts, generator_kinds, masked_input
 from electra.objectives.registry import register_objective
 from electra.objectives.replaced_token import Corruption, Electra, add_generator_loss, corrupt
 
@@ -55,19 +55,11 @@ def baseline_loss(
     return weighted_mean(per_row, weights)
 
 
-def _refuse_frozen(config: PretrainConfig, name: str) -> None:
-    if config.generator_from is not None:
-        raise UserError(f"config: objective={name} trains its generator; remove generator_from.")
-
-
 @register_objective
 class AdversarialElectra(Electra):
     name = "electra-adversarial"
     summary = "ELECTRA whose generator maximises the discriminator's loss by REINFORCE (dissertation 5.3.4)"
-
-    def validate(self, config: PretrainConfig) -> None:
-        require_generator(config, self.name, ("mlm",))
-        _refuse_frozen(config, self.name)
+    requires = {**generator_kinds("mlm"), **TRAINS_ITS_GENERATOR}
 
     def build(self, model: Parts, token_counts=None) -> None:
         super().build(model, token_counts)
@@ -130,18 +122,21 @@ class TwoStageElectra(Electra):
     config_defaults = {"generator_hidden_multiplier": 1.0, "embedding_sharing": "none"}
     startup_flop_check = False  # its first steps run the generator alone; the plan charges the run's average
 
+    requires = {
+        **generator_kinds("mlm"),
+        **TRAINS_ITS_GENERATOR,
+        "embedding_sharing": (
+            ("none",),
+            "freezes the generator in its second stage, so it shares no weights with the discriminator: set "
+            "embedding_sharing=none.",
+        ),
+    }
+
     def validate(self, config: PretrainConfig) -> None:
-        require_generator(config, self.name, ("mlm",))
-        _refuse_frozen(config, self.name)
         if config.generator_hidden_multiplier != 1.0 or config.generator_layers != config.num_hidden_layers:
             raise UserError(
                 f"config: objective={self.name} starts the discriminator from the generator's weights, so the "
                 "generator must have its size: set generator_hidden_multiplier=1.0 and no generator_num_layers."
-            )
-        if config.embedding_sharing != "none":
-            raise UserError(
-                f"config: objective={self.name} freezes the generator in its second stage, so it shares no "
-                "weights with the discriminator: set embedding_sharing=none."
             )
         if not 0 < self.generator_steps(config) < config.max_steps:
             raise UserError(

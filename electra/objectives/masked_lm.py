@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 from electra.core.config import PretrainConfig
-from electra.core.errors import UserError
 from electra.core.outputs import StepOutput
 from electra.export.layout import ExportPart, save_hf_model
 from electra.flops.analytic import FlopPlan
@@ -23,14 +22,11 @@ class MaskedLM(Objective):
     summary = "BERT's masked language model at the discriminator's size (the baseline)"
     config_defaults = {"mask_token_prob": 0.8, "random_token_prob": 0.1}
     finetune_part = "mlm"
-
-    def validate(self, config: PretrainConfig) -> None:
-        if config.generator_from is not None:
-            raise UserError("config: objective=mlm trains no generator beside it; remove generator_from.")
-        if config.generator != "mlm":  # it would run without one and be recorded in config.json as if it had
-            raise UserError(
-                f"config: objective=mlm uses no generator; remove generator={config.generator} (or --generator)."
-            )
+    requires = {
+        "generator_from": ((None,), "trains no generator beside it; remove generator_from."),
+        # another generator would run without one and be recorded in config.json as if it had
+        "generator": (("mlm",), "uses no generator; remove generator={value} (or --generator)."),
+    }
 
     def build(self, model: Parts, token_counts=None) -> None:
         model.discriminator = None

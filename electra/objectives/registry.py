@@ -52,9 +52,16 @@ def build_config(
 
 
 def check_config(config: PretrainConfig) -> PretrainConfig:
-    """Validate a config however it was made (built, loaded from a run, edited): generic fields, then objective."""
+    """Validate a config however it was made (built, loaded from a run, edited): generic fields, then what the
+    objective declares it trains with (`Objective.requires`), then its own rules between fields. This is the one
+    check of a pretraining config; the run below it trusts the config."""
     config.validate()
-    get_objective(config.objective).validate(config)
+    objective = get_objective(config.objective)
+    for name, (allowed, why) in objective.requires.items():
+        value = getattr(config, name)
+        if value not in allowed:
+            raise UserError(f"config: objective={objective.name} {why.format(value=value)}")
+    objective.validate(config)
     return config
 
 

@@ -32,9 +32,9 @@ from electra.objectives.base import (
     Parts,
     build_generator_for,
     generator_flop_plan,
+    generator_kinds,
     generator_scoring,
     masked_input,
-    require_generator,
 )
 from electra.objectives.registry import register_objective
 
@@ -206,6 +206,4 @@ class ElectraTT(Electra):
     name = "electra-tt"
     summary = "ELECTRA with Electric's two-tower generator; its export scores text in one pass"
     config_defaults = {"generator": "two-tower"}
-
-    def validate(self, config: PretrainConfig) -> None:
-        require_generator(config, self.name, ("two-tower",))
+    requires = generator_kinds("two-tower")
