@@ -218,13 +218,12 @@ def run_probe(
     `max_train` training sentences are drawn per seed (None: the probe's default). Returns the per-seed
     accuracies (aligned with `seeds`), their median, min and max, the dev accuracy of always answering the
     training set's commonest label (`majority`), sizes (`n_train` sentences per seed, `n_dev` scored items:
-    sentences or words) and timings."""
+    sentences or words) and timings.
+
+    The inputs were checked at the door, before the first probe of a run: `electra probe` and `compare` check
+    the counts (at least one seed, `max_train` at least 1) with their settings and call `check_probe_inputs` on
+    every probe's files and `max_length`; a Python caller does the same. They are not checked again here."""
     spec = get_probe(probe) if isinstance(probe, str) else probe
-    if not seeds:
-        raise UserError("--seeds must be at least 1.")
-    if max_train is not None and max_train < 1:
-        raise UserError("--max-train must be at least 1.")
-    check_probe_inputs([spec], data_root, max_length)
     start = time.perf_counter()
     encoder, tokenizer = load_frozen(model_dir)
     max_length = fit_length(max_length, encoder.config, "--max-length")

@@ -16,7 +16,7 @@ from electra.core.files import file_sha256
 from electra.core.run_records import INPUT_DIGESTS
 from electra.probes.data import base_tag, read_brown, read_sst2, split_brown
 from electra.probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
-from electra.probes.run import PROBES, random_encoder_dir, run_probe, training_samples
+from electra.probes.run import PROBES, check_probe_inputs, random_encoder_dir, run_probe, training_samples
 
 WORDS = [
     "the",
@@ -289,8 +289,10 @@ def test_a_max_length_with_no_room_for_a_word_is_refused(micro_encoder, tmp_path
     """Before: --max-length 2 left [CLS] [SEP] only (the pos probe died in a traceback with no words to fit) and
     --max-length 1 was not applied at all (the tokenizer does not truncate below its special tokens)."""
     root = _sst2(tmp_path / "data", n_train=12, n_dev=6)
-    with pytest.raises(UserError, match="--max-length must be at least 3"):
-        run_probe(micro_encoder, "sst2", root, seeds=(1,), max_length=max_length)
+    with pytest.raises(UserError, match="--max-length must be at least 3"):  # the door, before any probe
+        check_probe_inputs([PROBES["sst2"]], root, max_length)
+    argv = ["probe", "--model", str(micro_encoder), "--probes", "sst2", "--data", str(root)]
+    assert main([*argv, "--max-length", str(max_length)]) == 2
 
 
 def test_a_brown_folder_too_small_for_a_dev_split_is_one_line(micro_encoder, tmp_path):
