@@ -23,7 +23,6 @@ import numpy as np
 from electra.core.errors import UserError
 from electra.pll.nbest import Hypothesis, Utterance, length_penalty
 from electra.pll.rescore import DEFAULT_LAMBDAS, EditTable, choose_lambda
-from electra.pll.rescore_inputs import CLASSIC_ONLY
 
 # Log-spaced magnitudes, in spread units, from 1/100 to 30 of the anchor's spread (13 per side, and zero).
 MAGNITUDES = tuple(float(10**e) for e in np.linspace(-2.0, math.log10(30.0), 15))
@@ -58,12 +57,9 @@ def feature_value(hyp: Hypothesis, name: str, ln: LengthNorm = LengthNorm()) -> 
         if hyp.pieces is None:
             raise UserError(f"--ln: hypothesis {hyp.text!r} has a PLL but no piece count; score it again.")
         return hyp.pll / length_penalty(hyp.pieces, ln.alpha, ln.kind)
-    value = hyp.extra.get(name)  # the recognizer's fields, and `pll:NAME` of each extra scoring model
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise UserError(
-            f"feature {name!r}: hypothesis {hyp.text!r} has no finite number there; name numeric fields of the "
-            "lists' hypotheses (e.g. --features am_score,lm_score)."
-        )
+    # the recognizer's fields, checked finite in every hypothesis of every list by
+    # `electra.pll.rescore_inputs.check_features` before any scoring, and `pll:NAME` of each extra scoring model
+    value = hyp.extra[name]
     return float(value)
 
 
@@ -125,9 +121,8 @@ def fuse(
     """Weights for `names` (the first is the anchor, weight 1) with the lowest dev WER.
 
     `fixed` pins weights (in the features' units) that are not searched; `extra_candidates` adds raw-unit values to
-    a feature's grid (the classic λ grid, so that the default search contains the old one)."""
-    if not names:
-        raise UserError("fusion needs at least one feature.")
+    a feature's grid (the classic λ grid, so that the default search contains the old one). `names` holds the
+    anchor and at least one feature to weigh (`electra rescore` refuses fewer with its flags)."""
     matrix = FeatureMatrix.of(dev, names, ln)
     edits = EditTable.of(dev)
     spreads = matrix.spreads()
@@ -250,14 +245,13 @@ def search_weights(
     dev: list[Utterance], features: list[str], lambdas: tuple[float, ...] | None, ln: LengthNorm
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """The feature weights chosen on dev, and how they were found (for report.json): the λ of --lambdas with the
-    lowest dev WER, else the fusion search (which tries the classic λ grid too when the anchor is 'score')."""
+    lowest dev WER, else the fusion search (which tries the classic λ grid too when the anchor is 'score').
+
+    `electra rescore` checked the combination before any scoring: --lambdas comes with features
+    ["score", "pll"] only, and otherwise there are at least two features to fuse."""
     if lambdas is not None:
-        if features != ["score", "pll"]:
-            raise UserError(CLASSIC_ONLY)
         lam, table = choose_lambda(dev, lambdas, ln.alpha, ln.kind)
         return {"score": 1.0, "pll": lam}, {"recipe": "score + λ·PLL", "dev_wer_by_lambda": table}
-    if len(features) < 2:
-        raise UserError("nothing to fuse: give --model/--scores, more --features, or --length.")
     extra = {"pll": DEFAULT_LAMBDAS} if features[0] == "score" else None
     result = fuse(dev, features, extra_candidates=extra, ln=ln)
     search = {

@@ -263,9 +263,8 @@ def choose_lambda(
     ln_alpha: float = 0.0,
     ln_type: str = "gnmt",
 ) -> tuple[float, dict[float, float]]:
-    """The λ with the lowest dev WER (ties go to the smaller λ, the smaller change to the first pass)."""
-    if not lambdas:
-        raise UserError("no λ values to try; pass at least one to --lambdas.")
+    """The λ with the lowest dev WER (ties go to the smaller λ, the smaller change to the first pass). `lambdas`
+    holds at least one λ: `electra.pll.rescore_inputs.parse_lambdas` refuses an empty --lambdas."""
     edits = EditTable.of(dev)
     table = {lam: edits.wer([rescored_index(u, lam, ln_alpha, ln_type) for u in dev]) for lam in lambdas}
     best = min(sorted(table), key=lambda lam: table[lam])

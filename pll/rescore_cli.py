@@ -222,4 +222,7 @@ def _check_flags(args: argparse.Namespace) -> tuple[tuple[float, ...] | None, li
         )
     if args.model:
         check_device(args.device)
-    return lambdas, parse_features(args.features)
+    features = parse_features(args.features)
+    if len(features) + bool(args.model or args.scores) + (args.length != "none") < 2:
+        raise UserError("nothing to fuse: give --model/--scores, more --features, or --length.")
+    return lambdas, features
