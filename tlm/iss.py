@@ -144,17 +144,13 @@ def iss_select(
 ) -> ISSSelection:
     """Score every candidate batch against every validation batch with `model` (a `electra.tlm.model.TLMModel` with an LM
     objective) and pick `target` passages. Rows are encoded: candidates `input_ids`/`token_type_ids`, validation
-    rows also `label`."""
+    rows also `label`.
+
+    Checked before: the LM objective (`check_reference`, before the index is built), a pool that is not empty
+    (`electra.tlm.retrieval.retrieve` refuses a search that found nothing) and `target` from 1 (the command
+    line's --select-size) to the pool's size (`select_with_reference`)."""
     from tqdm.auto import tqdm
 
-    if model.lm is None:
-        raise UserError("ISS needs a reference model with an LM objective (not --objective none).")
-    if not candidate_rows:
-        raise UserError(
-            "ISS: the BM25 prefilter found no candidate passages; raise --top-k or check the corpus."
-        )
-    if target < 1:
-        raise UserError(f"--select-size must be at least 1, got {target}.")
     start = time.perf_counter()
     device = next(model.parameters()).device
     collate = PretrainingCollator(pad_token_id)
@@ -213,8 +209,8 @@ def select_with_reference(
 ) -> dict:
     """Algorithm 1 end to end: BM25 pool, reference model (`settings`: a `electra.tlm.settings.TLMSettings` for the brief joint
     run, whose task-dev split is the validation set), influence, and the selected corpus written to `out_dir`.
-    Returns the summary written beside it."""
-    check_layer(settings, layer)
+    Returns the summary written beside it. The caller has run `check_reference(settings, layer)` first, as
+    `electra tlm retrieve --select iss` does before the index is built."""
     train_examples = settings.read_split(settings.task_train)
     dev_examples = settings.read_split(settings.task_dev)
     started = time.perf_counter()

@@ -518,9 +518,8 @@ def retrieve(
     progress: bool = True,
     source: str = "task",
 ) -> RetrievalResult:
-    """The deduplicated union of every task text's top-k passages (long texts query with their keywords)."""
-    if top_k < 1:
-        raise UserError(f"--top-k must be at least 1, got {top_k}.")
+    """The deduplicated union of every task text's top-k passages (long texts query with their keywords).
+    `top_k` is at least 1: `electra tlm retrieve` checks --top-k before the index is built."""
     if not texts:
         raise UserError(f"{source}: no task texts to query with; is the file empty?")
     queries = [make_query(t, long_query_words, keyword_words) for t in texts]
@@ -627,11 +626,10 @@ def retrieve_corpus(
     source: str = "task",
     select_size: int | None = None,
 ) -> RetrievalResult:
-    """Query with every task text and write the union (cut to BM25's best `select_size` passages when given)."""
+    """Query with every task text and write the union (cut to BM25's best `select_size` passages when given;
+    at least 1, as `electra tlm retrieve` checks --select-size before the index is built)."""
     start = time.perf_counter()
     result = retrieve(index, texts, top_k, long_query_words, keyword_words, progress, source)
-    if select_size is not None and select_size < 1:
-        raise UserError(f"--select-size must be at least 1, got {select_size}.")
     if select_size is not None and select_size > len(result.doc_ids):
         # as ISS refuses it: a smaller corpus than asked for, silently, is no equal-size comparison
         raise UserError(
