@@ -55,6 +55,55 @@ def register(subparsers) -> None:
         ParseCvtSettings,
     )
     parse.set_defaults(func=run_parser)
+    vectors = subparsers.add_parser(
+        "word-vectors",
+        help="train word vectors on unlabeled text for `tag-bilstm --word-vectors` (needs gensim)",
+        description=VECTORS_DESCRIPTION,
+        formatter_class=DefaultsHelpFormatter,
+    )
+    vectors.add_argument(
+        "--corpus", required=True, help="unlabeled text: a text file, folder, JSONL or archive"
+    )
+    vectors.add_argument("--output", required=True, help="the vectors file to write (word2vec text format)")
+    vectors.add_argument("--dim", type=_positive, default=100, help="vector size (pass the same --word-dim)")
+    vectors.add_argument("--window", type=_positive, default=5, help="words either side that predict a word")
+    vectors.add_argument("--min-count", type=_positive, default=2, help="words rarer than this get no vector")
+    vectors.add_argument("--epochs", type=_positive, default=5, help="passes over the corpus")
+    vectors.add_argument("--seed", type=int, default=1, help="seed of the initial vectors and sampling")
+    vectors.add_argument("--workers", type=_positive, default=1, help="gensim's threads (1: reproducible)")
+    vectors.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    vectors.set_defaults(func=run_word_vectors)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: give a whole number of at least 1")
+    return value
+
+
+VECTORS_DESCRIPTION = """Train skip-gram word2vec vectors (gensim; `pip install gensim`) on an unlabeled corpus,
+its sentences split into words as `tag-bilstm --unlabeled` splits them and the words lowercased with digits as 0,
+as the tagger looks them up; writes them in word2vec text format for `tag-bilstm --word-vectors FILE`."""
+
+
+def run_word_vectors(args: argparse.Namespace) -> int:
+    from electra.tagging.unlabeled import unlabeled_sentences
+    from electra.tagging.word_vectors import train_word_vectors
+
+    refuse_to_replace([args.output], args.overwrite)
+    count = train_word_vectors(
+        lambda: unlabeled_sentences(args.corpus),
+        args.output,
+        dim=args.dim,
+        window=args.window,
+        min_count=args.min_count,
+        epochs=args.epochs,
+        seed=args.seed,
+        workers=args.workers,
+    )
+    print(f"{count} word vectors of size {args.dim} written to {args.output}")
+    return 0
 
 
 def _command(

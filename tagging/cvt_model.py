@@ -88,10 +88,13 @@ def build_vocabulary(
     labels: Sequence[str],
     min_count: int = 2,
     max_words: int | None = None,
+    vector_words: Sequence[str] = (),
 ) -> Vocabulary:
     """Words seen at least `min_count` times in `sentences` (the text the model trains on: the labeled sentences,
     and the unlabeled ones under CVT), the most frequent first, at most `max_words`; every character seen. Rarer
-    words read as `<unk>`, which the labeled data thereby trains (the embeddings start random: none offline)."""
+    words read as `<unk>`, which the labeled data thereby trains. With `vector_words` (the normalized words of a
+    pretrained vectors file, `electra.tagging.word_vectors`), those come first, all of them, and the text's words
+    join after them, as the reference code builds its vocabulary from GloVe's words and the training words."""
     word_counts: Counter[str] = Counter()
     char_counts: Counter[str] = Counter()
     for sentence in sentences:
@@ -100,6 +103,9 @@ def build_vocabulary(
             char_counts.update(word_form(word))
     kept = [w for w, n in sorted(word_counts.items(), key=lambda kv: (-kv[1], kv[0])) if n >= min_count]
     kept = [w for w in kept if w not in WORD_SPECIALS][:max_words]
+    if vector_words:
+        known = set(vector_words)
+        kept = [w for w in vector_words if w not in WORD_SPECIALS] + [w for w in kept if w not in known]
     chars = [c for c in sorted(char_counts) if c not in CHAR_SPECIALS]
     return Vocabulary(list(WORD_SPECIALS) + kept, list(CHAR_SPECIALS) + chars, list(labels))
 

@@ -24,6 +24,7 @@ from electra.core.settings import (
 AUXILIARY_MODULES = ("full", "fwd", "bwd", "future", "past")
 PARSER_MODULES = ("full", "fwd-fwd", "fwd-bwd", "bwd-fwd", "bwd-bwd")
 TAG_SCHEMES = ("bioes", "as-is")
+UNLABELED_TRAINS = ("all", "modules")
 
 
 @dataclass
@@ -63,6 +64,19 @@ class CvtTrainingSettings:
     )
     labeled_dropout: float = setting(0.5, "dropout rate on labeled batches", within=RATE)
     unlabeled_dropout: float = setting(0.2, "dropout rate on unlabeled batches", within=RATE)
+    cvt_start: int = setting(
+        0,
+        "labeled updates made alone before the unlabeled ones start (0: from the first, the reference's)",
+        within=NOT_NEGATIVE_COUNT,
+        flags=("--cvt-start",),
+    )
+    unlabeled_trains: str = setting(
+        "all",
+        "what the unlabeled updates train: all (the encoder too, the reference's) or modules (the auxiliary "
+        "modules only: the embeddings, character CNN and LSTMs learn from labeled batches alone)",
+        choices=UNLABELED_TRAINS,
+        flags=("--unlabeled-trains",),
+    )
     label_smoothing: float = setting(0.1, "label smoothing on labeled batches", within=FRACTION)
     eval_every: int = setting(
         500, "labeled updates between dev evaluations", within=COUNT, flags=("--eval-every",)
@@ -92,6 +106,13 @@ class CvtTrainingSettings:
         None, "keep at most N words in the vocabulary (the most frequent)", within=COUNT
     )
     word_dim: int = setting(300, "word embedding size", within=COUNT, flags=("--word-dim",))
+    word_vectors: str | None = setting(
+        None,
+        "start the word embeddings from these vectors (GloVe, word2vec or fastText text, gzipped too; their size "
+        "must be --word-dim); their words join the vocabulary (None: random start)",
+        flags=("--word-vectors",),
+        metavar="FILE",
+    )
     char_dim: int = setting(50, "character embedding size", within=COUNT, flags=("--char-dim",))
     char_filters: int = setting(
         100, "character CNN filters per width (widths 2, 3, 4)", within=COUNT, flags=("--char-filters",)

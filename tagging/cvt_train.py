@@ -28,7 +28,8 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,9 +57,12 @@ from electra.tagging.cvt_model import (
 from electra.tagging.cvt_settings import CvtSettings, CvtTrainingSettings
 from electra.tagging.spans import score_tags
 from electra.tagging.unlabeled import read_unlabeled
+from electra.tagging.word_vectors import read_word_vectors
 
 RESULTS_FILE = "results.json"
 SCORES = ("f1", "accuracy", "uas", "las")  # the scores kept at each evaluation and summarized over seeds
+SHARED = ("word_embeddings", "char_cnn", "lstm1", "lstm2")  # the encoder's parts every module reads
+TEACHER_SAMPLE = 500  # unlabeled sentences whose teacher predictions each evaluation row summarizes
 
 
 class CvtTask(Protocol):
@@ -104,6 +108,7 @@ class TaggingData:
     test_sentences: list[Sentence]
     unlabeled: list[list[str]]
     task: CvtTask
+    vectors: tuple[list[str], torch.Tensor] | None = None  # `--word-vectors`: (normalized words, vectors)
 
 
 def load_data(
@@ -123,7 +128,15 @@ def load_data(
     test_pairs = [(s.words, s.labels) for s in test_sentences]
     spans = is_span_scheme(tag for _, tags in pairs for tag in tags)
     task = TaggingTask(spans, settings.tag_scheme == "bioes")
-    return TaggingData(pairs, dev_pairs, test_pairs, test_sentences, read_corpus(settings, unlabeled), task)
+    corpus = read_corpus(settings, unlabeled)
+    return TaggingData(pairs, dev_pairs, test_pairs, test_sentences, corpus, task, read_vectors(settings))
+
+
+def read_vectors(settings: CvtTrainingSettings) -> tuple[list[str], torch.Tensor] | None:
+    """`--word-vectors`, read and checked once (`electra.tagging.word_vectors`; at most `max_words` of them)."""
+    if settings.word_vectors is None:
+        return None
+    return read_word_vectors(settings.word_vectors, settings.word_dim, settings.max_words)
 
 
 def read_corpus(settings: CvtTrainingSettings, unlabeled: str | Path | None) -> list[list[str]]:
@@ -270,8 +283,12 @@ def train_one(
     train = [(w, task.training_target(t)) for w, t in data.train]
     labels = task.labels([t for _, t in train])
     text = [w for w, _ in train] + (data.unlabeled if settings.cvt else [])
-    vocab = build_vocabulary(text, labels, settings.min_word_count, settings.max_words)
+    vector_words = data.vectors[0] if data.vectors is not None else ()
+    vocab = build_vocabulary(text, labels, settings.min_word_count, settings.max_words, vector_words)
     model = task.new_model(_model_shape(settings, vocab))
+    if data.vectors is not None:
+        start_from_vectors(model, vocab, *data.vectors)
+    shared = [p for name, p in model.named_parameters() if name.split(".")[0] in SHARED]
     average = WeightAverage(model, settings.ema_decay)
     optimizer = torch.optim.SGD(model.parameters(), lr=settings.learning_rate, momentum=settings.momentum)
     labeled = _batches(train, settings.batch_size, rng)
@@ -287,20 +304,29 @@ def train_one(
         progress, average.updates, best_state = load_checkpoint(
             checkpoint, model, average.model, optimizer, identity
         )
-        for _ in range(progress.labeled):  # the batches already trained on, drawn again in the same order
+        for step in range(1, progress.labeled + 1):  # the batches already trained on, drawn again in order
             next(labeled)
-            if unlabeled is not None:
+            if unlabeled is not None and step > settings.cvt_start:
                 next(unlabeled)
         log(f"seed {seed}: resumed from {checkpoint} at labeled update {progress.labeled}")
     started = time.perf_counter() - progress.seconds
     key = task.metric
+    warned = False
 
-    def update(loss: torch.Tensor) -> None:
+    def update(loss: torch.Tensor, kind: str) -> None:
+        """One SGD step on `loss` of a `kind` of batch (labeled, unlabeled); the shared encoder's gradient norm,
+        before clipping, is summed for the evaluation rows."""
         progress.updates += 1
         for group in optimizer.param_groups:
             group["lr"] = settings.rate(progress.updates)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        grads = [p.grad.norm() for p in shared if p.grad is not None]
+        norm = float(torch.stack(grads).norm()) if grads else 0.0
+        progress.sums[f"grad_{kind}"] = progress.sums.get(f"grad_{kind}", 0.0) + norm
+        if kind == "unlabeled" and settings.unlabeled_trains == "modules":
+            for parameter in shared:  # no gradient: SGD leaves them (and their momentum) alone this step
+                parameter.grad = None
         if settings.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
         optimizer.step()
@@ -312,18 +338,22 @@ def train_one(
         words, targets = zip(*next(labeled))
         batch = make_batch(words, vocab, model.config.max_word_length)
         loss = task.labeled_loss(model, batch, targets, vocab, settings)
-        update(loss)
+        update(loss, "labeled")
         progress.sums["labeled"] += float(loss.detach())
         progress.sums["n"] += 1
-        if unlabeled is not None:
+        if unlabeled is not None and progress.labeled > settings.cvt_start:
             loss = task.unlabeled_loss(
                 model, make_batch(next(unlabeled), vocab, model.config.max_word_length), settings
             )
-            update(loss)
+            update(loss, "unlabeled")
             progress.sums["unlabeled"] += float(loss.detach())
+            progress.sums["m"] = progress.sums.get("m", 0) + 1
         if progress.labeled % settings.eval_every == 0 or progress.labeled == settings.max_steps:
-            row = _evaluation_row(task, average.model, data, vocab, settings, progress, started)
+            row = _evaluation_row(task, average.model, model, data, vocab, settings, progress, started)
             progress.sums = {"labeled": 0.0, "unlabeled": 0.0, "n": 0}
+            if not warned and row.get("dev_top_share") == 1.0 and progress.updates >= settings.warmup_steps:
+                warned = True
+                log(one_label_warning(seed, row, key))
             if progress.best is None or row[f"dev_{key}"] > progress.best[f"dev_{key}"]:
                 if data.test:  # scored only where dev improves: the figure reported is test at best dev
                     test_scores = task.evaluate(average.model, data.test, vocab, settings)[0]
@@ -339,6 +369,8 @@ def train_one(
             )
 
     assert best_state is not None and progress.best is not None
+    if progress.history and progress.history[-1].get("dev_top_share") == 1.0:
+        log(one_label_warning(seed, progress.history[-1], key, end=True))
     model.load_state_dict(best_state)
     record = {
         "seed": seed,
@@ -349,6 +381,33 @@ def train_one(
     if output is not None:
         _save_result(output, model, vocab, record, data, settings)
     return record
+
+
+def one_label_warning(seed: int, row: dict, metric: str, end: bool = False) -> str:
+    """The one line a run logs when, past its warm-up, the evaluated tagger gives every dev word one label (a
+    supervised run may still leave that state; a CVT run that stays in it teaches it to its auxiliary modules);
+    `end`: the line of a run that finished in it."""
+    when = "finished" if end else f"is past its warm-up at labeled update {row['step']}"
+    return (
+        f"seed {seed}: warning: the tagger {when} and labels every dev word {row['dev_top']!r} (dev {metric} "
+        f"{row[f'dev_{metric}']:.4f}); if that lasts, see --cvt-start and --word-vectors in the tagging docs."
+    )
+
+
+def start_from_vectors(
+    model: CvtEncoder, vocab: Vocabulary, words: Sequence[str], vectors: torch.Tensor
+) -> int:
+    """Copy pretrained `vectors` (rows of `words`, normalized) into the word embeddings of the words the
+    vocabulary holds; the others keep their random start. Returns how many rows were set."""
+    ids = {w: i for i, w in enumerate(vocab.words)}
+    rows = [(ids[w], j) for j, w in enumerate(words) if w in ids]
+    if rows:
+        target, source = zip(*rows)
+        with torch.no_grad():
+            model.word_embeddings.weight[list(target)] = vectors[list(source)].to(
+                model.word_embeddings.weight
+            )
+    return len(rows)
 
 
 def _model_shape(settings: CvtTrainingSettings, vocab: Vocabulary) -> dict:
@@ -387,24 +446,50 @@ def _save_result(
 def _evaluation_row(
     task: CvtTask,
     model: CvtEncoder,
+    teacher: CvtEncoder,
     data: TaggingData,
     vocab: Vocabulary,
     settings: CvtTrainingSettings,
     progress: Progress,
     started: float,
 ) -> dict:
-    """One evaluation's row: where the run is, its mean losses since the last row, the dev score."""
+    """One evaluation's row: where the run is, its mean losses since the last row, the mean gradient norm of each
+    kind of update on the shared encoder (embeddings, character CNN, LSTMs; before clipping), the dev score of the
+    weight average `model`; for a tagger, the dev label it gives most and that label's share of the dev words, and
+    under CVT the share of the unlabeled words (the first `TEACHER_SAMPLE` sentences) that the `teacher` (the
+    current weights) gives its own most frequent label."""
     sums = progress.sums
+    scores, predicted = task.evaluate(model, data.dev, vocab, settings)
     row = {
         "step": progress.labeled,
         "updates": progress.updates,
         "seconds": round(time.perf_counter() - started, 1),
         "loss": sums["labeled"] / sums["n"],
-        f"dev_{task.metric}": task.evaluate(model, data.dev, vocab, settings)[0][task.metric],
+        f"dev_{task.metric}": scores[task.metric],
+        "grad_labeled": sums.get("grad_labeled", 0.0) / sums["n"],
     }
     if settings.cvt:
-        row["cvt_loss"] = sums["unlabeled"] / sums["n"]
+        unlabeled_updates = sums.get("m", 0)
+        row["cvt_loss"] = sums["unlabeled"] / unlabeled_updates if unlabeled_updates else 0.0
+        row["grad_unlabeled"] = (
+            sums.get("grad_unlabeled", 0.0) / unlabeled_updates if unlabeled_updates else 0.0
+        )
+    if isinstance(task, TaggingTask):
+        row["dev_top"], row["dev_top_share"] = top_share(tag for tags in predicted for tag in tags)
+        if settings.cvt:
+            sample = data.unlabeled[:TEACHER_SAMPLE]
+            ids = primary_argmax(teacher, sample, vocab, settings.eval_batch_size)
+            row["teacher_top"], row["teacher_top_share"] = top_share(vocab.labels[i] for s in ids for i in s)
     return row
+
+
+def top_share(labels: Iterable[str]) -> tuple[str, float]:
+    """The most frequent of `labels` and its share of them (("", 0.0) when there are none)."""
+    counts = Counter(labels)
+    if not counts:
+        return "", 0.0
+    label, count = counts.most_common(1)[0]
+    return label, count / sum(counts.values())
 
 
 @dataclass

@@ -24,7 +24,7 @@ from electra.tagging.cvt_parser import (
     parse_supervised_loss,
 )
 from electra.tagging.cvt_settings import ParseCvtSettings
-from electra.tagging.cvt_train import TaggingData, hold_out, read_corpus
+from electra.tagging.cvt_train import TaggingData, hold_out, read_corpus, read_vectors
 from electra.tagging.dependencies import Tree, attachment_scores, read_treebank, write_parses
 
 
@@ -99,4 +99,5 @@ def load_treebank_data(
     test_sentences, test_trees = ([], []) if test is None else read_treebank(test, columns)[:2]
     test_pairs = [(s.words, t) for s, t in zip(test_sentences, test_trees)]
     task = ParsingTask(relations, settings.arc_dim, settings.score_punctuation)
-    return TaggingData(pairs, dev_pairs, test_pairs, test_sentences, read_corpus(settings, unlabeled), task)
+    corpus = read_corpus(settings, unlabeled)
+    return TaggingData(pairs, dev_pairs, test_pairs, test_sentences, corpus, task, read_vectors(settings))
