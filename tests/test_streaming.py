@@ -3,6 +3,7 @@ re-tokenizing what was read before."""
 
 from dataclasses import replace
 from itertools import islice
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from electra.data.streaming import (
     WindowPacker,
     require_windows,
     slot_examples,
+    slot_share,
     stream_loader,
     stream_token_counts,
 )
@@ -68,36 +70,70 @@ def _key(example):
 
 
 def _window_examples(spec):
-    """What the cached path packs from the same documents, window by window, in corpus order."""
+    """What the cached path's rule packs from the same documents, window by window, in corpus order."""
     from tokenizers import Tokenizer
 
     encoder = WordPieceEncoder(Tokenizer.from_str(spec.tokenizer_json))
-    return [
-        [_key(e) for e in zip(*pack_documents(first, docs, encoder, spec.settings, spec.cls_id, spec.sep_id))]
-        for _, first, docs in spec.windows()
-    ]
+    return {
+        key: [
+            _key(e)
+            for e in zip(*pack_documents(first, docs, encoder, spec.settings, spec.cls_id, spec.sep_id))
+        ]
+        for key, first, docs in spec.windows()
+    }
 
 
-def test_the_slots_share_out_the_corpus_examples_without_overlap_and_reshuffle_each_pass(spec):
+@pytest.mark.parametrize("slots", [3, 20])
+def test_the_slots_share_out_the_corpus_examples_without_overlap_and_reshuffle_each_pass(
+    spec, slots, tmp_path
+):
+    """3 slots read the 12 files' pieces, each its own; 20 slots share gzipped files (read whole, so 12 pieces),
+    taking turns at their windows."""
     spec = replace(spec, held_out=4)
+    if slots > 12:
+        import gzip
+
+        folder = tmp_path / "gzipped"
+        folder.mkdir()
+        for file in sorted(Path(spec.corpus).iterdir()):
+            (folder / f"{file.name}.gz").write_bytes(gzip.compress(file.read_bytes()))
+        spec = replace(spec, corpus=str(folder), window_chars=1_000)
+    spec = spec.planned()
     windows = _window_examples(spec)
-    assert len(windows) >= 6
-    held = windows[0][:4]
-    windows[0] = windows[0][4:]
-    slots = 3
+    assert len(spec.pieces) == 12 and len(windows) >= (24 if slots > 12 else 12)
+    held = windows[(0, 0)][:4]
+    windows[(0, 0)] = windows[(0, 0)][4:]
     one_pass = []
     for slot in range(slots):
-        own = [e for number, examples in enumerate(windows) if number % slots == slot for e in examples]
+        pieces, group, turn = slot_share(spec.pieces, slot, slots)
+        own = [
+            e for (p, w), examples in windows.items() if p in pieces and w % group == turn for e in examples
+        ]
         stream = slot_examples(spec, slot, slots)
         first = [_key(e) for e in islice(stream, len(own))]
         second = [_key(e) for e in islice(stream, len(own))]
         assert sorted(first) == sorted(own)  # a pass is the slot's windows, each example once
         assert sorted(second) == sorted(first) and second != first  # the next pass is another order
-        assert Ledger(spec.ledger_dir, slot, slots).epoch_examples() == len(own)
+        assert Ledger(spec.ledger_dir, slot, slots).epoch_examples(pieces, group, turn) == len(own)
         one_pass += first
     assert len(set(one_pass)) == len(one_pass)  # no two examples of this corpus are alike
-    assert set(one_pass) == {e for examples in windows for e in examples}  # each slot its own, none lost
+    assert set(one_pass) == {
+        e for examples in windows.values() for e in examples
+    }  # each slot its own, none lost
     assert not set(held) & set(one_pass)  # the held-out examples are never trained on
+
+
+def test_pieces_go_to_the_slot_with_the_fewest_bytes():
+    from electra.data.corpus_pieces import Piece
+
+    pieces = tuple(Piece("f", "file", size=size) for size in (5, 1, 4, 2, 3, 3))
+    shares = [slot_share(pieces, slot, 2) for slot in range(2)]
+    assert [share[0] for share in shares] == [[0, 1, 5], [2, 3, 4]]  # 5+3+1 bytes against 4+3+2
+    assert slot_share(pieces[:2], 3, 5) == (
+        [1],
+        2,
+        1,
+    )  # slots 1 and 3 share piece 1; slot 3 takes odd windows
 
 
 @pytest.mark.parametrize("with_ledger", [True, False])
@@ -107,7 +143,10 @@ def test_a_slot_restarts_at_any_example_as_if_it_had_run_on(spec, with_ledger):
     if not with_ledger:
         spec = replace(spec, ledger_dir=None)
     else:
-        assert Ledger(spec.ledger_dir, 1, 2).epoch_examples() is not None
+        assert (
+            Ledger(spec.ledger_dir, 1, 2).epoch_examples(slot_share(spec.planned().pieces, 1, 2)[0])
+            is not None
+        )
     for skip in (0, 1, 57, 400, 1_234):
         restarted = [_key(e) for e in islice(slot_examples(spec, 1, 2, skip=skip), 200)]
         assert restarted == straight[skip : skip + 200], skip
@@ -115,14 +154,14 @@ def test_a_slot_restarts_at_any_example_as_if_it_had_run_on(spec, with_ledger):
 
 def test_a_ledger_line_cut_by_a_kill_is_ignored(tmp_path):
     ledger = Ledger(str(tmp_path), 0, 2)
-    ledger.record(0, 10)
-    ledger.record(2, 7)
+    ledger.record(0, 0, 10)
+    ledger.record(0, 2, 7)
     with ledger.path.open("a") as out:
-        out.write("4 1\n6 ")  # a kill cut the line of window 6
+        out.write("0 4 1\n0 6 ")  # a kill cut the line of window 6
     again = Ledger(str(tmp_path), 0, 2)
-    assert again.counts == {0: 10, 2: 7, 4: 1} and again.epoch_examples() is None
-    again.record_end(4)
-    assert Ledger(str(tmp_path), 0, 2).epoch_examples() == 17  # windows 0 and 2 are this slot's of 4
+    assert again.counts == {(0, 0): 10, (0, 2): 7, (0, 4): 1} and again.epoch_examples([0], 2, 0) is None
+    again.record_end(0, 5)
+    assert Ledger(str(tmp_path), 0, 2).epoch_examples([0], 2, 0) == 18  # windows 0, 2 and 4 are this slot's
 
 
 def test_loader_batches_from_a_start_equal_the_tail_of_a_run_from_zero(spec):

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from electra.core.errors import UserError
 from electra.data.corpus_files import decoded_blocks, file_members
@@ -65,27 +65,36 @@ def read_documents(
             "saved dataset."
         )
     if is_saved_dataset(path):
-        for document in _read_saved_dataset(path, text_field):
-            yield from bounded(document)
+        yield from saved_dataset_documents(path, text_field)
         return
     files = corpus_files(path)
     if not files:
         raise UserError(f"corpus {path} holds no readable text files (.txt, .jsonl, .parquet, archives).")
-    boundary = doc_boundary
-    if boundary == "auto":
-        boundary = "file" if path.is_dir() and len(files) > 1 else "blank"
+    boundary = resolved_boundary(path, files, doc_boundary)
     for file in files:
-        for member in file_members(file, open_corpus_file):
-            if member.kind == "parquet":
-                documents = _parquet_documents(member.name, member.stream, text_field)
-            elif member.kind == "json":
-                blocks = decoded_blocks(member.name, member.stream, strict_utf8, whole_lines=True)
-                documents = _jsonl_documents(member.name, blocks, text_field)
-            else:
-                blocks = decoded_blocks(member.name, member.stream, strict_utf8, whole_lines=False)
-                documents = _text_documents(blocks, boundary)
-            for document in documents:
-                yield from bounded(document)
+        yield from file_documents(file, boundary, strict_utf8, text_field)
+
+
+def resolved_boundary(path: Path, files: list[Path], doc_boundary: str) -> str:
+    """`doc_boundary` with "auto" decided: a folder of several files is a document per file, else blank lines."""
+    if doc_boundary == "auto":
+        return "file" if path.is_dir() and len(files) > 1 else "blank"
+    return doc_boundary
+
+
+def file_documents(file: Path, boundary: str, strict_utf8: bool, text_field: str) -> Iterator[str]:
+    """The documents of one corpus file, whatever its packaging (`read_documents`, one file)."""
+    for member in file_members(file, open_corpus_file):
+        if member.kind == "parquet":
+            documents = _parquet_documents(member.name, member.stream, text_field)
+        elif member.kind == "json":
+            blocks = decoded_blocks(member.name, member.stream, strict_utf8, whole_lines=True)
+            documents = jsonl_documents(member.name, blocks, text_field)
+        else:
+            blocks = decoded_blocks(member.name, member.stream, strict_utf8, whole_lines=False)
+            documents = text_documents(blocks, boundary)
+        for document in documents:
+            yield from bounded(document)
 
 
 def bounded(document: str, limit: int = MAX_DOCUMENT_CHARS) -> Iterator[str]:
@@ -154,18 +163,33 @@ def is_saved_dataset(path: Path) -> bool:
     return path.is_dir() and (path / "dataset_info.json").is_file() and (path / "state.json").is_file()
 
 
-def _read_saved_dataset(path: Path, text_field: str) -> Iterator[str]:
+def saved_dataset_split(path: Path) -> Any:
+    """The split of a saved dataset that a corpus reads: the dataset itself, or a DatasetDict's train split (or its
+    only one). Memory-mapped: opening it reads no text."""
     from datasets import load_from_disk
 
     dataset = load_from_disk(str(path))
     if hasattr(dataset, "keys"):  # a DatasetDict: use its train split, or its only split
         split = "train" if "train" in dataset else next(iter(dataset))
         dataset = dataset[split]
+    return dataset
+
+
+def saved_dataset_documents(path: Path, text_field: str, rows: range | None = None) -> Iterator[str]:
+    """The documents of a saved dataset (its `rows` only, when given), each cut to MAX_DOCUMENT_CHARS pieces."""
+    for document in _read_saved_dataset(path, text_field, rows):
+        yield from bounded(document)
+
+
+def _read_saved_dataset(path: Path, text_field: str, rows: range | None = None) -> Iterator[str]:
+    dataset = saved_dataset_split(path)
     if text_field not in dataset.column_names:
         raise UserError(
             f"dataset {path} has no {text_field!r} column (columns: {', '.join(dataset.column_names)}); "
             "name its text column with --text-field."
         )
+    if rows is not None:
+        dataset = dataset.select(rows)
     for batch in dataset.select_columns([text_field]).iter(batch_size=1000):
         for text in batch[text_field]:
             if isinstance(text, str) and text.strip():
@@ -192,11 +216,11 @@ def _parquet_documents(name: str, path: Path, text_field: str) -> Iterator[str]:
                 yield text
 
 
-def _text_documents(blocks: Iterator[str], boundary: str) -> Iterator[str]:
+def text_documents(blocks: Iterator[str], boundary: str, tagged: bool | None = None) -> Iterator[str]:
     """Documents of a text file given as decoded blocks: blank-line-separated paragraphs, each with its
     whitespace runs made one space; with `boundary` "file", paragraphs joined by newlines into documents of up to
-    MAX_DOCUMENT_CHARS. Brown-style `word/tag` text (judged on the file's start) loses its tags."""
-    tagged: bool | None = None
+    MAX_DOCUMENT_CHARS. Brown-style `word/tag` text loses its tags: `tagged` says whether the file is such text,
+    and None judges it on the first block (the file's start)."""
     lines: list[str] = []  # the paragraph being read
     size = 0
     document: list[str] = []  # boundary "file": the paragraphs waiting to be joined
@@ -270,7 +294,7 @@ def json_lines(name: str, text: str, expected: str, first_line: int = 1) -> Iter
         yield number, record
 
 
-def _jsonl_documents(name: str, blocks: Iterator[str], text_field: str) -> Iterator[str]:
+def jsonl_documents(name: str, blocks: Iterator[str], text_field: str) -> Iterator[str]:
     expected = f"an object with a string {text_field!r} field"
     first_line = 1
     for block in blocks:
