@@ -4,8 +4,9 @@ The house rule is "check input once, at the door": a value is checked where it e
 file reader, the run-input check, a command-line module) and the code below trusts it. This script measures how
 well the algorithm floors keep that rule, so the figure can be compared between commits:
 
-    python bench/raise_density.py            # a table per floor
-    python bench/raise_density.py --modules  # and one row per module
+    python bench/raise_density.py                # a table per floor, of the working tree
+    python bench/raise_density.py --modules      # and one row per module
+    python bench/raise_density.py --rev 793a47b  # the files as committed at a revision (git show)
 
 What is counted. A *source line* is a non-blank line of a `.py` file (docstrings and comments included, as a
 reader meets them); a *raise site* is one `raise` statement found by parsing the file (`ast.Raise`), so a `raise`
@@ -23,9 +24,10 @@ The doors, counted in their own row and left out of the floor's figure, because 
   and choices, checked once when the settings are made, from flags or from Python;
 - run inputs (`electra/training/run_folder.py`, `glue/inputs.py`, `pll/rescore_inputs.py`): the paths, output
   folder and resume record a run reads, checked before anything is written or loaded;
-- file readers (`squad/data.py`, `tagging/conll.py`, `tagging/dependencies.py`, `pll/nbest.py`,
-  `pll/nbest_formats.py`, `tlm/tasks.py`, `probes/data.py`): a malformed file is refused where it is read, naming
-  the file and line.
+- file readers (`squad/data.py`, `tagging/conll.py`, `tagging/dependencies.py`, `tagging/word_vectors.py`,
+  `pll/nbest.py`, `pll/nbest_formats.py`, `tlm/tasks.py`, `probes/data.py`, and `electra/training/continued.py`,
+  which reads the `--init-from` checkpoint: its config, tokenizer and weights): a malformed file is refused where
+  it is read, naming the file and line.
 
 Everything else in a floor is algorithm code, and its figure is the one the rule is about.
 """
@@ -34,6 +36,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +58,8 @@ READERS = {
     "pll/nbest_formats.py",
     "tlm/tasks.py",
     "probes/data.py",
+    "tagging/word_vectors.py",
+    "electra/training/continued.py",
 }
 
 
@@ -85,25 +91,47 @@ class Count:
         return 1000.0 * self.raises / self.lines if self.lines else 0.0
 
 
-def count_file(path: Path) -> Count:
-    """Non-blank lines and `raise` statements of one source file."""
-    text = path.read_text(encoding="utf-8")
+def count_text(text: str, name: str) -> Count:
+    """Non-blank lines and `raise` statements of one source file's text."""
     lines = sum(1 for line in text.splitlines() if line.strip())
-    raises = sum(isinstance(node, ast.Raise) for node in ast.walk(ast.parse(text, str(path))))
+    raises = sum(isinstance(node, ast.Raise) for node in ast.walk(ast.parse(text, name)))
     return Count(lines, raises)
+
+
+def sources(folder: str, rev: str | None) -> Iterator[tuple[str, str]]:
+    """(path relative to the repository, text) of each `.py` file directly in `folder`: in the working tree, or
+    as committed at `rev` (so that figures do not depend on files being edited)."""
+    if rev is None:
+        for path in sorted((ROOT / folder).glob("*.py")):
+            yield path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8")
+        return
+    listing = subprocess.run(
+        ["git", "ls-tree", "--name-only", f"{rev}:{folder}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for name in sorted(n for n in listing.stdout.split() if n.endswith(".py")):
+        shown = subprocess.run(
+            ["git", "show", f"{rev}:{folder}/{name}"], cwd=ROOT, capture_output=True, text=True, check=True
+        )
+        yield f"{folder}/{name}", shown.stdout
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modules", action="store_true", help="also print one row per module")
+    parser.add_argument(
+        "--rev", help="count the files as committed at this git revision, not the working tree"
+    )
     args = parser.parse_args()
     print(f"{'floor / module':<44} {'kind':<13} {'lines':>6} {'raises':>6} {'/1,000':>7}")
     for floor, folders in FLOORS.items():
         algorithm, doors, rows = Count(), Count(), []
         for folder in folders:
-            for path in sorted((ROOT / folder).glob("*.py")):
-                rel = path.relative_to(ROOT).as_posix()
-                count, kind = count_file(path), door_kind(rel)
+            for rel, text in sources(folder, args.rev):
+                count, kind = count_text(text, rel), door_kind(rel)
                 (doors if kind else algorithm).add(count)
                 rows.append((rel, kind or "algorithm", count))
         if args.modules:
