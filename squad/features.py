@@ -36,19 +36,21 @@ CACHE_MANIFEST = "electra-manifest.json"  # beside the saved dataset: what a dam
 
 @dataclass(frozen=True)
 class FeatureSettings:
+    """How questions and contexts are cut into windows. Each count's range is declared (and checked) in
+    `electra.squad.settings.SquadSettings`; the rule between them, room for context after the longest question,
+    is checked here once, when the settings are made (and again for the model's own length, which
+    `check_model_fits` makes them with)."""
+
     max_seq_length: int = 384
     doc_stride: int = 128
     max_query_length: int = 64
 
-    def check(self) -> FeatureSettings:
-        if self.doc_stride < 1:
-            raise UserError(f"--doc-stride must be at least 1, got {self.doc_stride}.")
+    def __post_init__(self) -> None:
         if self.max_seq_length - self.max_query_length - 3 < 1:
             raise UserError(
                 f"--max-seq-length {self.max_seq_length} leaves no room for context after a question of up to "
                 f"{self.max_query_length} tokens; raise it."
             )
-        return self
 
 
 def examples_to_columns(examples: Sequence[SquadExample]) -> dict[str, list]:
@@ -85,7 +87,6 @@ def build_features(
     """Training features (labels) or evaluation features (offsets, max-context flags) as a `datasets.Dataset`."""
     import datasets
 
-    settings.check()
     if not getattr(tokenizer, "is_fast", False):
         raise UserError(
             "SQuAD preprocessing needs a fast tokenizer (character offsets); save one with the model."

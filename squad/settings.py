@@ -99,7 +99,9 @@ class SquadSettings:
                 f"na_threshold must be a finite number, got {self.na_threshold} (a large one, like 1e9, never "
                 "predicts no answer)."
             )
-        self.feature_settings().check()
+        if self.train is None and self.eval is None:
+            raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
+        self.feature_settings()  # the windows' rule between lengths, checked as the feature settings are made
 
     def feature_settings(self) -> FeatureSettings:
         return FeatureSettings(self.max_seq_length, self.doc_stride, self.max_query_length)

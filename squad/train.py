@@ -116,11 +116,9 @@ def collate(rows: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torc
 
 
 def check_inputs(settings: SquadSettings) -> dict[str, list[SquadExample]]:
-    """What can be checked before any work (and before `--overwrite` deletes an earlier run): there is something
-    to do, the model directory exists, and the data files are SQuAD files of the version asked for. Returns the
+    """What can be checked before any work (and before `--overwrite` deletes an earlier run; that there is
+    something to do, the settings checked as they were made): the model directory exists, and the data files are SQuAD files of the version asked for. Returns the
     questions read ("train", "eval"), for `finetune` to use instead of parsing the files again."""
-    if settings.train is None and settings.eval is None:
-        raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
     refuse_run_folder(settings.model, "--model", "fine-tune it")
     model_dir = finetune_dir(settings.model) if settings.train is not None else Path(settings.model)
     if read_model_config(model_dir) is None:
@@ -154,7 +152,7 @@ def check_model_fits(settings: SquadSettings) -> None:
         require_tokenizer_fits(tokenizer, rows, tokenizer_dir)
     if isinstance(positions, int) and settings.max_seq_length > positions:
         try:
-            replace(settings.feature_settings(), max_seq_length=positions).check()
+            replace(settings.feature_settings(), max_seq_length=positions)
         except UserError:
             raise UserError(
                 f"{model_dir}: the model takes {positions} positions, so --max-seq-length {settings.max_seq_length} "
@@ -167,8 +165,6 @@ def finetune(settings: SquadSettings, parsed: dict[str, list[SquadExample]] | No
     """Train (when `settings.train`), save the model, evaluate (when `settings.eval`); returns the eval results.
     `parsed` is what `check_inputs` read from the same settings."""
     parsed = parsed or {}
-    if settings.train is None and settings.eval is None:
-        raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
     accelerator = make_accelerator(settings.mixed_precision)
     set_seed(settings.seed)
     output = Path(settings.output)
