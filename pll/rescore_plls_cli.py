@@ -20,7 +20,7 @@ from electra.pll.resumable import keep_plls, score_texts_saving
 
 if TYPE_CHECKING:
     from electra.pll.nbest import Utterance
-    from electra.pll.rescore import SavedScores
+    from electra.pll.score_files import SavedScores
     from electra.pll.scoring import Scorer
 
 
@@ -35,7 +35,8 @@ def attach_first_pll(
     scores are saved in `saved` as they come, and then every PLL of the feature is kept there.
 
     Returns the method's name and the scorer's identity (None when the saved scores do not record one)."""
-    from electra.pll.rescore import attach_plls, saved_scores
+    from electra.pll.rescore import attach_plls
+    from electra.pll.score_files import saved_scores
 
     known = saved_scores(args.scores)
     texts = hypothesis_texts(lists)

@@ -15,9 +15,9 @@ from electra.pll.rescore import (
     first_best,
     oracle_best,
     rescored_best,
-    saved_scores,
     split_report,
 )
+from electra.pll.score_files import saved_scores
 from electra.pll.wer import corpus_wer, edit_distance
 
 
