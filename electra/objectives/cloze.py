@@ -78,8 +78,9 @@ class Cloze(Objective):
     def kept_encoder(self, model: Parts) -> nn.Module:
         return model.generator
 
-    def kept_module(self, model: Parts) -> nn.Module:
-        raise UserError(NO_KEPT_ENCODER)
+    # No kept_module: a cloze run keeps no transformers model to continue from, and `requires` refuses init_from,
+    # the one setting that asks for it (`electra.training.continued.load_initial_weights`), where the config is
+    # checked.
 
     def export_parts(self, model: Parts):
         return [generator_export_part(model.generator, self.name)]
