@@ -51,7 +51,8 @@ def encode(
 ) -> tuple[list[dict], list[Window]]:
     """(features, windows): per window, input_ids and token_type_ids ([CLS] pieces [SEP]) and, with `labels`,
     `labels` (the word's label id on its first piece; a label outside `label_ids` counts as IGNORE, so a dev
-    file's unseen tag is scored but not trained on). Windows are in sentence order."""
+    file's unseen tag is scored but not trained on). Windows are in sentence order. `max_seq_length` is at least 3
+    ([CLS], a piece, [SEP]): `electra.tagging.settings.TagSettings` checks it when the settings are made."""
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     if cls is None or sep is None or tokenizer.unk_token_id is None:
         raise UserError(
@@ -59,8 +60,6 @@ def encode(
             "encoders (ELECTRA, BERT): give such a checkpoint."
         )
     budget = max_seq_length - 2
-    if budget < 1:
-        raise UserError(f"--max-seq-length {max_seq_length} leaves no room for a word; give at least 3.")
     features: list[dict] = []
     windows: list[Window] = []
     for index, words in enumerate(word_pieces(tokenizer, sentences)):

@@ -102,6 +102,10 @@ class TagSettings:
 
     def __post_init__(self) -> None:
         check_declared(self, "")
+        if self.max_seq_length < 3:  # a window is [CLS] pieces [SEP]
+            raise UserError(
+                f"--max-seq-length {self.max_seq_length} leaves no room for a word; give at least 3."
+            )
         if self.cvt != (self.unlabeled is not None):
             raise UserError(
                 "--cvt and --unlabeled CORPUS go together: Cross-View Training learns from the unlabeled text."
