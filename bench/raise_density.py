@@ -25,9 +25,10 @@ The doors, counted in their own row and left out of the floor's figure, because 
 - run inputs (`electra/training/run_folder.py`, `glue/inputs.py`, `pll/rescore_inputs.py`): the paths, output
   folder and resume record a run reads, checked before anything is written or loaded;
 - file readers (`squad/data.py`, `tagging/conll.py`, `tagging/dependencies.py`, `tagging/word_vectors.py`,
-  `pll/nbest.py`, `pll/nbest_formats.py`, `pll/score_files.py`, `tlm/tasks.py`, `probes/data.py`, and `electra/training/continued.py`,
-  which reads the `--init-from` checkpoint: its config, tokenizer and weights): a malformed file is refused where
-  it is read, naming the file and line.
+  `pll/nbest.py`, `pll/nbest_formats.py`, `pll/score_files.py`, `tlm/tasks.py`, `probes/data.py`,
+  `glue/teachers.py`, the teacher files `--save-train-logits` writes and `--teachers` reads, and
+  `electra/training/continued.py`, which reads the `--init-from` checkpoint: its config, tokenizer and weights):
+  a malformed file is refused where it is read, naming the file and line.
 
 Everything else in a floor is algorithm code, and its figure is the one the rule is about.
 """
@@ -57,6 +58,7 @@ READERS = {
     "pll/nbest.py",
     "pll/nbest_formats.py",
     "pll/score_files.py",
+    "glue/teachers.py",
     "tlm/tasks.py",
     "probes/data.py",
     "tagging/word_vectors.py",
