@@ -111,7 +111,7 @@ def _distinct_models(models: list[str]) -> dict[str, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from electra.probes.run import check_probe_inputs, parse_probe_list
+    from electra.probes.inputs import check_probe_inputs, parse_probe_list
 
     require_counts(args, ("seeds", "max_length", "batch_size"), optional=("max_train",))
     if args.resume and not args.output:

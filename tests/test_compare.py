@@ -1034,7 +1034,8 @@ def test_a_probe_cell_made_on_other_data_is_stale(tmp_path):
     """Before: a probe cell kept only its seeds and sample size, so after the probe's data changed (a corrected
     SST-2 file) the old accuracies stayed in the report, unlike a GLUE cell's."""
     from electra.app.compare.run import collect_results
-    from electra.probes.run import data_sha256, get_probe
+    from electra.probes.inputs import get_probe
+    from electra.probes.run import data_sha256
 
     data = _write_sst2(tmp_path / "data")
     settings = CompareSettings(

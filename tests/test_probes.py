@@ -15,8 +15,9 @@ from electra.core.errors import UserError
 from electra.core.files import file_sha256
 from electra.core.run_records import INPUT_DIGESTS
 from electra.probes.data import base_tag, read_brown, read_sst2, split_brown
+from electra.probes.inputs import PROBES, check_probe_inputs
 from electra.probes.linear import accuracy, fit_probe, load_frozen, sentence_features, token_features
-from electra.probes.run import PROBES, check_probe_inputs, random_encoder_dir, run_probe, training_samples
+from electra.probes.run import random_encoder_dir, run_probe, training_samples
 
 WORDS = [
     "the",

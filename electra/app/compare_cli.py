@@ -131,7 +131,7 @@ def _settings(args: argparse.Namespace) -> CompareSettings:
     read later, by `checks.check_inputs`)."""
     from electra.core.config_files import parse_overrides
     from electra.glue.tasks import parse_task_list, resolve_data_dir
-    from electra.probes.run import parse_probe_list
+    from electra.probes.inputs import parse_probe_list
 
     _check_numbers(args)
     objectives = _objectives(args)

@@ -20,14 +20,8 @@ from electra.app.compare.layout import (
 )
 from electra.app.compare.settings import CompareSettings
 from electra.core.files import read_json_record
-from electra.probes.run import (
-    check_probe_inputs,
-    data_sha256,
-    get_probe,
-    random_encoder_dir,
-    run_probe,
-    training_samples,
-)
+from electra.probes.inputs import check_probe_inputs, get_probe
+from electra.probes.run import data_sha256, random_encoder_dir, run_probe, training_samples
 
 PROBE_MAX_LENGTH = 128  # the pieces a probe reads of each sentence (`electra probe --max-length`'s default)
 

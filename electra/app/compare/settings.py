@@ -130,7 +130,7 @@ class CompareSettings:
     )
     probes: list[str] = field(
         default_factory=list
-    )  # `electra.probes.run.PROBES` names, run on every checkpoint
+    )  # `electra.probes.inputs.PROBES` names, run on every checkpoint
     probe_data: Path | None = None  # the folder holding glue/ and corpus/
     probe_max_train: int | None = setting(
         None,
