@@ -26,7 +26,8 @@ The doors, counted in their own row and left out of the floor's figure, because 
   the paths, output folder and resume record a run reads, checked before anything is written or loaded;
 - file readers (`squad/data.py`, `tagging/conll.py`, `tagging/dependencies.py`, `tagging/word_vectors.py`,
   `pll/nbest.py`, `pll/nbest_formats.py`, `pll/score_files.py`, `tlm/tasks.py`, `probes/data.py`,
-  `glue/teachers.py`, the teacher files `--save-train-logits` writes and `--teachers` reads, and
+  `glue/teachers.py`, the teacher files `--save-train-logits` writes and `--teachers` reads, `tlm/saved_index.py`,
+  a saved BM25 index opened and checked, and
   `electra/training/continued.py`, which reads the `--init-from` checkpoint: its config, tokenizer and weights):
   a malformed file is refused where it is read, naming the file and line.
 
@@ -59,6 +60,7 @@ READERS = {
     "pll/nbest_formats.py",
     "pll/score_files.py",
     "glue/teachers.py",
+    "tlm/saved_index.py",
     "tlm/tasks.py",
     "probes/data.py",
     "tagging/word_vectors.py",

@@ -19,9 +19,6 @@ from electra.tlm.retrieval import (
     BUILD_LOCK,
     CORPUS_FILE,
     CORPUS_SUBDIR,
-    DOCS_FILE,
-    META_FILE,
-    BM25Index,
     build_index,
     load_or_build_index,
     make_query,
@@ -30,6 +27,7 @@ from electra.tlm.retrieval import (
     split_passages,
     union_top_k,
 )
+from electra.tlm.saved_index import DOCS_FILE, META_FILE, BM25Index
 
 FILLER = [
     "The committee met on Tuesday to discuss the budget for the coming year and the new roads.",

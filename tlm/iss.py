@@ -32,7 +32,8 @@ from transformers import ElectraModel
 from electra.core.errors import UserError
 from electra.data.packing import PretrainingCollator
 from electra.nn.hf_configs import discriminator_hf_config
-from electra.tlm.retrieval import BM25Index, retrieve, write_selection
+from electra.tlm.retrieval import retrieve, write_selection
+from electra.tlm.saved_index import BM25Index
 from electra.tlm.settings import TASK_ONLY, TLMSettings, run_config
 from electra.tlm.tartan import flat
 from electra.tlm.task_data import encode_task
