@@ -21,7 +21,8 @@ import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, ElectraTokenizerFast
 
 from electra.objectives import build_config
-from electra.pll.scoring import ElectricScorer, MaskedLMScorer, pick_device
+from electra.pll.model_dirs import pick_device
+from electra.pll.scoring import ElectricScorer, MaskedLMScorer
 
 REPO = Path(__file__).resolve().parents[1]
 

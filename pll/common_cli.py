@@ -67,6 +67,6 @@ def load_scorer_from_args(
 def check_device(name: str) -> None:
     """Refuse a --device this machine lacks before any input is read or model loaded (`load_scorer` checks it
     the same way)."""
-    from electra.pll.scoring import check_device as check
+    from electra.pll.model_dirs import check_device as check
 
     check(name)

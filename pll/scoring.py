@@ -1,5 +1,6 @@
 """Pseudo-log-likelihood scorers: Electric (one pass), ELECTRA-TT (one pass of each model), masked LM (one pass
-per token, the Salazar et al. baseline), and the loader that picks one from a model directory.
+per token, the Salazar et al. baseline), and the loader that builds one from a model directory (what a directory
+offers, and the method and device, are checked first, in `electra.pll.model_dirs`).
 
 Every scorer returns per-token scores for the non-special tokens of a sentence; the sentence PLL is their sum and a
 word's score is the sum over its pieces. Electric's and ELECTRA-TT's scores are unnormalised log-likelihoods (the
@@ -19,16 +20,17 @@ from typing import Any
 
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoModelForMaskedLM, AutoTokenizer, ElectraForPreTraining
+from transformers import AutoModelForMaskedLM, ElectraForPreTraining
 
 from electra.core.errors import UserError
 from electra.core.files import feed_file
-from electra.data.tokenization import holds_tokenizer, require_tokenizer_fits
+from electra.data.tokenization import require_tokenizer_fits
 from electra.discriminators.energy import electra_tt_token_log_likelihood
-from electra.export.layout import load_pretrained, read_export, read_model_config, refuse_run_folder
+from electra.export.layout import load_pretrained
 from electra.generators.shared_towers import cloze_log_q
-from electra.generators.two_tower import TwoTowerGenerator, is_two_tower_dir
-from electra.pll.methods import METHOD_PARTS, METHODS, WITHIN_WORD
+from electra.generators.two_tower import TwoTowerGenerator
+from electra.pll.methods import WITHIN_WORD
+from electra.pll.model_dirs import ModelLayout, inspect_model_dir, load_tokenizer, pick_device, resolve_method
 from electra.training.run_log import progress_off
 
 log = logging.getLogger(__name__)
@@ -391,124 +393,6 @@ def _masked_lm_head(model: Any) -> Any:
 
 
 # ---------------------------------------------------------------- loading
-
-
-def _is_masked_lm(config: dict[str, Any] | None) -> bool:
-    return bool(config) and any(a.endswith("ForMaskedLM") for a in config.get("architectures") or [])
-
-
-@dataclass
-class ModelLayout:
-    """What a model directory offers for scoring: method -> the directories it reads (default method first)."""
-
-    root: Path
-    objective: str | None
-    methods: dict[str, list[Path]]
-    tokenizer_dirs: list[Path] = field(default_factory=list)  # where else a tokenizer may be saved
-
-
-def inspect_model_dir(path: str | Path) -> ModelLayout:
-    """An export (or one of its parts) answers from its manifest; any other directory from what it holds."""
-    root = Path(path)
-    # a run's export.json, a weights file: "does not exist" had sent the user looking for a typo
-    if root.is_file():
-        raise UserError(
-            f"{root}: is a file, not a model directory; give the folder that holds it ({root.parent})."
-        )
-    if not root.is_dir():
-        raise UserError(f"{root}: model directory does not exist.")
-    export = read_export(root)
-    if export is not None:
-        methods = {m: [export.part(name) for name in names] for m, names in export.scoring.items()}
-        if export.root != root:  # a part was named: the methods that read it, the manifest's order kept
-            methods = {m: dirs for m, dirs in methods.items() if root in dirs}
-        return ModelLayout(root, export.objective, methods, list(export.parts.values()))
-    refuse_run_folder(root, "--model", "score with it")  # not "nothing here can score PLL"
-    config = read_model_config(root)
-    objective = None
-    methods: dict[str, list[Path]] = {}
-    if config and "ElectraForPreTraining" in (config.get("architectures") or []):
-        objective = config.get("electra_objective", "electra")
-        # the part's own record (`electra.export.layout.save_hf_model`); Electric's exports from before it existed
-        # carry the objective alone
-        method = config.get("electra_scoring") or ("electric" if objective == "electric" else None)
-        if method is not None:  # e.g. Electric: its head's output is -E, so it scores on its own
-            methods[method] = [root]
-    if is_two_tower_dir(root):
-        methods["cloze"] = [root]
-    if _is_masked_lm(config):
-        methods["mlm"] = [root]
-    return ModelLayout(root, objective, methods)
-
-
-def resolve_method(layout: ModelLayout, method: str) -> str:
-    """`auto` -> the directory's default method; any other method must be one the directory supports."""
-    if method not in METHODS:
-        raise UserError(f"unknown scoring method {method!r}; choose one of {', '.join(METHODS)}.")
-    offered = ", ".join(layout.methods) or "none"
-    if method == "auto":
-        if layout.methods:
-            return next(iter(layout.methods))
-        raise UserError(
-            f"{layout.root}: nothing here can score PLL: it needs an Electric discriminator, an ELECTRA-TT "
-            "discriminator with its two-tower generator, a two-tower generator, or a masked LM (an ...ForMaskedLM "
-            "checkpoint)."
-        )
-    if method not in layout.methods:
-        needs = " and ".join(METHOD_PARTS[method])
-        hint = ""
-        if method in ("electric", "electra-tt") and layout.objective not in (None, method):
-            hint = f" (its discriminator was trained as {layout.objective!r}, so its output is not what {method} reads)"
-        raise UserError(
-            f"{layout.root}: cannot score with --method {method}: it needs {needs}{hint}; this directory offers: "
-            f"{offered}. Try --method auto."
-        )
-    return method
-
-
-def load_tokenizer(candidates: Sequence[Path]) -> Any:
-    for directory in candidates:  # a tokenizer_config.json alone would load as an empty tokenizer
-        if directory and holds_tokenizer(directory):
-            return AutoTokenizer.from_pretrained(str(directory))
-    names = ", ".join(str(d) for d in candidates if d)
-    raise UserError(
-        f"no tokenizer (tokenizer.json or vocab.txt) in {names}; save the tokenizer next to the model."
-    )
-
-
-def pick_device(name: str = "auto") -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    check_device(name)
-    return torch.device(name)
-
-
-def check_device(name: str) -> None:
-    """--device, checked before any file is read or model loaded: a misspelt or absent device was a torch
-    traceback (`Expected one of cpu, cuda, ...`, `Torch not compiled with CUDA enabled`) once the model loaded."""
-    if name == "auto":
-        return
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError, TypeError):
-        raise UserError(f"--device {name!r} is not a device; give auto, cpu, cuda or cuda:N.") from None
-    if device.type == "cpu":
-        return
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if not count:
-            raise UserError(
-                f"--device {name}: this machine has no CUDA GPU that torch can use; use --device cpu."
-            )
-        if device.index is not None and device.index >= count:
-            raise UserError(
-                f"--device {name}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}."
-            )
-        return
-    try:  # mps, xpu, ...: whether torch can place a tensor there (its own message runs to a page)
-        torch.empty(0, device=device)
-    except (RuntimeError, AssertionError):
-        raise UserError(f"--device {name}: torch cannot use it on this machine; use --device cpu.") from None
 
 
 def load_scorer(
