@@ -253,6 +253,8 @@ def check_multitask_flags(args: argparse.Namespace, multi: MultitaskSettings) ->
 def run_compare(args: argparse.Namespace) -> int:
     from electra.glue.significance import compare_arms, format_comparison, read_arm, write_comparison
 
+    if len(args.arms) < 2:
+        raise UserError("give at least two arms to compare.")
     names = [n.strip() for n in args.names.split(",")] if args.names else [Path(a).name for a in args.arms]
     if len(names) != len(args.arms) or len(set(names)) != len(names):
         raise UserError(

@@ -105,9 +105,8 @@ def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
 
 def compare_arms(arms: Mapping[str, Mapping]) -> dict:
     """Every arm against the first: medians, differences, Mann-Whitney and bootstrap p-values per task and for the
-    seed averages, and the per-seed values compared."""
-    if len(arms) < 2:
-        raise UserError("give at least two arms to compare.")
+    seed averages, and the per-seed values compared. `arms` holds at least two (`electra glue-compare` refuses
+    fewer with its arguments, before any results file is read)."""
     scores = {name: arm_scores(results) for name, results in arms.items()}
     reference, *others = list(arms)
     comparisons = []

@@ -403,9 +403,8 @@ def retrieve(
     source: str = "task",
 ) -> RetrievalResult:
     """The deduplicated union of every task text's top-k passages (long texts query with their keywords).
-    `top_k` is at least 1: `electra tlm retrieve` checks --top-k before the index is built."""
-    if not texts:
-        raise UserError(f"{source}: no task texts to query with; is the file empty?")
+    `top_k` is at least 1: `electra tlm retrieve` checks --top-k before the index is built; `texts` are a task
+    file's, which `electra.tlm.tasks.read_task_file` refuses when it holds no examples."""
     queries = [make_query(t, long_query_words, keyword_words) for t in texts]
     result = union_top_k(index.search(queries, top_k, progress=progress))
     if not result.doc_ids:
