@@ -113,6 +113,12 @@ class CvtTrainingSettings:
         flags=("--word-vectors",),
         metavar="FILE",
     )
+    max_vectors: int | None = setting(
+        None,
+        "read at most the first N vectors of --word-vectors (None: all; a 2-million-word file makes a large model)",
+        within=COUNT,
+        flags=("--max-vectors",),
+    )
     char_dim: int = setting(50, "character embedding size", within=COUNT, flags=("--char-dim",))
     char_filters: int = setting(
         100, "character CNN filters per width (widths 2, 3, 4)", within=COUNT, flags=("--char-filters",)

@@ -133,10 +133,10 @@ def load_data(
 
 
 def read_vectors(settings: CvtTrainingSettings) -> tuple[list[str], torch.Tensor] | None:
-    """`--word-vectors`, read and checked once (`electra.tagging.word_vectors`; at most `max_words` of them)."""
+    """`--word-vectors`, read and checked once (`electra.tagging.word_vectors`; at most `max_vectors` of them)."""
     if settings.word_vectors is None:
         return None
-    return read_word_vectors(settings.word_vectors, settings.word_dim, settings.max_words)
+    return read_word_vectors(settings.word_vectors, settings.word_dim, settings.max_vectors)
 
 
 def read_corpus(settings: CvtTrainingSettings, unlabeled: str | Path | None) -> list[list[str]]:
