@@ -134,3 +134,29 @@ def test_tag_bilstm_refuses_vectors_of_another_size_in_one_line(tmp_path, capsys
     assert main([*argv, "--word-dim", "8", "--word-vectors", str(vectors)]) == 2
     err = capsys.readouterr().err
     assert "pass --word-dim 3" in err and str(vectors) in err and err.count("\n") == 1
+
+
+def test_tag_bilstm_trains_from_vectors_and_keeps_their_words(tmp_path, capsys):
+    train = tmp_path / "train.txt"
+    _column_file(train, [(["the", "cat"], ["B-NP", "I-NP"]), (["dogs", "ran"], ["B-NP", "O"])] * 4)
+    vectors = tmp_path / "v.vec.gz"
+    vectors.write_bytes(gzip.compress(b"3 4\nthe 1 2 3 4\nParis 1 0 0 1\nrome 0 1 1 0\n"))
+    argv = ["tag-bilstm", "--train", str(train), "--dev-sentences", "2", "--columns", "word,pos,chunk"]
+    argv += ["--max-steps", "2", "--eval-every", "2", "--batch-size", "2", "--warmup-steps", "1"]
+    argv += ["--word-dim", "4", "--char-dim", "2", "--char-filters", "2", "--lstm1", "4", "--lstm2", "4"]
+    argv += [
+        "--projection",
+        "4",
+        "--word-vectors",
+        str(vectors),
+        "--max-vectors",
+        "2",
+        "--output",
+        str(tmp_path / "o"),
+    ]
+    assert main(argv) == 0
+    from electra.tagging.cvt_model import load_tagger
+
+    model, vocab = load_tagger(tmp_path / "o" / "seed-1")
+    assert vocab.words[4:6] == ["the", "paris"] and "rome" not in vocab.words  # only the first 2 vectors
+    assert "cat" in vocab.words  # a training word the file lacks joins after them
