@@ -22,9 +22,9 @@ The doors, counted in their own row and left out of the floor's figure, because 
 - command-line modules (`cli.py`, `*_cli.py`): flag handling, the command line's side of the door;
 - settings declarations (`settings.py`, `tagging/cvt_settings.py`, `tlm/declared.py`): each setting's type, range
   and choices, checked once when the settings are made, from flags or from Python;
-- run inputs (`electra/training/run_folder.py`, `glue/inputs.py`, `pll/rescore_inputs.py`, `pll/model_dirs.py`,
-  `probes/inputs.py`): the paths, model folder, output folder and resume record a run reads, checked before
-  anything is written or loaded;
+- run inputs (`electra/training/run_folder.py`, `glue/inputs.py`, `squad/inputs.py`, `probes/inputs.py`,
+  `pll/rescore_inputs.py`, `pll/model_dirs.py`, `tlm/outputs.py`): the paths, model folder, output folder and
+  resume record a run reads, checked before anything is written or loaded;
 - file readers (`squad/data.py`, `tagging/conll.py`, `tagging/dependencies.py`, `tagging/word_vectors.py`,
   `pll/nbest.py`, `pll/nbest_formats.py`, `pll/score_files.py`, `tlm/tasks.py`, `probes/data.py`,
   `glue/teachers.py`, the teacher files `--save-train-logits` writes and `--teachers` reads, `tlm/saved_index.py`,
@@ -58,6 +58,8 @@ RUN_INPUTS = {
     "pll/rescore_inputs.py",
     "pll/model_dirs.py",
     "probes/inputs.py",
+    "squad/inputs.py",
+    "tlm/outputs.py",
 }
 READERS = {
     "squad/data.py",

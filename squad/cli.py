@@ -63,11 +63,11 @@ def prepare_output(settings, overwrite: bool) -> dict:
     """What `electra squad` and `electra.finetune_squad` check before any work, in this order: an earlier run's
     results in the output (refused unless `overwrite` or `settings.resume`), the model and data files; then, the
     inputs being sound, `overwrite` deletes the earlier run's files (never a user's). Returns the questions read
-    (`electra.squad.train.check_inputs`)."""
+    (`electra.squad.inputs.check_inputs`)."""
     from electra.core.errors import UserError
     from electra.data.tokenization import require_tokenizer
     from electra.export.layout import finetune_dir, require_safetensors
-    from electra.squad.train import check_inputs, check_model_fits
+    from electra.squad.inputs import check_inputs, check_model_fits
 
     produced = SQUAD_EVAL_OUTPUTS + (("model", "train") if settings.train else ())
     if settings.resume and settings.train is None:

@@ -39,7 +39,7 @@ class FeatureSettings:
     """How questions and contexts are cut into windows. Each count's range is declared (and checked) in
     `electra.squad.settings.SquadSettings`; the rule between them, room for context after the longest question,
     is checked here once, when the settings are made (and again for the model's own length, which
-    `check_model_fits` makes them with)."""
+    `electra.squad.inputs.check_model_fits` makes them with)."""
 
     max_seq_length: int = 384
     doc_stride: int = 128
