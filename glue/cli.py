@@ -180,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
         )
     check_multitask_flags(args, multi)
     specs = parse_task_list(args.task)
+    if args.multitask and len(specs) < 2:
+        raise UserError("--multitask needs at least two tasks in --task (e.g. cola,sst2,mrpc,stsb,rte).")
     seeds = [args.seed + i for i in range(args.seeds)]
     check_run_inputs(specs, settings, seeds)
     data_dir = prepare_output(

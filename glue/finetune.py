@@ -42,7 +42,6 @@ from electra.glue.data import Collator
 from electra.glue.inputs import (
     DATA_RECORD,
     TaskData,
-    check_files,
     check_init_from,
     check_run_inputs,
     check_task_data,
@@ -329,11 +328,12 @@ def run_glue(
 
     With `output_dir`, each seed's run keeps its logs in OUTPUT/runs/TASK/seed-N/ and its result in result.json
     there; `resume=True` reuses finished seeds and continues an unfinished one from its latest checkpoint
-    (`settings.save_every`)."""
+    (`settings.save_every`).
+
+    The caller has checked the inputs (`electra glue`, `electra.finetune_glue` and `compare` call
+    `electra.glue.inputs.check_run_inputs` and `check_files` before `--overwrite` deletes anything)."""
     model_dir = resolve_model_dir(model_dir)
     init_from = resolve_model_dir(init_from, "--init-from") if init_from else None
-    check_run_inputs(specs, settings, seeds)
-    check_files(specs, data_dir, predict_test)
     if len(specs) > 1:  # one task reads its files first thing anyway
         check_task_rows(specs, data_dir, predict_test, settings.skip_malformed)
     accelerator = make_accelerator(settings.mixed_precision)

@@ -36,7 +36,6 @@ from accelerate.utils import set_seed
 from torch import nn
 from transformers import AutoConfig, AutoTokenizer
 
-from electra.core.errors import UserError
 from electra.core.files import write_json_atomically
 from electra.core.outputs import StepOutput
 from electra.core.run_records import check_run_record, keep_run_record
@@ -53,7 +52,6 @@ from electra.glue.finetune import SeedRun, finished_seed, glue_average, summaris
 from electra.glue.inputs import (
     DATA_RECORD,
     TaskData,
-    check_files,
     check_init_from,
     check_run_inputs,
     check_task_data,
@@ -469,13 +467,12 @@ def run_multitask(
     """Train one multi-task student per seed on all `specs` at once (taught by `teachers`, when given); write
     results.json / results.md as `run_glue` does (the per-task median over seeds, the average without WNLI), the
     GLUE-server files of every task from the best seed (`predict_test`) and that seed's model, with a head per task
-    and its card, in OUTPUT/checkpoints/multitask (`save_best`)."""
-    if len(specs) < 2:
-        raise UserError("--multitask needs at least two tasks in --task (e.g. cola,sst2,mrpc,stsb,rte).")
+    and its card, in OUTPUT/checkpoints/multitask (`save_best`).
+
+    The caller has checked the inputs (`electra glue --multitask`: at least two tasks, the seeds and lengths,
+    every task file) before `--overwrite` deleted anything; the rows are read here."""
     model_dir = resolve_model_dir(model_dir)
     init_from = resolve_model_dir(init_from, "--init-from") if init_from else None
-    check_run_inputs(specs, settings, seeds)
-    check_files(specs, data_dir, predict_test)
     check_task_rows(specs, data_dir, predict_test, settings.skip_malformed)
     accelerator = make_accelerator(settings.mixed_precision)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
