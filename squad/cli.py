@@ -84,7 +84,7 @@ def prepare_output(settings, overwrite: bool) -> dict:
     parsed = check_inputs(settings)
     if settings.train is not None:  # pickled weights: refused before run.json is written
         require_safetensors(finetune_dir(settings.model))
-    # where there is none, AutoTokenizer makes an empty one (a hub name is answered by electra.squad.model.load_tokenizer)
+    # where there is none, AutoTokenizer makes an empty one (a hub name is answered by electra.squad.inputs.load_tokenizer)
     tokenizer = Path(settings.tokenizer or finetune_dir(settings.model))
     if tokenizer.is_dir():
         require_tokenizer(tokenizer)

@@ -1,7 +1,8 @@
 """What a SQuAD run reads and must agree with, checked before any work and before `--overwrite` deletes an earlier
 run: the model directory and its config, the SQuAD files of the version asked for (every question parsed), a
 `--cache-dir` that can be written, and the model's limits (its tokenizer against its embeddings, `--max-seq-length`
-cut to its positions). `electra squad` and `electra.finetune_squad` ask here first; `electra.squad.train` trusts what
+cut to its positions), and the tokenizer (`load_tokenizer`: a local directory and a fast tokenizer, for the
+character offsets). `electra squad` and `electra.finetune_squad` ask here first; `electra.squad.train` trusts what
 passed.
 """
 
@@ -9,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+from transformers import AutoTokenizer
 
 from electra.core.errors import UserError
 from electra.core.files import read_json_record
@@ -16,7 +20,6 @@ from electra.core.overwrite import refuse_unusable_output
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import finetune_dir, read_model_config, refuse_run_folder
 from electra.squad.data import SquadExample, read_squad
-from electra.squad.model import load_tokenizer
 from electra.squad.settings import SquadSettings
 
 
@@ -65,3 +68,23 @@ def check_model_fits(settings: SquadSettings) -> None:
                 f"is cut to {positions}, which leaves no room for context after a question of up to "
                 f"{settings.max_query_length} tokens; give --max-query-length {positions - 4} or less."
             ) from None
+
+
+def load_tokenizer(model_dir: str | Path) -> Any:
+    """The checkpoint's fast tokenizer (offsets are needed for span mapping); a local directory only (nothing is
+    fetched from a hub: this library never reaches the network at run time)."""
+    if not Path(model_dir).is_dir():
+        raise UserError(
+            f"{model_dir}: not a local directory; --tokenizer (and --model) must name a directory holding "
+            "tokenizer.json or vocab.txt (hub names are not fetched)."
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{model_dir}: no tokenizer could be loaded ({exc.__class__.__name__}); save the tokenizer with the "
+            "checkpoint (tokenizer.save_pretrained(dir))."
+        ) from exc
+    if not tokenizer.is_fast:
+        raise UserError(f"{model_dir}: the tokenizer is not a fast tokenizer; SQuAD needs character offsets.")
+    return tokenizer

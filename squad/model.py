@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel
 
 from electra.core.errors import UserError
 from electra.core.files import read_safetensors
@@ -155,23 +155,3 @@ class SquadModel(nn.Module):
             architecture,
             tokenizer,
         )
-
-
-def load_tokenizer(model_dir: str | Path) -> Any:
-    """The checkpoint's fast tokenizer (offsets are needed for span mapping); a local directory only (nothing is
-    fetched from a hub: this library never reaches the network at run time)."""
-    if not Path(model_dir).is_dir():
-        raise UserError(
-            f"{model_dir}: not a local directory; --tokenizer (and --model) must name a directory holding "
-            "tokenizer.json or vocab.txt (hub names are not fetched)."
-        )
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{model_dir}: no tokenizer could be loaded ({exc.__class__.__name__}); save the tokenizer with the "
-            "checkpoint (tokenizer.save_pretrained(dir))."
-        ) from exc
-    if not tokenizer.is_fast:
-        raise UserError(f"{model_dir}: the tokenizer is not a fast tokenizer; SQuAD needs character offsets.")
-    return tokenizer

@@ -37,8 +37,9 @@ from electra.finetune.recipe import finetune_args
 from electra.squad.data import SquadExample, read_squad
 from electra.squad.features import build_features
 from electra.squad.heads import HeadConfig
+from electra.squad.inputs import load_tokenizer
 from electra.squad.metrics import official_scores
-from electra.squad.model import SquadModel, load_tokenizer, native_qa_class
+from electra.squad.model import SquadModel, native_qa_class
 from electra.squad.postprocess import Predictions, WindowResult, postprocess
 from electra.squad.settings import SquadSettings
 from electra.training.engine import (
