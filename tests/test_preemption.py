@@ -5,6 +5,8 @@ once, as before."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import signal
 import subprocess
@@ -213,3 +215,27 @@ def test_a_worker_killed_mid_update_ends_the_launch_and_the_resume_is_exact(stra
         4 <= checkpoint_step(latest_checkpoint(checkpoints)) < STEPS and not (killed / "export.json").exists()
     )
     _resume_ends_like(_every_four(_torchrun(corpus, killed, cache, resume=True)), killed, straight_two)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc")
+def test_a_two_process_run_continues_on_one_with_elastic(straight, tmp_path):
+    """Stopped on two processes, resumed on one with --elastic: the run goes on to its last update with twice the
+    accumulation (the same global batch), says so in one line, and its record now names one process; without
+    --elastic the same resume is refused."""
+    corpus, cache, _ = straight
+    stopped = tmp_path / "stopped"
+    stderr, _ = _signal_rank_one(_torchrun(corpus, stopped, cache), stopped, 3, signal.SIGUSR1)
+    at = checkpoint_step(latest_checkpoint(stopped / "checkpoints"))
+    assert 3 <= at < STEPS, stderr[-3000:]
+    env = {**_environment(), "TQDM_DISABLE": "1"}
+    one = _command(corpus, stopped, cache, resume=True)
+    refused = subprocess.run(one, env=env, capture_output=True, text=True, timeout=600)
+    assert refused.returncode != 0 and "add --elastic" in refused.stderr
+    resumed = subprocess.run([*one, "--elastic"], env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "--elastic: continuing a run of 2 process(es) on 1, 2 accumulation steps" in resumed.stdout
+    assert _logged_steps(stopped) == [float(s) for s in range(1, STEPS + 1)]
+    record = json.loads((stopped / "run.json").read_text())
+    assert (record["world_size"], record["gradient_accumulation_steps"]) == (1, 2)
+    assert all(math.isfinite(row["loss"]) for row in read_metrics(stopped, "train"))

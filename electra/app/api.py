@@ -114,6 +114,8 @@ def pretrain(
     - cache_dir: where tokenizers and packed examples are cached (default ~/.cache/electra)
     - num_proc: processes that build the examples (at least 1)
     - resume: continue the run in `output_dir` from its latest checkpoint, under the settings it saved
+    - elastic: with `resume`, continue on another number of processes, keeping the global batch and the order of
+      the examples (not bit for bit)
     - overwrite: delete the run in `output_dir` (its own files only) and start over; not with `resume`
     - size_to_budget: fit max_steps (and warmup) to `config.flops_budget`
     - keep_warmup: with `size_to_budget`, keep the config's warmup_steps
@@ -141,6 +143,7 @@ def pretrain(
         _check_pretrain_paths(
             argparse.Namespace(
                 resume=run.resume,
+                elastic=run.elastic,
                 overwrite=run.overwrite,
                 num_proc=run.num_proc,
                 per_device_batch_size=None,
@@ -159,6 +162,7 @@ def pretrain(
 # How the command line's flags are spelled as the API's arguments.
 _PYTHON_SPELLINGS = (
     ("--resume", "resume=True"),
+    ("--elastic", "elastic=True"),
     ("--overwrite", "overwrite=True"),
     ("--output", "output_dir"),
     ("--model", "model"),

@@ -85,6 +85,12 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         "--resume", action="store_true", help="continue the run in --output from its latest checkpoint"
     )
     parser.add_argument(
+        "--elastic",
+        action="store_true",
+        help="with --resume: continue on another number of processes than the run had, keeping its global batch "
+        "and the order of its examples (not bit for bit: each process draws new random streams)",
+    )
+    parser.add_argument(
         "--overwrite",
         action="store_true",
         help="start over in an --output that holds an earlier run (that run's files are deleted, nothing else), or "
@@ -177,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         num_proc=args.num_proc,
         resume=args.resume,
+        elastic=args.elastic,
         overwrite=args.overwrite,
         size_to_budget=config.flops_budget is not None and "max_steps" not in explicit,
         keep_warmup="warmup_steps" in explicit,
@@ -198,6 +205,8 @@ def check_paths(args: argparse.Namespace) -> None:
         raise UserError(
             "--resume continues the run in --output and --overwrite deletes it; give one of them."
         )
+    if args.elastic and not args.resume:
+        raise UserError("--elastic continues a run on other processes: give it with --resume.")
     require_counts(args, (), ("num_proc", "per_device_batch_size"))  # --num-proc 0 is refused, not run as 1
     if args.corpus is not None and not Path(args.corpus).exists():
         raise UserError(

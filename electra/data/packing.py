@@ -402,22 +402,34 @@ def pad_batch(
 
 
 class ResumableBatchOrder:
-    """A seeded shuffled order of batches, sharded over processes, that can restart at any global step.
+    """A seeded shuffled order of micro-batches, sharded over processes, that can restart at any global step.
 
-    The order of epoch e is a permutation drawn from (seed, e); process r of w takes every w-th batch. Resuming at
-    step s means recomputing the order and skipping s batches, which needs no saved iterator state.
+    The order of epoch e is a permutation drawn from (seed, e); process r of w takes every w-th micro-batch. An
+    epoch holds whole updates, and update u of an epoch reads its examples u·G to (u+1)·G, G the global batch
+    (micro-batch x accumulation x processes), however G is shared out: so a run resumed on another number of
+    processes with the same G reads the same examples at every update. Resuming at micro-batch s means
+    recomputing the order and skipping s micro-batches, which needs no saved iterator state.
     """
 
-    def __init__(self, num_examples: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
+    def __init__(
+        self,
+        num_examples: int,
+        batch_size: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        accumulation: int = 1,
+    ):
         self.num_examples = num_examples
         self.batch_size = batch_size
         self.seed = seed
         self.rank, self.world = rank, world_size
-        self.batches_per_epoch = num_examples // (batch_size * world_size)
+        self.batches_per_epoch = num_examples // (batch_size * accumulation * world_size) * accumulation
         if self.batches_per_epoch == 0:
             raise UserError(
-                f"the corpus gives {num_examples} examples, fewer than one global batch "
-                f"({batch_size} x {world_size} processes); use a bigger corpus or a smaller --batch-size."
+                f"the corpus gives {num_examples} examples, fewer than one global batch ({batch_size} x "
+                f"{accumulation} accumulation x {world_size} processes); use a bigger corpus or a smaller "
+                "--batch-size."
             )
 
     def batches(self, start_step: int = 0) -> Iterator[list[int]]:

@@ -212,8 +212,10 @@ def _mib(n: int) -> str:
 
 
 def load_checkpoint(
-    path: Path, model: torch.nn.Module, optimizer, scheduler, rank: int = 0
+    path: Path, model: torch.nn.Module, optimizer, scheduler, rank: int | None = 0
 ) -> dict[str, Any]:
+    """Load a checkpoint into `model`, `optimizer` and `scheduler`, and process `rank`'s random streams (None:
+    leave them; an elastic resume seeds its own); returns the trainer state."""
     state = json.loads((path / "trainer_state.json").read_text())
     missing, unexpected = load_model(model, str(path / "model.safetensors"), strict=False)
     if unexpected or [m for m in missing if not _is_alias(model, m)]:
@@ -222,7 +224,8 @@ def load_checkpoint(
         )
     _load_optimizer(optimizer, path)
     scheduler.load_state_dict(state["scheduler"])
-    _load_rng(path, rank)
+    if rank is not None:
+        _load_rng(path, rank)
     return state
 
 

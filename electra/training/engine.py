@@ -114,6 +114,10 @@ class TrainArgs:
     description: str = "training"
     report_to: tuple[str, ...] = field(default_factory=default_report_to)  # csv, tensorboard, wandb
     cpu_dropout: str = "lanes"  # electra.nn.dropout's cheap masks on a CPU ("torch": torch's own)
+    # a resume on another number of processes than wrote the checkpoint (`--elastic`): the checkpoint's random
+    # streams are per process, so each process draws a fresh one from (seed, step, process) instead
+    elastic: bool = False
+    seed: int = 0
 
     def __post_init__(self) -> None:
         """Nothing is checked here: every value was checked where the settings came in (PretrainConfig, the
@@ -415,7 +419,7 @@ class Engine:
         args, acc = self.args, self.accelerator
         if resume_from is None:
             self._refuse_earlier_checkpoints()
-        else:
+        elif not args.elastic:
             self._refuse_other_process_count(resume_from)
         model = task.model
         split_rng_per_process(acc.process_index, acc.num_processes)  # a resumed run then restores its own
@@ -476,7 +480,12 @@ class Engine:
         batches = task.batches(run.step * self.args.gradient_accumulation_steps)
         if resume_from is None:
             return run, batches, {}
-        state = load_checkpoint(resume_from, model, optimizer, scheduler, rank=self.accelerator.process_index)
+        rank = self.accelerator.process_index
+        state = load_checkpoint(
+            resume_from, model, optimizer, scheduler, rank=None if self.args.elastic else rank
+        )
+        if self.args.elastic:
+            seed_process(self.args.seed + 7919 * run.step, rank)
         run.flops_spent, run.elapsed_before = state.get("flops_spent", 0.0), state.get("elapsed_seconds", 0.0)
         run.best, run.evaluations = state.get("best"), state.get("evaluations", [])
         if clock is not None:
@@ -654,7 +663,11 @@ def split_rng_per_process(rank: int, world: int) -> None:
     """
     if world <= 1:
         return
-    base = int(torch.randint(0, 2**31 - 1, (1,)).item())
+    seed_process(int(torch.randint(0, 2**31 - 1, (1,)).item()), rank)
+
+
+def seed_process(base: int, rank: int) -> None:
+    """Seed torch, numpy and `random` of process `rank` from `base`, apart from every other process's."""
     seed = base + 7919 * (rank + 1)
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)

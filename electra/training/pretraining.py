@@ -62,7 +62,9 @@ from electra.training.run_folder import (
     check_output_dir,
     check_resume,
     how_to_go_on,
+    record_elastic_resume,
     record_new_run,
+    resumed_layout,
 )
 
 
@@ -277,6 +279,7 @@ def train_args(
         eval_every=config.eval_every,
         description="pretraining",
         cpu_dropout=config.cpu_dropout,
+        seed=config.seed,
     )
 
 
@@ -295,6 +298,10 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
 
     accelerator = make_accelerator(config.mixed_precision)
     world = accelerator.num_processes
+    before = world
+    if resume_from is not None:
+        check_resume(output_dir, inputs, world, config, loader_workers(config))
+        config.gradient_accumulation_steps, before = resumed_layout(output_dir, config, world)
     if config.train_batch_size % (world * config.gradient_accumulation_steps):
         raise UserError(
             f"train_batch_size {config.train_batch_size} is not divisible by processes ({world}) x "
@@ -302,9 +309,14 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         )
     micro_batch = config.train_batch_size // (world * config.gradient_accumulation_steps)
     set_seed(config.seed)
-
-    if resume_from is not None:
-        check_resume(output_dir, inputs, world, config, loader_workers(config))
+    if before != world:
+        accelerator.print(
+            f"--elastic: continuing a run of {before} process(es) on {world}, {config.gradient_accumulation_steps} "
+            f"accumulation steps: the global batch ({config.train_batch_size}) and the order of the examples are "
+            "kept; not bit for bit: each process draws new random streams (masking, sampling, dropout)"
+        )
+        if accelerator.is_main_process:
+            record_elastic_resume(output_dir, world, config.gradient_accumulation_steps)
     tokenizer, dataset = _tokenizer_and_examples(config, inputs, accelerator, resume_from is not None)
     config.vocab_size = len(tokenizer)
     if inputs.size_to_budget and config.flops_budget and resume_from is None:
@@ -313,6 +325,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
             f"--flops-budget {config.flops_budget:.3g} buys {steps} steps (warmup {config.warmup_steps})"
         )
     args = train_args(config, output_dir, accelerator.device.type == "cuda", world)
+    args.elastic = before != world  # the checkpoint's random streams are those of other processes
     collate = PretrainingCollator(
         tokenizer.pad_token_id, pad_to=config.max_seq_length if args.compile else None
     )
@@ -322,7 +335,9 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     else:
         dataset, held_out = split_held_out(dataset, config)
         counts = token_counts(dataset, len(tokenizer)) if config.generator == "unigram" else None
-        order = ResumableBatchOrder(len(dataset), micro_batch, config.seed, where[0], world)
+        order = ResumableBatchOrder(
+            len(dataset), micro_batch, config.seed, where[0], world, config.gradient_accumulation_steps
+        )
         source = CachedSource(dataset, collate, order, where[2])
     model = build_pretraining_model(config, tokenizer, token_counts=counts)
     if config.init_from is not None and resume_from is None:

@@ -48,6 +48,8 @@ class RunInputs:
     doc_boundary: str = "auto"
     strict_utf8: bool = False
     text_field: str = "text"  # the text's field in JSON lines, Parquet and saved datasets
+    # with `resume`: continue on another number of processes than the run had, keeping its global batch
+    elastic: bool = False
 
 
 # Settings that may change between the interrupted run and its resumption without changing the result.
@@ -210,10 +212,16 @@ def check_resume(
             f"checked against the corpus and vocabulary {output_dir} trained on; delete it to resume unchecked "
             "(with that corpus), or start a new --output."
         )
-    if record["world_size"] != world:
+    if record["world_size"] != world and not inputs.elastic:
         raise UserError(
             f"--resume: {output_dir} was trained with {record['world_size']} process(es), this launch has {world}; "
-            f"resume with {record['world_size']} (accelerate launch --num_processes {record['world_size']})."
+            f"resume with {record['world_size']} (accelerate launch --num_processes {record['world_size']}), or add "
+            "--elastic to continue on these with the same global batch (not bit for bit)."
+        )
+    if record["world_size"] != world and streaming:
+        raise UserError(
+            f"--elastic: {output_dir} streams its examples (--streaming), and a stream's place in the corpus depends "
+            f"on the number of processes; resume it with {record['world_size']} process(es)."
         )
     if "stream" in record or streaming:
         saved_layout, layout = record.get("stream"), stream_layout(workers) if streaming else None
@@ -235,6 +243,38 @@ def check_resume(
                 f"--resume: --vocab {inputs.vocab} is not the vocabulary {output_dir} trained with "
                 f"({output_dir / 'tokenizer'}); drop --vocab to use the run's own."
             )
+
+
+def resumed_layout(output_dir: Path, config: PretrainConfig, world: int) -> tuple[int, int]:
+    """(the accumulation a resume on `world` processes runs with, the processes the run had before).
+
+    On the run's own number of processes: its own accumulation (the run record keeps the one an elastic resume
+    chose). On another (`--elastic`, which `check_resume` required): the accumulation that keeps both the
+    micro-batch and the global batch (`train_batch_size`), or one line refusing when `world` cannot share the
+    batch out so."""
+    record = read_json_record(output_dir / RUN_RECORD) or {}
+    before = record.get("world_size", world)
+    accumulation = record.get("gradient_accumulation_steps", config.gradient_accumulation_steps)
+    if before == world:
+        return accumulation, before
+    batch = config.train_batch_size
+    micro = batch // (before * accumulation)
+    if batch % (micro * world):
+        fits = [n for n in range(1, batch // micro + 1) if (batch // micro) % n == 0]
+        raise UserError(
+            f"--elastic: the global batch {batch} ({before} processes x {micro} x {accumulation} accumulation) "
+            f"cannot be shared out over {world} processes with micro-batches of {micro}; resume on "
+            f"{', '.join(map(str, fits))} processes."
+        )
+    return batch // (micro * world), before
+
+
+def record_elastic_resume(output_dir: Path, world: int, accumulation: int) -> None:
+    """After an elastic resume: the run record says its new processes and accumulation, so the next plain
+    `--resume` on them continues it as this one does."""
+    record = read_json_record(output_dir / RUN_RECORD) or {}
+    record.update(world_size=world, gradient_accumulation_steps=accumulation)
+    write_run_record(output_dir / RUN_RECORD, record)
 
 
 def record_new_run(
