@@ -117,10 +117,10 @@ def _say_where(output: Path, names: tuple[str, ...]) -> None:
     nothing had said."""
     import sys
 
-    from accelerate import PartialState
+    from electra.training.engine import process_state
 
     written = [name + ("/" if (output / name).is_dir() else "") for name in names if (output / name).exists()]
-    if written and PartialState().is_main_process:
+    if written and process_state().is_main_process:
         print(f"wrote {', '.join(written)} in {output}", file=sys.stderr)
 
 

@@ -45,6 +45,7 @@ from electra.squad.settings import SquadSettings
 from electra.training.engine import (
     Engine,
     Task,
+    main_process_first,
     make_accelerator,
     per_process_batch,
     shuffled_epochs,
@@ -145,7 +146,7 @@ def finetune(settings: SquadSettings, parsed: dict[str, list[SquadExample]] | No
         examples = parsed.get("train") or read_squad(settings.train, settings.version)
         if settings.max_train_examples:
             examples = examples[: settings.max_train_examples]
-        with accelerator.main_process_first():  # the main process writes the cache, the others read it
+        with main_process_first(accelerator):  # the main process writes the cache, the others read it
             features = build_features(examples, tokenizer, settings.feature_settings(), True, cache_dir)
         results["train"] = train_model(
             model, features, tokenizer.pad_token_id, settings, accelerator, output / "train"
@@ -317,7 +318,7 @@ def predict(
     cache_dir: str | None = None,
 ) -> tuple[Predictions, bool]:
     """Beam outputs for every window, then post-processing into texts, n-best lists and no-answer scores."""
-    with accelerator.main_process_first():
+    with main_process_first(accelerator):
         features = build_features(examples, tokenizer, settings.feature_settings(), False, cache_dir)
     model_inputs = features.select_columns(["input_ids", "token_type_ids"]).add_column(
         "window", list(range(len(features)))

@@ -239,3 +239,79 @@ def test_a_two_process_run_continues_on_one_with_elastic(straight, tmp_path):
     record = json.loads((stopped / "run.json").read_text())
     assert (record["world_size"], record["gradient_accumulation_steps"]) == (1, 2)
     assert all(math.isfinite(row["loss"]) for row in read_metrics(stopped, "train"))
+
+
+def _stop_rank_one_then_wait(command: list[str], run: Path, logged: int, env: dict) -> tuple[str, float]:
+    """Launch `command` under torchrun, SIGSTOP its rank-1 worker (a process that hangs) once `run` has logged
+    `logged` steps, and wait for the launch to end: (its standard error, seconds from the stop to the end)."""
+    launcher = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        rank1 = _worker(launcher, 1)
+        deadline = time.monotonic() + 600
+        while len(_logged_steps(run)) < logged and launcher.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stopped = time.monotonic()
+        os.kill(rank1, signal.SIGSTOP)
+        _, stderr = launcher.communicate(timeout=300)
+        return stderr, time.monotonic() - stopped
+    finally:
+        launcher.kill()
+
+
+@pytest.mark.long  # 40 s of it is waiting: the timeout, then the launcher's grace period for the hung worker
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc")
+def test_a_hung_process_stops_the_others_within_the_collective_timeout(straight, straight_two, tmp_path):
+    """One of two workers stops answering (SIGSTOP) mid-training: the other gives up after the library's collective
+    timeout, not the backend's 30 minutes, and says so in one line; the launch ends, no checkpoint is left
+    half-written, and a two-process --resume ends like an uninterrupted run."""
+    corpus, cache, _ = straight
+    hung = tmp_path / "hung"
+    env = {**_environment(), "TQDM_DISABLE": "1", "ELECTRA_COLLECTIVE_TIMEOUT": "10"}
+    stderr, seconds = _stop_rank_one_then_wait(_every_four(_torchrun(corpus, hung, cache)), hung, 5, env)
+    assert "did not answer within the collective timeout" in stderr, stderr[-3000:]
+    assert seconds < 120, seconds  # the timeout, then the launcher's stop of the hung worker
+    assert not list((hung / "checkpoints").glob(".*partial*"))
+    assert checkpoint_step(latest_checkpoint(hung / "checkpoints")) >= 4
+    print(f"a hung worker: the launch ended {seconds:.1f} s after it stopped answering (timeout 10 s)")
+    _resume_ends_like(_every_four(_torchrun(corpus, hung, cache, resume=True)), hung, straight_two)
+
+
+FULL_DISK = """
+import errno, os
+if os.environ.get("RANK") == "0":
+    import electra.export.checkpoint as checkpoint
+    real = checkpoint._save_optimizer
+    def _full(optimizer, directory):
+        if "step-00000008" in str(directory):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(optimizer, directory)
+    checkpoint._save_optimizer = _full
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc")
+def test_a_full_disk_on_the_writing_process_stops_both_and_resumes(straight, straight_two, tmp_path):
+    """The disk fills while the main process writes the step-8 checkpoint (ENOSPC from the optimizer's file): it
+    removes what it wrote and stops with one line, the other process stops within seconds, step 4's checkpoint is
+    intact, and a two-process --resume ends like an uninterrupted run."""
+    corpus, cache, _ = straight
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(FULL_DISK)
+    env = {**_environment(), "TQDM_DISABLE": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "site"), env.get("PYTHONPATH")]))
+    full = tmp_path / "full"
+    started = time.monotonic()
+    done = subprocess.run(
+        _every_four(_torchrun(corpus, full, cache)), env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode != 0
+    assert "could not write the step-8 checkpoint (No space left on device)" in done.stderr, done.stderr[
+        -3000:
+    ]
+    assert "Nothing half-written was left" in done.stderr
+    assert "process 1 of 2 stopped because another process of the launch ended first" in done.stderr
+    checkpoints = sorted(p.name for p in (full / "checkpoints").iterdir() if p.is_dir())
+    assert checkpoints == ["step-00000004"]  # no partial folder beside it
+    print(f"a full disk: the launch ended {time.monotonic() - started:.1f} s after it started")
+    _resume_ends_like(_every_four(_torchrun(corpus, full, cache, resume=True)), full, straight_two)

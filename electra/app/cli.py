@@ -190,7 +190,11 @@ def _lost_its_peers(exc: BaseException) -> bool:
     if int(os.environ.get("WORLD_SIZE") or 1) < 2 or not isinstance(exc, RuntimeError):
         return False
     inside = f"{os.sep}torch{os.sep}distributed{os.sep}"
-    return any(inside in frame.filename for frame in traceback.extract_tb(exc.__traceback__))
+    if any(inside in frame.filename for frame in traceback.extract_tb(exc.__traceback__)):
+        return True
+    # DDP's gradient all-reduce runs inside backward(): its failure surfaces from autograd, named by the backend
+    said = first_line(exc)
+    return "/gloo/" in said or "NCCL" in said
 
 
 def _peer_loss_line(exc: BaseException) -> str:
@@ -201,6 +205,12 @@ def _peer_loss_line(exc: BaseException) -> str:
         said = said.split("] ", 1)[1]
     said = said.split(". ")[0].rstrip(".")
     rank, size = os.environ.get("RANK", "?"), os.environ.get("WORLD_SIZE", "?")
+    if "timed out" in said.lower() or "timeout" in said.lower():
+        return (
+            f"process {rank} of {size} stopped because another process of the launch did not answer within the "
+            "collective timeout (ELECTRA_COLLECTIVE_TIMEOUT seconds, 600 by default): it may hang on a file system "
+            f"or be stopped; the backend said: {said}."
+        )
     return (
         f"process {rank} of {size} stopped because another process of the launch ended first (its own message, "
         f"above or in the launcher's summary, says why); the backend said: {said}."

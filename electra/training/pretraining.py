@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate import PartialState
 from accelerate.utils import set_seed
 
 from electra.core.config import PretrainConfig
@@ -54,7 +53,14 @@ from electra.flops.measured import startup_check
 from electra.generators.fused_nll import plain_head
 from electra.objectives import flop_report, get_objective
 from electra.training.continued import init_vocabulary, load_initial_weights
-from electra.training.engine import Engine, Task, TrainArgs, make_accelerator
+from electra.training.engine import (
+    Engine,
+    Task,
+    TrainArgs,
+    main_process_first,
+    make_accelerator,
+    process_state,
+)
 from electra.training.model import PretrainingModel, build_pretraining_model
 from electra.training.run_card import card_facts, export_run
 from electra.training.run_folder import (
@@ -398,7 +404,7 @@ def _tokenizer_and_examples(
 ) -> tuple[Any, Any]:
     """The run's tokenizer (a resumed run's own, saved: token ids must keep their meaning; else loaded or trained)
     and its packed examples, built by the main process first so the others read its cache (None when streaming)."""
-    with accelerator.main_process_first():
+    with main_process_first(accelerator):
         if resumed:
             tokenizer = load_saved_tokenizer(inputs.output_dir / "tokenizer")
         else:
@@ -466,7 +472,7 @@ def _streamed_examples(
 
 
 def _is_main_process() -> bool:
-    return PartialState().is_main_process
+    return process_state().is_main_process
 
 
 def _sub(root: str | None, name: str) -> str | None:
