@@ -16,6 +16,12 @@ sets beyond the text (tensorflow/models `research/cvt_text`, see ../shared/docs/
 - chunking and NER train on BIOES tags (converted from the file's BIO), decode greedily (per-word argmax, no CRF)
   and are scored as spans on the tags converted back; other tags (part of speech) by accuracy.
 
+Beyond the reference, for few-label runs and for finding out why one fails: `--cvt-start N` makes the first N
+labeled updates alone (unlabeled ones start after them), `--unlabeled-trains modules` keeps the unlabeled updates
+off the shared encoder (a diagnostic), and each evaluation row logs the encoder's gradient norm per kind of update,
+the dev label share and the teacher's label share on unlabeled text; a tagger that labels every dev word alike past
+its warm-up is said in one line.
+
 This loop is not `electra.training.engine`: that engine's optimizer is AdamW with a linear schedule and it keeps no
 weight average, while CVT's recipe is SGD with momentum, its own schedule, an EMA and two kinds of batches.
 """
