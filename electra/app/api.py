@@ -13,7 +13,6 @@ New objectives subclass `electra.Objective` and register with `@electra.register
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import random
 import re
@@ -26,12 +25,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from electra.app.pretrain_cli import check_paths as _check_pretrain_paths
 from electra.core.config import PretrainConfig
 from electra.core.config_files import load_config_file
 from electra.core.errors import ElectraWarning, UserError
 from electra.core.overwrite import refuse_unusable_output
-from electra.core.settings import coerce_value, settings_from
+from electra.core.run_inputs import RunInputs, check_run_request
+from electra.core.settings import coerce_value, python_spelling, settings_from
 from electra.data.embedded_corpus import ensure_embedded_corpus
 from electra.export.layout import Export, finetune_dir
 from electra.export.layout import read_export as _read_export
@@ -56,7 +55,7 @@ from electra.squad.settings import SquadSettings
 from electra.squad.train import finetune as _finetune_squad
 from electra.training.continued import continued_settings
 from electra.training.model import PretrainingModel, build_pretraining_model
-from electra.training.pretraining import PretrainResult, RunInputs
+from electra.training.pretraining import PretrainResult
 from electra.training.pretraining import pretrain as _pretrain
 
 __all__ = [
@@ -108,7 +107,7 @@ def pretrain(
     with `resume=True`).
 
     `corpus` is a text file, a directory, JSONL or a saved dataset; None trains on the embedded corpus. The other
-    keywords are `electra.training.pretraining.RunInputs` fields, coerced as `build_config` coerces its overrides:
+    keywords are `electra.core.run_inputs.RunInputs` fields, coerced as `build_config` coerces its overrides:
 
     - vocab: a BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus
     - cache_dir: where tokenizers and packed examples are cached (default ~/.cache/electra)
@@ -138,22 +137,17 @@ def pretrain(
         )
         check_config(config)
         run = settings_from(RunInputs, {"corpus": "", "output_dir": "", **inputs}, "electra.pretrain")
-        # what `electra pretrain` checks while it reads its flags: resume with overwrite, a num_proc below 1, a
-        # corpus, vocabulary or checkpoint that is not there (not taken as resume, 1, and "cannot be read")
-        _check_pretrain_paths(
-            argparse.Namespace(
-                resume=run.resume,
-                elastic=run.elastic,
-                overwrite=run.overwrite,
-                num_proc=run.num_proc,
-                per_device_batch_size=None,
+        with python_spelling():  # the command line's check of its inputs, naming the arguments
+            check_run_request(
                 corpus=corpus,
                 vocab=run.vocab,
+                num_proc=run.num_proc,
+                resume=run.resume,
+                overwrite=run.overwrite,
+                elastic=run.elastic,
                 init_from=config.init_from,
                 generator_from=config.generator_from,
-                config_file=None,
             )
-        )
         refuse_unusable_output(output_dir)
         source = str(corpus) if corpus is not None else str(ensure_embedded_corpus())
         return _pretrain(config, replace(run, corpus=source, output_dir=Path(output_dir)))

@@ -10,6 +10,7 @@ from electra.core.config import SIZES, PretrainConfig
 from electra.core.errors import UserError
 from electra.core.files import require_file
 from electra.core.flags import add_output_option, add_setting_flags, flagged_fields, require_counts
+from electra.core.run_inputs import check_run_request
 from electra.core.settings import declaration
 
 
@@ -199,33 +200,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_paths(args: argparse.Namespace) -> None:
-    """The mistakes that need no model to spot: a corpus, vocabulary or config file that is not there, and flags
-    that contradict each other."""
-    if args.resume and args.overwrite:
-        raise UserError(
-            "--resume continues the run in --output and --overwrite deletes it; give one of them."
-        )
-    if args.elastic and not args.resume:
-        raise UserError("--elastic continues a run on other processes: give it with --resume.")
-    require_counts(args, (), ("num_proc", "per_device_batch_size"))  # --num-proc 0 is refused, not run as 1
-    if args.corpus is not None and not Path(args.corpus).exists():
-        raise UserError(
-            f"corpus {args.corpus} does not exist; pass a text file, a directory, a .jsonl file or a saved dataset."
-        )
-    if args.vocab is not None and not Path(args.vocab).exists():
-        raise UserError(
-            f"vocabulary {args.vocab} does not exist; pass a BERT-style vocab.txt or omit --vocab."
-        )
-    if args.init_from is not None and not Path(args.init_from).is_dir():
-        raise UserError(
-            f"--init-from {args.init_from}: not a directory; give a run of this library or a transformers ELECTRA "
-            "or BERT directory."
-        )
-    if args.generator_from is not None and not Path(args.generator_from).is_dir():
-        raise UserError(
-            f"--generator-from {args.generator_from}: not a directory; give a run of this library or a "
-            "transformers ...ForMaskedLM directory."
-        )
+    """The mistakes that need no model to spot (`electra.core.run_inputs.check_run_request`, which the Python API
+    runs too), and the command line's own: a per-process batch below 1, a config file that is not there."""
+    check_run_request(
+        corpus=args.corpus,
+        vocab=args.vocab,
+        num_proc=args.num_proc,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        elastic=args.elastic,
+        init_from=args.init_from,
+        generator_from=args.generator_from,
+    )
+    require_counts(args, (), ("per_device_batch_size",))
     if args.config_file is not None:
         require_file(args.config_file, "config file")
 

@@ -6,11 +6,13 @@ declarations (`electra.core.flags`), so a flag and its check cannot drift apart.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import math
 import numbers
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import field, fields
 from typing import Any
 
@@ -52,6 +54,32 @@ def check_declared(settings: Any, source: str) -> None:
 def declaration(settings_class: type, name: str) -> Any:
     """The declaration (`dataclasses.Field`) of a `setting` field: its default, help, choices, range and flags."""
     return next(spec for spec in fields(settings_class) if spec.name == name)
+
+
+_PYTHON_SPELLING: ContextVar[bool] = ContextVar("electra_python_spelling", default=False)
+
+
+@contextlib.contextmanager
+def python_spelling() -> Iterator[None]:
+    """Inside, `spelled` names settings as a Python caller passes them: the API's door runs its checks here, so
+    their messages say `resume=True` where the command line's say `--resume`."""
+    token = _PYTHON_SPELLING.set(True)
+    try:
+        yield
+    finally:
+        _PYTHON_SPELLING.reset(token)
+
+
+def spelled(settings_class: type | None, name: str, flag: str | None = None) -> str:
+    """How a message names setting `name` of `settings_class`: its first declared flag (or `flag`) on the command
+    line; inside `python_spelling`, the argument as Python passes it (`name=True` for a switch)."""
+    if _PYTHON_SPELLING.get():
+        switch = settings_class is not None and declaration(settings_class, name).type in ("bool", bool)
+        return f"{name}=True" if switch else name
+    if flag is None:
+        flags = declaration(settings_class, name).metadata.get("flags") or ()
+        flag = flags[0] if flags else f"--set {name}"
+    return flag
 
 
 def setting(

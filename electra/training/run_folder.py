@@ -12,7 +12,7 @@ import fnmatch
 import hashlib
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from electra.core.errors import UserError
 from electra.core.files import read_json_record
 from electra.core.output_lock import refuse_live_run
 from electra.core.overwrite import refuse_file_as_directory, refuse_foreign_directory
+from electra.core.run_inputs import RunInputs
 from electra.core.run_records import RUN_RECORD, refuse_changed_settings, write_run_record
 from electra.data.corpus import read_corpus_bytes
 from electra.data.packing import corpus_fingerprint, tokenizer_fingerprint
@@ -28,29 +29,6 @@ from electra.data.streaming import LEDGER_FOLDER, stream_window_chars
 from electra.data.tokenization import load_or_train_tokenizer
 from electra.export.checkpoint import latest_checkpoint, latest_intact_checkpoint
 from electra.export.layout import save_tokenizer
-
-
-@dataclass
-class RunInputs:
-    """Where a pretraining run reads from and writes to (the config says how it trains)."""
-
-    corpus: str
-    output_dir: Path
-    vocab: str | None = None
-    cache_dir: str | None = None
-    num_proc: int | None = None
-    resume: bool = False
-    overwrite: bool = False  # start over in a directory that holds a run, or write into a non-empty one
-    # Size max_steps (and warmup, unless `keep_warmup`) to config.flops_budget once the vocabulary is known, so
-    # the schedule decays over the budget and the progress bar counts the steps it buys (the CLI's --flops-budget).
-    size_to_budget: bool = False
-    keep_warmup: bool = False
-    doc_boundary: str = "auto"
-    strict_utf8: bool = False
-    text_field: str = "text"  # the text's field in JSON lines, Parquet and saved datasets
-    # with `resume`: continue on another number of processes than the run had, keeping its global batch
-    elastic: bool = False
-
 
 # Settings that may change between the interrupted run and its resumption without changing the result.
 RESUMABLE_CHANGES = {
