@@ -65,8 +65,9 @@ from electra.glue.report import format_table, write_outputs
 from electra.glue.settings import FinetuneSettings, MultitaskSettings
 from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, get_task
 from electra.glue.teachers import find_teacher_files, read_teacher, teacher_digests, teacher_fingerprint
-from electra.training.engine import Engine, Task, make_accelerator, per_process_batch
+from electra.training.engine import Engine, Task
 from electra.training.optim import describe_lr_groups
+from electra.training.processes import make_accelerator, per_process_batch
 
 MULTITASK_EPOCHS = 6  # the chapter's multi-task recipe: 6 epochs (single-task: 3), batch 128, decay 0.9
 MULTITASK_LAYER_DECAY = 0.9

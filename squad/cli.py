@@ -117,7 +117,7 @@ def _say_where(output: Path, names: tuple[str, ...]) -> None:
     nothing had said."""
     import sys
 
-    from electra.training.engine import process_state
+    from electra.training.processes import process_state
 
     written = [name + ("/" if (output / name).is_dir() else "") for name in names if (output / name).exists()]
     if written and process_state().is_main_process:

@@ -49,14 +49,9 @@ from electra.tagging.model import HEAD_KEY, TaggerModel
 from electra.tagging.settings import TagSettings
 from electra.tagging.spans import is_span_label, score_tags
 from electra.tagging.unlabeled import read_unlabeled
-from electra.training.engine import (
-    Engine,
-    Task,
-    make_accelerator,
-    per_process_batch,
-    shuffled_epochs,
-)
+from electra.training.engine import Engine, Task, shuffled_epochs
 from electra.training.optim import describe_lr_groups
+from electra.training.processes import make_accelerator, per_process_batch
 
 COMMAND = "tag"  # run.json's "command": what tells a tagging output from another command's
 RUN_RESULT = "result.json"

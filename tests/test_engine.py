@@ -523,7 +523,7 @@ def _draw_after_split(rank: int, world: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
     from electra.nn.masking import choose_positions
-    from electra.training.engine import split_rng_per_process
+    from electra.training.processes import split_rng_per_process
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(42)  # every process seeded alike, as `set_seed(config.seed)` does

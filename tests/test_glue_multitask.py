@@ -25,7 +25,7 @@ from electra.glue.multitask import (
 from electra.glue.settings import MultitaskSettings
 from electra.glue.significance import bootstrap_p, compare_arms, holm, mann_whitney, min_mann_whitney_p
 from electra.glue.tasks import get_task
-from electra.training.engine import make_accelerator
+from electra.training.processes import make_accelerator
 from tests.golden_trace import export_word_model
 from tests.test_glue_teachers import write_glue
 

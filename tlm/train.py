@@ -44,7 +44,7 @@ from electra.tlm.resume import check_resume, resume_record
 from electra.tlm.settings import TASK_ONLY, TLMSettings, run_config
 from electra.tlm.stage1 import budget_steps, run_stage1
 from electra.tlm.task_data import TaskCollator, corpus_of, read_splits, run_tokenizer
-from electra.training.engine import make_accelerator, per_process_batch
+from electra.training.processes import make_accelerator, per_process_batch
 from electra.training.run_log import read_metrics
 
 logger = logging.getLogger(__name__)

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{flag} and --set {name}={overrides[name]} both set {name}; give one of them.")
         overrides[name] = value
     from electra.training.continued import run_settings
-    from electra.training.engine import main_process_print
+    from electra.training.processes import main_process_print
 
     args.size, overrides, from_file, note = run_settings(
         args.size, args.config_file, overrides, args.init_from
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     if args.per_device_batch_size is not None:
         if args.train_batch_size is not None:
             raise UserError("give --batch-size (global) or --per-device-batch-size, not both.")
-        from electra.training.engine import process_count
+        from electra.training.processes import process_count
 
         accumulation = int(overrides.get("gradient_accumulation_steps") or 1)
         overrides["train_batch_size"] = args.per_device_batch_size * process_count() * accumulation
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         from electra.data.embedded_corpus import ensure_embedded_corpus
 
         corpus = str(ensure_embedded_corpus(Path(args.cache_dir) / "corpus" if args.cache_dir else None))
-        from electra.training.engine import main_process_print
+        from electra.training.processes import main_process_print
 
         main_process_print(
             f"no --corpus given: training on the embedded State of the Union corpus ({corpus})"
