@@ -26,7 +26,7 @@ The doors, counted in their own row and left out of the floor's figure, because 
   `pll/rescore_inputs.py`, `pll/model_dirs.py`, `tlm/outputs.py`): the paths, model folder, output folder and
   resume record a run reads, checked before anything is written or loaded;
 - file readers (`squad/data.py`, `tagging/conll.py`, `tagging/dependencies.py`, `tagging/word_vectors.py`,
-  `pll/nbest.py`, `pll/nbest_formats.py`, `pll/score_files.py`, `tlm/tasks.py`, `probes/data.py`,
+  `pll/nbest.py`, `pll/nbest_formats/`, `pll/score_files.py`, `tlm/tasks.py`, `probes/data.py`,
   `glue/teachers.py`, the teacher files `--save-train-logits` writes and `--teachers` reads, `tlm/saved_index.py`,
   a saved BM25 index opened and checked, and
   `electra/training/continued.py`, which reads the `--init-from` checkpoint: its config, tokenizer and weights):
@@ -66,7 +66,6 @@ READERS = {
     "tagging/conll.py",
     "tagging/dependencies.py",
     "pll/nbest.py",
-    "pll/nbest_formats.py",
     "pll/score_files.py",
     "glue/teachers.py",
     "tlm/saved_index.py",
@@ -75,6 +74,9 @@ READERS = {
     "tagging/word_vectors.py",
     "electra/training/continued.py",
 }
+
+
+READER_FOLDERS = ("pll/nbest_formats/",)  # one reader and writer per n-best layout
 
 
 def door_kind(path: str) -> str | None:
@@ -86,7 +88,7 @@ def door_kind(path: str) -> str | None:
         return "settings"
     if path in RUN_INPUTS:
         return "run inputs"
-    if path in READERS:
+    if path in READERS or any(path.startswith(folder) for folder in READER_FOLDERS):
         return "reader"
     return None
 
