@@ -127,10 +127,13 @@ def _worker(launcher: subprocess.Popen, rank: int) -> int:
     raise AssertionError(f"no worker of rank {rank}")
 
 
-def _signal_rank_one(command: list[str], run: Path, logged: int, signum: int) -> tuple[str, float]:
-    """Launch `command` under torchrun, send `signum` to its rank-1 worker once `run` has logged `logged` steps,
-    and wait for the launch to end: (its standard error, seconds from the signal to the end)."""
-    env = {**_environment(), "TQDM_DISABLE": "1"}
+def _signal_rank_one(
+    command: list[str], run: Path, logged: int, signum: int, env: dict | None = None
+) -> tuple[str, float]:
+    """Launch `command` under torchrun, send `signum` to its rank-1 worker once `run` has logged `logged` steps
+    (SIGSTOP: a worker that hangs), and wait for the launch to end: (its standard error, seconds from the signal to
+    the end)."""
+    env = env or {**_environment(), "TQDM_DISABLE": "1"}
     launcher = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     try:
         rank1 = _worker(launcher, 1)
@@ -139,7 +142,7 @@ def _signal_rank_one(command: list[str], run: Path, logged: int, signum: int) ->
             time.sleep(0.01)
         sent = time.monotonic()
         os.kill(rank1, signum)
-        _, stderr = launcher.communicate(timeout=180)
+        _, stderr = launcher.communicate(timeout=300)
         return stderr, time.monotonic() - sent
     finally:
         launcher.kill()
@@ -241,23 +244,6 @@ def test_a_two_process_run_continues_on_one_with_elastic(straight, tmp_path):
     assert all(math.isfinite(row["loss"]) for row in read_metrics(stopped, "train"))
 
 
-def _stop_rank_one_then_wait(command: list[str], run: Path, logged: int, env: dict) -> tuple[str, float]:
-    """Launch `command` under torchrun, SIGSTOP its rank-1 worker (a process that hangs) once `run` has logged
-    `logged` steps, and wait for the launch to end: (its standard error, seconds from the stop to the end)."""
-    launcher = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        rank1 = _worker(launcher, 1)
-        deadline = time.monotonic() + 600
-        while len(_logged_steps(run)) < logged and launcher.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        stopped = time.monotonic()
-        os.kill(rank1, signal.SIGSTOP)
-        _, stderr = launcher.communicate(timeout=300)
-        return stderr, time.monotonic() - stopped
-    finally:
-        launcher.kill()
-
-
 @pytest.mark.long  # 40 s of it is waiting: the timeout, then the launcher's grace period for the hung worker
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc")
 def test_a_hung_process_stops_the_others_within_the_collective_timeout(straight, straight_two, tmp_path):
@@ -267,7 +253,9 @@ def test_a_hung_process_stops_the_others_within_the_collective_timeout(straight,
     corpus, cache, _ = straight
     hung = tmp_path / "hung"
     env = {**_environment(), "TQDM_DISABLE": "1", "ELECTRA_COLLECTIVE_TIMEOUT": "10"}
-    stderr, seconds = _stop_rank_one_then_wait(_every_four(_torchrun(corpus, hung, cache)), hung, 5, env)
+    stderr, seconds = _signal_rank_one(
+        _every_four(_torchrun(corpus, hung, cache)), hung, 5, signal.SIGSTOP, env
+    )
     assert "did not answer within the collective timeout" in stderr, stderr[-3000:]
     assert seconds < 120, seconds  # the timeout, then the launcher's stop of the hung worker
     assert not list((hung / "checkpoints").glob(".*partial*"))
