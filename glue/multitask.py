@@ -22,10 +22,9 @@ task (`--predict-test`).
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,25 +32,22 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate.utils import set_seed
-from torch import nn
 from transformers import AutoConfig, AutoTokenizer
 
 from electra.core.files import write_json_atomically
-from electra.core.outputs import StepOutput
 from electra.core.run_records import check_run_record, keep_run_record
 from electra.data.packing import pad_batch
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import fit_length
-from electra.export.model_card import CARD, CardFacts, render_card
 from electra.finetune.models import load_encoder, resolve_model_dir
 from electra.finetune.recipe import finetune_args, resolved_settings, size_defaults
 from electra.finetune.results import write_seed_result
 from electra.finetune.seeds import SeedJob, run_seeds
 from electra.flops.analytic import finetune_flops as analytic_finetune_flops
-from electra.glue.finetune import SeedRun, finished_seed, glue_average, summarise
+from electra.glue.bam import MultiTaskTraining, StudentData, student_data, task_probabilities
+from electra.glue.finetune import SeedRun, finished_seed
 from electra.glue.inputs import (
     DATA_RECORD,
-    TaskData,
     check_init_from,
     check_run_inputs,
     check_task_data,
@@ -61,190 +57,18 @@ from electra.glue.inputs import (
 )
 from electra.glue.metrics import task_scores
 from electra.glue.model import REGRESSION_SCALE, MultiTaskModel, saved_seed
+from electra.glue.multitask_report import MODEL_NAME, multitask_results, seed_average, write_multitask_card
 from electra.glue.report import format_table, write_outputs
 from electra.glue.settings import FinetuneSettings, MultitaskSettings
-from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, get_task
+from electra.glue.tasks import TaskSpec
 from electra.glue.teachers import find_teacher_files, read_teacher, teacher_digests, teacher_fingerprint
-from electra.training.engine import Engine, Task
+from electra.training.engine import Engine
 from electra.training.optim import describe_lr_groups
 from electra.training.processes import make_accelerator, per_process_batch
 
 MULTITASK_EPOCHS = 6  # the chapter's multi-task recipe: 6 epochs (single-task: 3), batch 128, decay 0.9
 MULTITASK_LAYER_DECAY = 0.9
 MULTITASK_LR_FACTOR = 2.0  # 1e-4 for BERT-Large, whose single-task rate in this recipe is 5e-5
-MODEL_NAME = "multitask"  # OUTPUT/runs/multitask/seed-N, OUTPUT/checkpoints/multitask
-
-
-# ---- the schedule and the loss --------------------------------------------------------------------------------
-def task_probabilities(sizes: Sequence[int], exponent: float) -> np.ndarray:
-    """P(task τ) ∝ |D_τ|^exponent (exponent 0: uniform over tasks; 1: proportional to size)."""
-    weights = np.asarray(sizes, dtype=np.float64) ** exponent
-    return weights / weights.sum()
-
-
-def example_order(
-    sizes: Sequence[int], batch_size: int, seed: int, exponent: float, sampling: bool = True
-) -> Iterator[list[tuple[int, int]]]:
-    """Batches of (task index, example index), forever, a function of the arguments alone (a resumed run replays
-    it). With `sampling`, each example's task is drawn ∝ size^exponent and the example is the next of that task's
-    stream, reshuffled whenever it runs out; without, all examples are shuffled together once per epoch."""
-    rng = np.random.default_rng(seed)
-    if not sampling:
-        pool = [(t, i) for t, n in enumerate(sizes) for i in range(n)]
-        pending: list[tuple[int, int]] = []
-        while True:
-            while len(pending) < batch_size:
-                pending += [pool[j] for j in rng.permutation(len(pool))]
-            yield pending[:batch_size]
-            pending = pending[batch_size:]
-    probabilities = task_probabilities(sizes, exponent)
-    streams = [np.random.default_rng([seed, t]) for t in range(len(sizes))]
-    orders: list[list[int]] = [[] for _ in sizes]
-    while True:
-        batch = []
-        for task in rng.choice(len(sizes), size=batch_size, p=probabilities):
-            if not orders[task]:
-                orders[task] = streams[task].permutation(sizes[task]).tolist()
-            batch.append((int(task), orders[task].pop()))
-        yield batch
-
-
-def annealed_lambda(step: int, total_steps: int, fixed: float | None = None) -> float:
-    """The weight of the gold label at update `step` (0-based) of `total_steps`: step / total, or `fixed`."""
-    if fixed is not None:
-        return float(fixed)
-    return min(1.0, step / max(1, total_steps))
-
-
-def annealed_loss(
-    spec: TaskSpec,
-    outputs: torch.Tensor,
-    labels: torch.Tensor,
-    teacher: torch.Tensor | None,
-    lam: float,
-) -> torch.Tensor:
-    """The summed loss of one task's examples against λ·gold + (1 − λ)·teacher (gold alone without a teacher):
-    cross-entropy to that mixed distribution for classification, squared error for (scaled) regression."""
-    if spec.is_regression:
-        target = labels.float()
-        if teacher is not None:
-            target = lam * target + (1.0 - lam) * teacher.float()
-        return ((outputs.float() - target) ** 2).sum()
-    target = nn.functional.one_hot(labels.long(), spec.num_labels).float()
-    if teacher is not None:
-        target = lam * target + (1.0 - lam) * torch.softmax(teacher.float(), dim=-1)
-    return -(target * torch.log_softmax(outputs.float(), dim=-1)).sum()
-
-
-# ---- the task the engine trains -------------------------------------------------------------------------------
-@dataclass
-class StudentData:
-    """One task's training examples for the student: encoded features, scaled labels, teacher outputs aligned."""
-
-    spec: TaskSpec
-    data: TaskData
-    labels: np.ndarray  # class indices, or scores / REGRESSION_SCALE
-    teacher: np.ndarray | None  # [n, labels] logits, or [n] scores / REGRESSION_SCALE
-
-
-def student_data(data: TaskData, teacher_outputs: np.ndarray | None) -> StudentData:
-    spec = data.spec
-    labels = np.asarray(
-        [f["labels"] for f in data.train], dtype=np.float32 if spec.is_regression else np.int64
-    )
-    if spec.is_regression:
-        labels = labels / REGRESSION_SCALE
-        if teacher_outputs is not None:
-            teacher_outputs = teacher_outputs.reshape(-1) / REGRESSION_SCALE
-    return StudentData(spec, data, labels, teacher_outputs)
-
-
-class MultiTaskTraining(Task):
-    """The student's training for the engine: batches of mixed tasks (with their update number), the annealed
-    loss, and the padded shapes it trained at (for the FLOP count)."""
-
-    progress_keys = {"lambda": "λ"}
-
-    def __init__(
-        self,
-        model: MultiTaskModel,
-        tasks: list[StudentData],
-        multi: MultitaskSettings,
-        total_steps: int,
-        batch_size: int,
-        seed: int,
-        pad_token_id: int,
-        accelerator,
-    ):
-        self.model, self.tasks, self.multi = model, tasks, multi
-        self.total_steps, self.batch_size, self.seed = total_steps, batch_size, seed
-        self.pad_token_id, self.accelerator = pad_token_id, accelerator
-        self.has_teachers = all(t.teacher is not None for t in tasks)
-        self.train_shapes: Counter = Counter()
-
-    def lam(self, step: int) -> float:
-        """λ of update `step`: annealed (or fixed) with teachers, 1 (the gold label) without."""
-        if not self.has_teachers:
-            return 1.0
-        return annealed_lambda(step, self.total_steps, self.multi.fixed_lambda)
-
-    def batches(self, start: int) -> Iterator[dict[str, Any]]:
-        """The global batch of update `step` is drawn alike in every process; each takes its share."""
-        rank, world = self.accelerator.process_index, self.accelerator.num_processes
-        sizes = [len(t.data.train) for t in self.tasks]
-        order = example_order(
-            sizes, self.batch_size, self.seed, self.multi.task_exponent, self.multi.task_sampling
-        )
-        for step, drawn in enumerate(order):
-            if step >= start:
-                yield self.collate(drawn[rank::world], step)
-
-    def collate(self, drawn: list[tuple[int, int]], step: int) -> dict[str, Any]:
-        """One group per task present, in task order, padded to its own longest sequence."""
-        groups = []
-        for index, task in enumerate(self.tasks):
-            rows = [i for t, i in drawn if t == index]
-            if not rows:
-                continue
-            group: dict[str, Any] = {
-                "task": task.spec.name,
-                **pad_batch([task.data.train[i] for i in rows], self.pad_token_id),
-            }
-            group["labels"] = torch.from_numpy(task.labels[rows])
-            if task.teacher is not None:
-                group["teacher"] = torch.from_numpy(task.teacher[rows])
-            groups.append(group)
-        return {"groups": groups, "step": step, "size": len(drawn)}
-
-    def step(self, model, batch) -> StepOutput:
-        lam = self.lam(int(batch["step"]))
-        outputs = model(batch["groups"])
-        loss = outputs[0].new_zeros((), dtype=torch.float32)
-        present = set()
-        for group, output in zip(batch["groups"], outputs):
-            spec = self.model.specs[group["task"]]
-            present.add(spec.name)
-            loss = loss + annealed_loss(spec, output, group["labels"], group.get("teacher"), lam)
-            self.train_shapes[group["input_ids"].shape[1]] += (
-                group["input_ids"].shape[0] * self.accelerator.num_processes
-            )
-        loss = loss / batch["size"]
-        # every head takes part in every step (data-parallel training needs a gradient for each parameter)
-        idle = [
-            p for name, head in self.model.heads.items() if name not in present for p in head.parameters()
-        ]
-        if idle:
-            loss = loss + 0.0 * sum(p.sum() for p in idle)
-        return StepOutput(loss, {"loss": loss.detach(), "lambda": torch.tensor(lam, device=loss.device)})
-
-    def tokens(self, batch) -> int:
-        return sum(group["input_ids"].numel() for group in batch["groups"])
-
-    def state_dict(self) -> dict:
-        return {"train_shapes": {str(k): v for k, v in self.train_shapes.items()}}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.train_shapes = Counter({int(k): v for k, v in state.get("train_shapes", {}).items()})
 
 
 # ---- one seed -------------------------------------------------------------------------------------------------
@@ -593,100 +417,3 @@ class StudentSeeds(SeedJob[SeedRun]):
 
     def finish(self) -> None:
         self.job.accelerator.wait_for_everyone()
-
-
-def multitask_results(
-    model_dir: Path,
-    init_from: Path | None,
-    specs: list[TaskSpec],
-    resolved: dict[str, Any],
-    seeds: list[int],
-    runs: list[SeedRun],
-) -> dict[str, Any]:
-    """results.json of a multi-task run: `run_glue`'s layout (per-task rows, the average), plus each seed's
-    average and the multi-task settings."""
-    rows: dict[str, dict] = {}
-    for spec in specs:
-        rows.update(summarise(spec, runs))
-    average, averaged = glue_average(rows)
-    return {
-        "model": str(model_dir),
-        "init_from": str(init_from) if init_from else None,
-        "multitask": True,
-        "tasks": [spec.name for spec in specs],
-        "carried_over": [],
-        "settings": resolved,
-        "seeds": seeds,
-        "results": rows,
-        "average": average,
-        "average_over": averaged,
-        "seed_averages": {str(run.seed): seed_average(run) for run in runs},
-        "average_convention": "mean of per-task medians of the paper's metric (MCC CoLA, Spearman STS-B, accuracy "
-        "otherwise) over CoLA, SST-2, MRPC, STS-B, QQP, MNLI-m, QNLI, RTE where run; WNLI and MNLI-mm not averaged",
-        "finetune_flops": sum(run.flops for run in runs),
-        "finetune_flops_method": runs[0].flops_method,
-        "runs": {MODEL_NAME: [asdict(run) | {"test_predictions": None} for run in runs]},
-    }
-
-
-def seed_average(run: SeedRun) -> float:
-    """One seed's GLUE average (the paper's metric of every averaged task it ran; NaN where none)."""
-    values = []
-    for name in PAPER_AVERAGE_TASKS:
-        if name in run.metrics:
-            value = run.metrics[name].get(get_task(name).primary_metric, math.nan)
-            if value is not None and not math.isnan(value):
-                values.append(value)
-    return float(np.mean(values)) if values else math.nan
-
-
-def write_multitask_card(directory: Path, model_dir: Path, results: dict, seed: int) -> None:
-    """The saved student's README.md: what it was trained from and on, its dev scores, and how to load it."""
-    settings = results["settings"]
-    multi = settings["multitask"]
-    taught = (
-        "born-again distillation from single-task teachers" if settings["teachers"] else "gold labels only"
-    )
-    schedule = (
-        f"fixed λ {multi['fixed_lambda']}"
-        if multi["fixed_lambda"] is not None
-        else "teacher annealing λ = step/total"
-    )
-    sampling = (
-        f"|D|^{multi['task_exponent']:g}" if multi["task_sampling"] else "all examples shuffled together"
-    )
-    rows = [
-        ("base model", f"`{model_dir}`"),
-        ("tasks", ", ".join(results["tasks"])),
-        ("training", f"{taught}; {schedule if settings['teachers'] else 'λ = 1'}"),
-        ("task sampling", sampling),
-        (
-            "recipe",
-            f"{settings['epochs']:g} epochs, batch {settings['batch_size']}, learning rate "
-            f"{settings['learning_rate']:g}, layer-wise decay {settings['layer_decay']:g}, max length "
-            f"{settings['max_seq_length']}, seed {seed} (the best of {results['seeds']})",
-        ),
-    ]
-    metrics = {
-        name: row["per_seed"][row["metric"]][row["seed_ids"].index(seed)]
-        for name, row in results["results"].items()
-    }
-    first = get_task(results["tasks"][0])
-    pair = ', ["its second sentence"]' if first.text_b else ""
-    code = (
-        "from transformers import AutoTokenizer\n"
-        "from electra.glue.model import MultiTaskModel  # installed with electra\n\n"
-        f'tokenizer = AutoTokenizer.from_pretrained("{directory}")\n'
-        f'model = MultiTaskModel.from_pretrained("{directory}")  # shared encoder + one head per task\n'
-        f'print(model.predict("{first.name}", tokenizer, ["a first example"]{pair}))'
-    )
-    facts = CardFacts(
-        title=f"{directory.parent.parent.name}: multi-task GLUE",
-        summary="One model for several GLUE tasks, trained by `electra glue --multitask` (BAM, Clark's dissertation "
-        "ch. 3): a shared encoder and one linear head per task. `AutoModel` loads the encoder; `MultiTaskModel` "
-        "the heads too (STS-B's head predicts the score / 5).",
-        facts=rows,
-        metrics={f"dev {name}": float(value) for name, value in metrics.items() if value is not None},
-        tags=("text-classification", "glue", "multi-task"),
-    )
-    (directory / CARD).write_text(render_card(facts, [("How to load", code)]), encoding="utf-8")

@@ -14,14 +14,14 @@ import pytest
 import torch
 
 from electra.app.cli import main
-from electra.glue.model import GlueModel, MultiTaskModel, load_encoder
-from electra.glue.multitask import (
+from electra.glue.bam import (
     MultiTaskTraining,
     annealed_lambda,
     annealed_loss,
     example_order,
     task_probabilities,
 )
+from electra.glue.model import GlueModel, MultiTaskModel, load_encoder
 from electra.glue.settings import MultitaskSettings
 from electra.glue.significance import bootstrap_p, compare_arms, holm, mann_whitney, min_mann_whitney_p
 from electra.glue.tasks import get_task
@@ -72,8 +72,8 @@ def _student(tmp_path: Path, teacher: bool, fixed: float | None = None):
     """A tiny multi-task student on MRPC-like and STS-B-like data, with random teacher outputs when asked."""
     from transformers import AutoTokenizer
 
+    from electra.glue.bam import student_data
     from electra.glue.inputs import load_task_data
-    from electra.glue.multitask import student_data
     from electra.glue.settings import FinetuneSettings
 
     model_dir = tmp_path / "run" / "discriminator"
