@@ -98,7 +98,6 @@ def pick_positions(
     scores = torch.rand(input_ids.shape, device=input_ids.device)
     scores = scores.masked_fill(~candidates, -1.0)
     length = input_ids.shape[1]
-    length = input_ids.shape[1]
     return Picked.from_ranking(scores.topk(slots_per_row(length, mask_prob), dim=1).indices, k, length)
 
 
