@@ -298,25 +298,9 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
 
     accelerator = make_accelerator(config.mixed_precision)
     world = accelerator.num_processes
-    before = world
-    if resume_from is not None:
-        check_resume(output_dir, inputs, world, config, loader_workers(config))
-        config.gradient_accumulation_steps, before = resumed_layout(output_dir, config, world)
-    if config.train_batch_size % (world * config.gradient_accumulation_steps):
-        raise UserError(
-            f"train_batch_size {config.train_batch_size} is not divisible by processes ({world}) x "
-            f"gradient_accumulation_steps ({config.gradient_accumulation_steps})."
-        )
+    before = _process_layout(config, inputs, accelerator, resume_from is not None)
     micro_batch = config.train_batch_size // (world * config.gradient_accumulation_steps)
     set_seed(config.seed)
-    if before != world:
-        accelerator.print(
-            f"--elastic: continuing a run of {before} process(es) on {world}, {config.gradient_accumulation_steps} "
-            f"accumulation steps: the global batch ({config.train_batch_size}) and the order of the examples are "
-            "kept; not bit for bit: each process draws new random streams (masking, sampling, dropout)"
-        )
-        if accelerator.is_main_process:
-            record_elastic_resume(output_dir, world, config.gradient_accumulation_steps)
     tokenizer, dataset = _tokenizer_and_examples(config, inputs, accelerator, resume_from is not None)
     config.vocab_size = len(tokenizer)
     if inputs.size_to_budget and config.flops_budget and resume_from is None:
@@ -391,6 +375,30 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         accelerator.is_main_process,
         trained=not finished_before,
     )
+
+
+def _process_layout(config: PretrainConfig, inputs: RunInputs, accelerator: Any, resumed: bool) -> int:
+    """How the global batch is shared over this launch's processes (`config.gradient_accumulation_steps` set for
+    it); returns the processes the run had before (this launch's, unless an `--elastic` resume changes them)."""
+    world, before = accelerator.num_processes, accelerator.num_processes
+    output_dir = inputs.output_dir
+    if resumed:
+        check_resume(output_dir, inputs, world, config, loader_workers(config))
+        config.gradient_accumulation_steps, before = resumed_layout(output_dir, config, world)
+    if config.train_batch_size % (world * config.gradient_accumulation_steps):
+        raise UserError(
+            f"train_batch_size {config.train_batch_size} is not divisible by processes ({world}) x "
+            f"gradient_accumulation_steps ({config.gradient_accumulation_steps})."
+        )
+    if before != world:
+        accelerator.print(
+            f"--elastic: continuing a run of {before} process(es) on {world}, {config.gradient_accumulation_steps} "
+            f"accumulation steps: the global batch ({config.train_batch_size}) and the order of the examples are "
+            "kept; not bit for bit: each process draws new random streams (masking, sampling, dropout)"
+        )
+        if accelerator.is_main_process:
+            record_elastic_resume(output_dir, world, config.gradient_accumulation_steps)
+    return before
 
 
 def _tokenizer_and_examples(
