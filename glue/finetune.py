@@ -311,6 +311,31 @@ def _carry_earlier_tasks(
     return earlier_tasks, order, merged, {**all_runs, **carried_runs}, total_flops + carried_flops
 
 
+AVERAGE_CONVENTION = (
+    "mean of per-task medians of the paper's metric (MCC CoLA, Spearman STS-B, accuracy otherwise) over CoLA, "
+    "SST-2, MRPC, STS-B, QQP, MNLI-m, QNLI, RTE where run; WNLI and MNLI-mm not averaged"
+)
+
+
+def _fitted_to_model(
+    model_dir: Path,
+    init_from: Path | None,
+    specs: list[TaskSpec],
+    settings: FinetuneSettings,
+    seeds: list[int],
+) -> tuple[Any, FinetuneSettings, dict]:
+    """The model's tokenizer (checked to fit its embeddings), the settings with the sequence length fitted to its
+    positions (checked again: a model with very few positions can fit it below a task's minimum), and the settings
+    resolved for its size."""
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    config = AutoConfig.from_pretrained(str(model_dir))
+    require_tokenizer_fits(tokenizer, config.vocab_size, model_dir)
+    check_init_from(model_dir, init_from)
+    settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
+    check_run_inputs(specs, settings, seeds)
+    return tokenizer, settings, resolved_settings(settings, config.hidden_size)
+
+
 def run_glue(
     model_dir: str | Path,
     specs: list[TaskSpec],
@@ -338,13 +363,7 @@ def run_glue(
     if len(specs) > 1:  # one task reads its files first thing anyway
         check_task_rows(specs, data_dir, predict_test, settings.skip_malformed)
     accelerator = make_accelerator(settings.mixed_precision)
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    config = AutoConfig.from_pretrained(str(model_dir))
-    require_tokenizer_fits(tokenizer, config.vocab_size, model_dir)
-    check_init_from(model_dir, init_from)
-    settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
-    check_run_inputs(specs, settings, seeds)  # a model with very few positions can fit the length below it
-    resolved = resolved_settings(settings, config.hidden_size)
+    tokenizer, settings, resolved = _fitted_to_model(model_dir, init_from, specs, settings, seeds)
     data_records: dict[str, Any] = {}
     if output_dir is not None:  # a resume under another model or settings would relabel the finished seeds
         record = resume_record(model_dir, init_from, resolved)
@@ -365,33 +384,9 @@ def run_glue(
         resume,
         save_train_logits,
     )
-    rows: dict[str, dict] = {}
-    all_runs: dict[str, list[dict]] = {}
-    test_files: dict[str, list[tuple[str, str]]] = {}
-    total_flops, flops_method = 0.0, None
-    for spec in specs:
-        data = load_task_data(spec, data_dir, tokenizer, settings, predict_test)
-        if output_dir is not None and accelerator.is_main_process:
-            write_json_atomically(output_dir / "runs" / spec.name / DATA_RECORD, data_records[spec.name])
-        runs, best_predictions = job.run_task(spec, data, predict_test)
-        if save_train_logits and output_dir is not None and accelerator.is_main_process:
-            best = next(run for run in runs if run.seed == job.best_seeds[spec.name])
-            write_teacher(
-                output_dir / TEACHERS_DIR / f"{spec.name}.json",
-                spec,
-                data.train_ids,
-                best.train_logits,
-                teacher_fingerprint(spec, data_dir, tokenizer, settings.max_seq_length),
-                str(init_from or model_dir),
-                best.seed,
-            )
-        for run in runs:
-            total_flops, flops_method = total_flops + run.flops, run.flops_method
-        rows.update(summarise(spec, runs))
-        all_runs[spec.name] = [asdict(run) | {"test_predictions": None, "train_logits": None} for run in runs]
-        test_files.update(best_predictions)
-    tasks = [spec.name for spec in specs]
-    carried: list[str] = []
+    done = job.run_tasks(specs, data_dir, predict_test, data_records)
+    rows, all_runs, test_files, total_flops, flops_method = done
+    tasks, carried = [spec.name for spec in specs], []
     if resume and output_dir is not None:
         carried, tasks, rows, all_runs, total_flops = _carry_earlier_tasks(
             output_dir, tasks, rows, all_runs, total_flops
@@ -412,8 +407,7 @@ def run_glue(
         "results": rows,
         "average": average,
         "average_over": averaged,
-        "average_convention": "mean of per-task medians of the paper's metric (MCC CoLA, Spearman STS-B, accuracy "
-        "otherwise) over CoLA, SST-2, MRPC, STS-B, QQP, MNLI-m, QNLI, RTE where run; WNLI and MNLI-mm not averaged",
+        "average_convention": AVERAGE_CONVENTION,
         "finetune_flops": total_flops,
         "finetune_flops_method": flops_method,
         "runs": all_runs,
@@ -456,6 +450,44 @@ class GlueJob:
         runs, best = run_seeds(TaskSeeds(self, spec, data, predict_test), self.seeds)
         self.best_seeds[spec.name] = best
         return runs, next(run for run in runs if run.seed == best).test_predictions
+
+    def run_tasks(
+        self, specs: list[TaskSpec], data_dir: Path, predict_test: bool, data_records: dict[str, Any]
+    ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, list[tuple[str, str]]], float, str | None]:
+        """Every task in turn: (summary rows, every seed's record by task, the best seeds' test predictions, the
+        fine-tuning FLOPs and how they were counted). The main process writes each task's data record and, with
+        `save_train_logits`, its best seed's outputs on the training set as a teacher file."""
+        rows: dict[str, dict] = {}
+        all_runs: dict[str, list[dict]] = {}
+        test_files: dict[str, list[tuple[str, str]]] = {}
+        total_flops, flops_method = 0.0, None
+        writes = self.output_dir is not None and self.accelerator.is_main_process
+        for spec in specs:
+            data = load_task_data(spec, data_dir, self.tokenizer, self.settings, predict_test)
+            if writes:
+                write_json_atomically(
+                    self.output_dir / "runs" / spec.name / DATA_RECORD, data_records[spec.name]
+                )
+            runs, best_predictions = self.run_task(spec, data, predict_test)
+            if self.save_train_logits and writes:
+                best = next(run for run in runs if run.seed == self.best_seeds[spec.name])
+                write_teacher(
+                    self.output_dir / TEACHERS_DIR / f"{spec.name}.json",
+                    spec,
+                    data.train_ids,
+                    best.train_logits,
+                    teacher_fingerprint(spec, data_dir, self.tokenizer, self.settings.max_seq_length),
+                    str(self.init_from or self.model_dir),
+                    best.seed,
+                )
+            for run in runs:
+                total_flops, flops_method = total_flops + run.flops, run.flops_method
+            rows.update(summarise(spec, runs))
+            all_runs[spec.name] = [
+                asdict(run) | {"test_predictions": None, "train_logits": None} for run in runs
+            ]
+            test_files.update(best_predictions)
+        return rows, all_runs, test_files, total_flops, flops_method
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from electra.export.model_card import CARD, CardFacts, render_card
-from electra.glue.finetune import SeedRun, glue_average, summarise
+from electra.glue.finetune import AVERAGE_CONVENTION, SeedRun, glue_average, summarise
 from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, get_task
 
 MODEL_NAME = "multitask"  # OUTPUT/runs/multitask/seed-N, OUTPUT/checkpoints/multitask
@@ -44,8 +44,7 @@ def multitask_results(
         "average": average,
         "average_over": averaged,
         "seed_averages": {str(run.seed): seed_average(run) for run in runs},
-        "average_convention": "mean of per-task medians of the paper's metric (MCC CoLA, Spearman STS-B, accuracy "
-        "otherwise) over CoLA, SST-2, MRPC, STS-B, QQP, MNLI-m, QNLI, RTE where run; WNLI and MNLI-mm not averaged",
+        "average_convention": AVERAGE_CONVENTION,
         "finetune_flops": sum(run.flops for run in runs),
         "finetune_flops_method": runs[0].flops_method,
         "runs": {MODEL_NAME: [asdict(run) | {"test_predictions": None} for run in runs]},
