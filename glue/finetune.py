@@ -317,23 +317,23 @@ AVERAGE_CONVENTION = (
 )
 
 
-def _fitted_to_model(
+def fitted_to_model(
     model_dir: Path,
     init_from: Path | None,
     specs: list[TaskSpec],
     settings: FinetuneSettings,
     seeds: list[int],
-) -> tuple[Any, FinetuneSettings, dict]:
-    """The model's tokenizer (checked to fit its embeddings), the settings with the sequence length fitted to its
-    positions (checked again: a model with very few positions can fit it below a task's minimum), and the settings
-    resolved for its size."""
+) -> tuple[Any, Any, FinetuneSettings]:
+    """The model's tokenizer (checked to fit its embeddings), its config, and the settings with the sequence length
+    fitted to its positions (checked again: a model with very few positions can fit it below a task's minimum).
+    Single- and multi-task runs start here."""
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     config = AutoConfig.from_pretrained(str(model_dir))
     require_tokenizer_fits(tokenizer, config.vocab_size, model_dir)
     check_init_from(model_dir, init_from)
     settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
     check_run_inputs(specs, settings, seeds)
-    return tokenizer, settings, resolved_settings(settings, config.hidden_size)
+    return tokenizer, config, settings
 
 
 def run_glue(
@@ -363,7 +363,8 @@ def run_glue(
     if len(specs) > 1:  # one task reads its files first thing anyway
         check_task_rows(specs, data_dir, predict_test, settings.skip_malformed)
     accelerator = make_accelerator(settings.mixed_precision)
-    tokenizer, settings, resolved = _fitted_to_model(model_dir, init_from, specs, settings, seeds)
+    tokenizer, config, settings = fitted_to_model(model_dir, init_from, specs, settings, seeds)
+    resolved = resolved_settings(settings, config.hidden_size)
     data_records: dict[str, Any] = {}
     if output_dir is not None:  # a resume under another model or settings would relabel the finished seeds
         record = resume_record(model_dir, init_from, resolved)

@@ -25,31 +25,26 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from accelerate.utils import set_seed
-from transformers import AutoConfig, AutoTokenizer
 
 from electra.core.files import write_json_atomically
 from electra.core.run_records import check_run_record, keep_run_record
 from electra.data.packing import pad_batch
-from electra.data.tokenization import require_tokenizer_fits
-from electra.export.layout import fit_length
 from electra.finetune.models import load_encoder, resolve_model_dir
 from electra.finetune.recipe import finetune_args, resolved_settings, size_defaults
 from electra.finetune.results import write_seed_result
 from electra.finetune.seeds import SeedJob, run_seeds
 from electra.flops.analytic import finetune_flops as analytic_finetune_flops
 from electra.glue.bam import MultiTaskTraining, StudentData, student_data, task_probabilities
-from electra.glue.finetune import SeedRun, finished_seed
+from electra.glue.finetune import SeedRun, finished_seed, fitted_to_model
 from electra.glue.inputs import (
     DATA_RECORD,
-    check_init_from,
-    check_run_inputs,
     check_task_data,
     check_task_rows,
     load_task_data,
@@ -300,12 +295,7 @@ def run_multitask(
     init_from = resolve_model_dir(init_from, "--init-from") if init_from else None
     check_task_rows(specs, data_dir, predict_test, settings.skip_malformed)
     accelerator = make_accelerator(settings.mixed_precision)
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    config = AutoConfig.from_pretrained(str(model_dir))
-    require_tokenizer_fits(tokenizer, config.vocab_size, model_dir)
-    check_init_from(model_dir, init_from)
-    settings = replace(settings, max_seq_length=fit_length(settings.max_seq_length, config))
-    check_run_inputs(specs, settings, seeds)
+    tokenizer, config, settings = fitted_to_model(model_dir, init_from, specs, settings, seeds)
     tasks, digests = load_students(specs, data_dir, tokenizer, settings, teachers, predict_test)
     resolved = multitask_settings_record(settings, multi, config.hidden_size, digests)
     if output_dir is not None:
