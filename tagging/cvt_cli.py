@@ -145,7 +145,7 @@ def _command(
 
 
 def run_tagger(args: argparse.Namespace) -> int:
-    from electra.tagging.cvt_train import load_data
+    from electra.tagging.cvt_data import load_data
 
     settings = CvtSettings(**flag_values(CvtSettings, args))
     return _train(
@@ -171,7 +171,7 @@ def run_parser(args: argparse.Namespace) -> int:
 def _train(settings: CvtTrainingSettings, args: argparse.Namespace, load) -> int:
     """Check the flags that go together, refuse to replace earlier results, read the data, train every seed and
     print each score's median (min, max)."""
-    from electra.tagging.cvt_train import log_to_stderr, train_seeds
+    from electra.tagging.cvt_seeds import log_to_stderr, train_seeds
 
     if settings.cvt and args.unlabeled is None:
         raise UserError("--cvt learns from unlabeled text: pass --unlabeled CORPUS (a text file or folder).")

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from electra.tagging.conll import Sentence
+from electra.tagging.cvt_data import TaggingData, hold_out, read_corpus, read_vectors
 from electra.tagging.cvt_model import Batch, Vocabulary
 from electra.tagging.cvt_parser import (
     CvtParser,
@@ -24,7 +25,6 @@ from electra.tagging.cvt_parser import (
     parse_supervised_loss,
 )
 from electra.tagging.cvt_settings import ParseCvtSettings
-from electra.tagging.cvt_train import TaggingData, hold_out, read_corpus, read_vectors
 from electra.tagging.dependencies import Tree, attachment_scores, read_treebank, write_parses
 
 

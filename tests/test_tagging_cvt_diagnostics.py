@@ -8,8 +8,12 @@ from __future__ import annotations
 import pytest
 
 from electra.core.files import read_safetensors
+from electra.tagging.cvt_data import TaggingData
+from electra.tagging.cvt_diagnostics import top_share
 from electra.tagging.cvt_settings import CvtSettings
-from electra.tagging.cvt_train import SHARED, TaggingData, TaggingTask, top_share, train_one
+from electra.tagging.cvt_step import SHARED
+from electra.tagging.cvt_task import TaggingTask
+from electra.tagging.cvt_train import train_one
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
