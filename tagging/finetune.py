@@ -5,6 +5,7 @@ one training engine; report each seed's scores on --dev (and --test) and their m
 A run with an output folder keeps each seed's logs, checkpoints (`save_every`) and result under
 OUTPUT/runs/seed-N/ (a `resume` reuses finished seeds and continues an unfinished one), the best seed's (by the
 primary dev metric) predictions as CoNLL files, and its model as one Hugging Face directory with a model card.
+The files are read in `electra.tagging.data`; the summary table and the card are written by `electra.tagging.report`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,27 +29,19 @@ from electra.core.outputs import StepOutput
 from electra.core.run_records import INPUT_DIGESTS, check_run_record, keep_run_record
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import fit_length
-from electra.export.model_card import CARD, CardFacts, render_card
 from electra.finetune.models import load_encoder, resolve_model_dir
 from electra.finetune.recipe import check_seeds, finetune_args, rates, resolved_settings, total_updates
 from electra.finetune.results import json_safe, read_seed_result, write_seed_result
 from electra.finetune.seeds import SeedJob, median, run_seeds, spread
 from electra.finetune.settings import RESUMABLE_SETTINGS
-from electra.tagging.conll import (
-    Sentence,
-    is_span_scheme,
-    label_vocabulary,
-    read_conll,
-    to_bio,
-    to_bioes,
-    write_conll,
-)
+from electra.tagging.conll import to_bio, write_conll
 from electra.tagging.cvt_views import TransformerCvtTagger
-from electra.tagging.features import Collator, Window, encode, words_from_windows
+from electra.tagging.data import EvalSet, TagData, load_data, primary_metric
+from electra.tagging.features import Collator, words_from_windows
 from electra.tagging.model import HEAD_KEY, TaggerModel
+from electra.tagging.report import format_summary, write_card
 from electra.tagging.settings import TagSettings
-from electra.tagging.spans import is_span_label, score_tags
-from electra.tagging.unlabeled import read_unlabeled
+from electra.tagging.spans import score_tags
 from electra.training.engine import Engine, Task, shuffled_epochs
 from electra.training.optim import describe_lr_groups
 from electra.training.processes import make_accelerator, per_process_batch
@@ -59,104 +52,12 @@ MODEL_DIR = "model"
 
 
 @dataclass
-class EvalSet:
-    """A scored file: its sentences as read, and their encoded windows."""
-
-    path: Path
-    sentences: list[Sentence]
-    features: list[dict]
-    windows: list[Window]
-
-
-@dataclass
-class TagData:
-    """What every seed trains and scores on."""
-
-    labels: list[str]  # the model's labels (the training file's, in BIOES form with encoding "bioes")
-    spans: bool  # scored by span F1 (else token accuracy)
-    train: list[dict]
-    train_sentences: int
-    evals: dict[str, EvalSet]  # "dev", "test"
-    file_bioes: bool  # the training file's own tags use E-/S- (predictions are written back in that scheme)
-    unlabeled: list[dict] = field(default_factory=list)  # --cvt's windows, with `word_starts` (0/1 per piece)
-    sep_id: int = 0  # the tokenizer's [SEP]: where --cvt's right-to-left views end
-
-
-@dataclass
 class SeedRun:
     seed: int
     metrics: dict[str, dict[str, float]]  # "dev"/"test" -> metric -> value
     steps: int
     seconds: float
     train_seconds: float = 0.0
-
-
-def primary_metric(data: TagData) -> str:
-    return "f1" if data.spans else "accuracy"
-
-
-def choose_scoring(labels: Sequence[str], settings: TagSettings, train: Path) -> bool:
-    """Whether runs are scored by spans: `--metric auto` decides by the labels; `span` and `--encoding bioes`
-    need every label to be O or B-/I-/E-/S- and are refused, naming one that is not, otherwise."""
-    spans = is_span_scheme(labels) if settings.metric == "auto" else settings.metric == "span"
-    needs_spans = settings.metric == "span" or settings.encoding == "bioes"
-    if needs_spans:
-        bad = next((tag for tag in labels if not is_span_label(tag)), None)
-        if bad is not None:
-            flag = "--metric span" if settings.metric == "span" else "--encoding bioes"
-            raise UserError(
-                f"{flag}: {train} has the label {bad!r}, which is neither O nor B-, I-, E- or S- and a type; pick "
-                "the chunk or entity column with --label, or drop the flag."
-            )
-    return spans
-
-
-def load_data(train: Path, evals: dict[str, Path], tokenizer, settings: TagSettings) -> TagData:
-    """Read and encode the files. The label set is the whole training file's (a capped run still knows every
-    label); a dev or test label the training file lacks is scored but cannot be predicted."""
-    read = lambda path, cap: read_conll(path, settings.columns, settings.label, cap)  # noqa: E731
-    every = read(train, None)
-    file_labels = label_vocabulary(every)
-    spans = choose_scoring(file_labels, settings, train)
-    train_sentences = every[: settings.max_train_sentences] if settings.max_train_sentences else every
-    bioes = settings.encoding == "bioes"
-    convert = to_bioes if bioes else list
-    labels = label_vocabulary_of([convert(s.labels) for s in every]) if bioes else file_labels
-    ids = {label: i for i, label in enumerate(labels)}
-    features, _ = encode(
-        [s.words for s in train_sentences],
-        tokenizer,
-        settings.max_seq_length,
-        [convert(s.labels) for s in train_sentences],
-        ids,
-    )
-    sets = {}
-    for name, path in evals.items():
-        sentences = read(path, settings.max_eval_sentences)
-        encoded, windows = encode([s.words for s in sentences], tokenizer, settings.max_seq_length)
-        sets[name] = EvalSet(path, sentences, encoded, windows)
-    file_bioes = any(tag[:2] in ("E-", "S-") for tag in file_labels)
-    unlabeled = unlabeled_features(settings, tokenizer) if settings.cvt else []
-    return TagData(
-        labels, spans, features, len(train_sentences), sets, file_bioes, unlabeled, tokenizer.sep_token_id
-    )
-
-
-def unlabeled_features(settings: TagSettings, tokenizer) -> list[dict]:
-    """--cvt's unlabeled sentences as windows, each piece marked 1 where a word starts."""
-    sentences = read_unlabeled(settings.unlabeled, settings.max_unlabeled)
-    marked, _ = encode(
-        sentences, tokenizer, settings.max_seq_length, [["w"] * len(s) for s in sentences], {"w": 1}
-    )
-    for feature in marked:
-        feature["word_starts"] = [int(label == 1) for label in feature.pop("labels")]
-    return marked
-
-
-def label_vocabulary_of(tag_lists: Sequence[Sequence[str]]) -> list[str]:
-    """`label_vocabulary`'s order (O first, then sorted) over lists of tags."""
-    tags = {t for tags in tag_lists for t in tags}
-    return (["O"] if "O" in tags else []) + sorted(tags - {"O"})
 
 
 class TagSeedTask(Task):
@@ -449,80 +350,3 @@ def saved_seed(output: Path | None) -> int | None:
     config = read_json_record(output / MODEL_DIR / "config.json") if (output / MODEL_DIR).is_dir() else None
     head = (config or {}).get(HEAD_KEY)
     return head.get("seed") if isinstance(head, dict) else None
-
-
-def _pct(value: float) -> str:
-    return "nan" if value is None or math.isnan(value) else f"{100 * value:.2f}"
-
-
-def format_summary(results: dict[str, Any], markdown: bool = False) -> str:
-    """The primary metric (and precision, recall or accuracy) per eval set: median, spread and seeds."""
-    shown = ["f1", "precision", "recall", "accuracy"] if results["metric"] == "f1" else ["accuracy"]
-    rows = [["set", "metric", "median", "spread", "seeds"]]
-    for name, metrics in results["summary"].items():
-        for metric in shown:
-            entry = metrics[metric]
-            seeds = " ".join(_pct(v) for v in entry["seeds"])
-            rows.append([name, metric, _pct(entry["median"]), _pct(entry["spread"]), seeds])
-    if markdown:
-        lines = ["| " + " | ".join(r) + " |" for r in rows]
-        lines.insert(1, "|" + "---|" * len(rows[0]))
-        s = results["settings"]
-        lines += [
-            "",
-            f"Model `{results['model']}` (lr {s['learning_rate']:g}, layer decay {s['layer_decay']:g}, batch "
-            f"{s['batch_size']}), {results['train_sentences']:,} training sentences, seeds {results['seeds']} "
-            f"(best: {results['best_seed']}). Scores x100; spread is max - min over seeds.",
-        ]
-        return "\n".join(lines)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def write_card(model_dir: Path, results: dict[str, Any], data: TagData) -> None:
-    """The saved model's README.md: what it was fine-tuned from and on, its dev scores, and how to load it."""
-    best = next(run for run in results["runs"] if run["seed"] == results["best_seed"])
-    s = results["settings"]
-    layout = f"columns `{s['columns'] or 'word ... label'}`, label `{s['label'] or 'last column'}`"
-    rows = [
-        ("base model", f"`{results['model']}`"),
-        (
-            "data",
-            f"`{Path(results['files']['train']).name}`: {results['train_sentences']:,} sentences; {layout}",
-        ),
-        ("labels", ", ".join(f"`{label}`" for label in data.labels)),
-        (
-            "steps",
-            f"{best['steps']:,}, batch {s['batch_size']}, learning rate {s['learning_rate']:g}, layer-wise decay "
-            f"{s['layer_decay']:g}, max length {s['max_seq_length']}, seed {best['seed']}",
-        ),
-        ("evaluated on", f"`{Path(results['files']['dev']).name}`"),
-    ]
-    metrics = {f"dev {k}": v for k, v in best["metrics"]["dev"].items() if "/" not in k}
-    code = (
-        "import torch\nfrom transformers import AutoModelForTokenClassification, AutoTokenizer\n\n"
-        f'tokenizer = AutoTokenizer.from_pretrained("{model_dir}")\n'
-        f'model = AutoModelForTokenClassification.from_pretrained("{model_dir}").eval()\n'
-        'words = ["He", "reckons", "the", "current", "account", "deficit"]\n'
-        'inputs = tokenizer(words, is_split_into_words=True, return_tensors="pt")\n'
-        "with torch.no_grad():\n    ids = model(**inputs).logits.argmax(-1)[0].tolist()\n"
-        "seen, tags = set(), []\n"
-        "for position, word in enumerate(inputs.word_ids()):\n"
-        "    if word is not None and word not in seen:  # each word's first piece carries its tag\n"
-        "        seen.add(word)\n        tags.append(model.config.id2label[ids[position]])\n"
-        "print(list(zip(words, tags)))"
-    )
-    native = ((read_json_record(model_dir / "config.json") or {}).get("architectures") or [None])[0]
-    facts = CardFacts(
-        title=f"{model_dir.parent.name}: sequence tagging",
-        summary="A token-classification model fine-tuned by `electra tag`; each word's tag is read at its first "
-        f"piece. Its head is transformers' own ({native or 'a linear layer per piece'}).",
-        facts=rows,
-        metrics=metrics,
-        tags=("token-classification",),
-    )
-    (model_dir / CARD).write_text(
-        render_card(facts, [("How to load", code)], "token-classification"), encoding="utf-8"
-    )

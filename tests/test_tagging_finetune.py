@@ -14,8 +14,9 @@ import torch
 from electra.core.errors import UserError
 from electra.finetune.models import load_encoder
 from electra.tagging.conll import read_conll
+from electra.tagging.data import load_data
 from electra.tagging.features import IGNORE, encode, words_from_windows
-from electra.tagging.finetune import load_data, run_tag
+from electra.tagging.finetune import run_tag
 from electra.tagging.model import TaggerModel
 from electra.tagging.settings import TagSettings
 
