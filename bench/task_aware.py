@@ -43,8 +43,9 @@ from bench.tlm_agnews import CORPUS_PARTS, REUTERS, part_documents, reuters_arti
 from electra.app.cli import main as electra_main  # noqa: E402
 from electra.core.errors import UserError  # noqa: E402
 from electra.tlm.budget import finetune_epoch_flops  # noqa: E402
+from electra.tlm.indexing import load_or_build_index  # noqa: E402
 from electra.tlm.iss import select_with_reference  # noqa: E402
-from electra.tlm.retrieval import load_or_build_index, retrieve_corpus  # noqa: E402
+from electra.tlm.retrieval import retrieve_corpus  # noqa: E402
 from electra.tlm.tasks import build_sciie, read_task_file, split_examples, write_jsonl  # noqa: E402
 from electra.tlm.train import TLMSettings, train_tlm  # noqa: E402
 from electra.training.continued import init_vocabulary  # noqa: E402

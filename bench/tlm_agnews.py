@@ -32,7 +32,8 @@ sys.path.insert(0, str(REPO))
 from electra.core.config_files import parse_overrides  # noqa: E402
 from electra.core.errors import UserError  # noqa: E402
 from electra.data.corpus import read_documents  # noqa: E402
-from electra.tlm.retrieval import build_index, corpus_digest, retrieve_corpus  # noqa: E402
+from electra.tlm.indexing import build_index, corpus_digest  # noqa: E402
+from electra.tlm.retrieval import retrieve_corpus  # noqa: E402
 from electra.tlm.saved_index import BM25Index  # noqa: E402
 from electra.tlm.tasks import read_task_file, split_examples, write_jsonl  # noqa: E402
 from electra.tlm.train import TLMSettings, train_tlm  # noqa: E402

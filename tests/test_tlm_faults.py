@@ -177,12 +177,12 @@ def test_iss_mistakes_are_refused_before_the_index_is_built(data, start_dir, tmp
     """Before: a missing or damaged --init-from, a dev label train lacks, a --vocab other than --init-from's and
     --objective none were each found after the BM25 index was built (an hour on a real corpus), the last one after
     the reference run too. Now each is one line and OUT is not even created."""
-    import electra.tlm.retrieval as retrieval
+    import electra.tlm.indexing as indexing
 
     def no_index(*args, **kwargs):
         raise AssertionError("the index was built before the refusal")
 
-    monkeypatch.setattr(retrieval, "load_or_build_index", no_index)
+    monkeypatch.setattr(indexing, "load_or_build_index", no_index)
     damaged = tmp_path / "damaged"
     shutil.copytree(start_dir, damaged)
     weights = damaged / "discriminator" / "model.safetensors"

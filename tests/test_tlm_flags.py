@@ -13,7 +13,7 @@ import pytest
 from electra.app.cli import build_parser, main
 from electra.core.errors import UserError
 from electra.finetune.models import resolve_model_dir
-from electra.tlm.retrieval import build_index
+from electra.tlm.indexing import build_index
 from electra.tlm.tasks import LabelVocab, read_task_file
 
 from .test_tlm_train import SMALL, _cache, data  # noqa: F401  (shared fixtures)

@@ -14,17 +14,14 @@ from pathlib import Path
 import pytest
 
 from electra.core.errors import UserError
+from electra.tlm.indexing import BUILD_LOCK, build_index, load_or_build_index, split_passages
 from electra.tlm.keywords import candidate_phrases, keyword_query, rake_keywords
 from electra.tlm.retrieval import (
-    BUILD_LOCK,
     CORPUS_FILE,
     CORPUS_SUBDIR,
-    build_index,
-    load_or_build_index,
     make_query,
     read_retrieved,
     retrieve_corpus,
-    split_passages,
     union_top_k,
 )
 from electra.tlm.saved_index import DOCS_FILE, META_FILE, BM25Index
@@ -139,7 +136,7 @@ def test_a_killed_build_leaves_a_folder_the_next_build_removes(tmp_path):
     fcntl = pytest.importorskip("fcntl")
     script = (
         "import os, signal\n"
-        "from electra.tlm.retrieval import build_index\n"
+        "from electra.tlm.indexing import build_index\n"
         "def documents():\n"
         "    yield 'alpha beta gamma delta epsilon zeta eta theta'\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"

@@ -376,13 +376,8 @@ def check_retrieve_flags(args) -> None:
 
 
 def run_retrieve(args) -> int:
-    from electra.tlm.retrieval import (
-        CORPUS_SUBDIR,
-        PROVENANCE_FILE,
-        SUMMARY_FILE,
-        load_or_build_index,
-        retrieve_corpus,
-    )
+    from electra.tlm.indexing import load_or_build_index
+    from electra.tlm.retrieval import CORPUS_SUBDIR, PROVENANCE_FILE, SUMMARY_FILE, retrieve_corpus
     from electra.tlm.tasks import read_task_file
 
     # every name the selection writes in OUT, not only corpus/: a summary.json or retrieved.jsonl of the user's
