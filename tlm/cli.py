@@ -376,8 +376,8 @@ def check_retrieve_flags(args) -> None:
 
 
 def run_retrieve(args) -> int:
-    from electra.tlm.indexing import load_or_build_index
-    from electra.tlm.retrieval import CORPUS_SUBDIR, PROVENANCE_FILE, SUMMARY_FILE, retrieve_corpus
+    from electra.tlm.retrieval import CORPUS_SUBDIR, PROVENANCE_FILE, SUMMARY_FILE
+    from electra.tlm.selection import CorpusSelection, select_corpus
     from electra.tlm.tasks import read_task_file
 
     # every name the selection writes in OUT, not only corpus/: a summary.json or retrieved.jsonl of the user's
@@ -395,34 +395,24 @@ def run_retrieve(args) -> int:
     if args.select == "iss":
         require_counts(args, ("reference_steps", "iss_batch_size"))
     examples = read_task_file(args.task_train, fmt=args.task_format, **column_kwargs(args))
-    if args.select == "iss":
-        from electra.tlm.iss import check_reference
-
-        check_reference(_reference_settings(args), _iss_layer(args))
-    index_dir = Path(args.index) if args.index else out / "index"
-    with load_or_build_index(args.corpus, index_dir, args.passage_words, args.min_passage_words) as index:
-        if args.select == "iss":
-            summary = _select_iss(args, index)
-            print(
-                f"ISS kept {summary['retrieved_passages']} of {summary['candidates']} BM25 candidates in "
-                f"{summary['selection_seconds']:.1f} s -> {out / 'corpus'}"
-            )
-            return 0
-        result = retrieve_corpus(
-            index,
-            [e.text for e in examples],
-            args.top_k,
-            args.out,
-            long_query_words=args.long_query_words,
-            keyword_words=args.keyword_words,
-            source=args.task_train,
-            select_size=args.select_size,
-        )
-        total = index.num_docs
-    print(
-        f"retrieved {len(result.doc_ids)} unique passages (of {total} indexed) for {len(examples)} queries "
-        f"-> {out / 'corpus'}"
+    iss = args.select == "iss"
+    selection = CorpusSelection(
+        corpus=args.corpus,
+        task_train=args.task_train,
+        out=args.out,
+        index_dir=Path(args.index) if args.index else out / "index",
+        top_k=args.top_k,
+        passage_words=args.passage_words,
+        min_passage_words=args.min_passage_words,
+        long_query_words=args.long_query_words,
+        keyword_words=args.keyword_words,
+        select_size=args.select_size,
+        reference=_reference_settings(args) if iss else None,
+        iss_layer=_iss_layer(args) if iss else -1,
+        iss_batch_size=args.iss_batch_size,
+        progress=not args.no_progress,
     )
+    print(select_corpus(selection, [e.text for e in examples]))
     return 0
 
 
@@ -457,36 +447,15 @@ def _reference_settings(args):
     )
 
 
-def _select_iss(args, index) -> dict:
-    from electra.tlm.iss import select_with_reference
-
-    return select_with_reference(
-        index,
-        _reference_settings(args),
-        args.top_k,
-        args.select_size,
-        args.out,
-        layer=_iss_layer(args),
-        batch_size=args.iss_batch_size,
-        long_query_words=args.long_query_words,
-        keyword_words=args.keyword_words,
-        progress=not args.no_progress,
-    )
-
-
 def run_texts(args) -> int:
-    from electra.core.files import write_text_atomically
+    from electra.tlm.task_files import write_task_texts
     from electra.tlm.tasks import read_task_file
 
     out = Path(args.out) / "corpus" / "task_texts.txt"
     refuse_to_replace([out], args.overwrite)
     examples = read_task_file(args.task, fmt=args.task_format, **column_kwargs(args))
-    texts = [e.text for e in examples if e.text.strip()]
-    if not texts:
-        raise UserError(f"{args.task}: no text in the chosen column(s); pass --text-column NAME.")
-    # one document per example, written whole: a cut-short corpus would pass for the task's texts
-    write_text_atomically(out, "".join(text + "\n\n" for text in texts))
-    print(f"{len(texts)} task texts -> {out}")
+    count = write_task_texts(examples, args.task, out)
+    print(f"{count} task texts -> {out}")
     return 0
 
 
@@ -513,8 +482,7 @@ def run_sciie(args) -> int:
     """All three splits are read before any is written, and written whole (`write_text_atomically`): before, a
     missing dev.json stopped the run after train.jsonl was written, and existing splits in --out (a user's own
     train.jsonl) were replaced without --overwrite."""
-    from electra.core.files import write_text_atomically
-    from electra.tlm.tasks import build_sciie, jsonl_text
+    from electra.tlm.task_files import write_sciie_splits
 
     source, out = Path(args.scierc), Path(args.out)
     splits = ("train", "dev", "test")
@@ -524,8 +492,5 @@ def run_sciie(args) -> int:
                 f"{source / f'{split}.json'}: missing; --scierc needs train.json, dev.json and test.json."
             )
     refuse_to_replace([out / f"{split}.jsonl" for split in splits], args.overwrite)
-    built = {split: build_sciie(source / f"{split}.json") for split in splits}
-    for split, examples in built.items():
-        write_text_atomically(out / f"{split}.jsonl", jsonl_text(examples))
-        print(f"{split}: {len(examples)} relations -> {out / f'{split}.jsonl'}")
+    write_sciie_splits(source, out, splits)
     return 0
