@@ -100,21 +100,9 @@ def _read_delimited(
     label_column: Column | None,
     header: bool | None,
 ) -> list[TaskExample]:
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL  # TSV text keeps its quote marks
-    # strict: a quote left open swallowed every later row into one field in silence; a field may be as long as the
-    # file (one huge document), where the csv module's default limit (128 KiB) ended in a traceback
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting, strict=True)
-    limit = csv.field_size_limit()
-    csv.field_size_limit(max(limit, len(text) + 1))
-    try:
-        rows = list(reader)
-    except csv.Error as exc:
-        raise UserError(
-            f"{path}:{reader.line_num}: not valid {'TSV' if delimiter == chr(9) else 'CSV'} ({exc}); "
-            'close the quoted field or quote it as a whole ("...", with "" for a quote inside).'
-        ) from None
-    finally:
-        csv.field_size_limit(limit)
+    """The rows of a TSV or CSV file as examples: the header detected (when `header` is None), the label and text
+    columns resolved against it (`_label_and_text_indices`), then each row checked and read."""
+    rows = _delimited_rows(path, text, delimiter)
     numbered = [(n, row) for n, row in enumerate(rows, start=1) if any(cell.strip() for cell in row)]
     if not numbered:
         return []
@@ -124,25 +112,41 @@ def _read_delimited(
         header = any(cell.lower() in {w.lower() for w in wanted} for cell in first)
     names = first if header else []
     body = numbered[1:] if header else numbered
-    width = len(first)
+    label_index, text_indices = _label_and_text_indices(path, names, len(first), text_columns, label_column)
+    return [_row_example(path, number, row, len(first), label_index, text_indices) for number, row in body]
 
-    def index_of(column: Column, role: str) -> int:
-        if isinstance(column, int):
-            if not -width <= column < width:
-                raise UserError(
-                    f"{path}:1: {role} column {column} is out of range (rows have {width} columns)."
-                )
-            return column % width
-        lowered = [n.lower() for n in names]
-        if column.lower() not in lowered:
-            where = f"the header has {', '.join(names)}" if names else "the file has no header row"
-            raise UserError(
-                f"{path}:1: {role} column {column!r} not found ({where}); pass --{role}-column NAME or a 0-based index."
-            )
-        return lowered.index(column.lower())
 
+def _delimited_rows(path: Path, text: str, delimiter: str) -> list[list[str]]:
+    """Every row of the file's `text`, read strictly: a quote left open is refused in one line naming the line."""
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL  # TSV text keeps its quote marks
+    # strict: a quote left open swallowed every later row into one field in silence; a field may be as long as the
+    # file (one huge document), where the csv module's default limit (128 KiB) ended in a traceback
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting, strict=True)
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, len(text) + 1))
+    try:
+        return list(reader)
+    except csv.Error as exc:
+        raise UserError(
+            f"{path}:{reader.line_num}: not valid {'TSV' if delimiter == chr(9) else 'CSV'} ({exc}); "
+            'close the quoted field or quote it as a whole ("...", with "" for a quote inside).'
+        ) from None
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _label_and_text_indices(
+    path: Path,
+    names: list[str],
+    width: int,
+    text_columns: Sequence[Column] | None,
+    label_column: Column | None,
+) -> tuple[int, list[int]]:
+    """The label column's index and the text columns' (`names`: the header's cells, empty without one). Without
+    --label-column: the header's `label`, or column 1 of a two-column file; without --text-column: the header's
+    `text`, or every other column in order (AG News: title then description)."""
     if label_column is None:
-        if header:
+        if names:
             label_column = "label"
         elif width == 2:
             label_column = 1  # the common `text<TAB>label` layout
@@ -151,28 +155,43 @@ def _read_delimited(
                 f"{path}:1: no label column: the file has no header and {width} columns; "
                 "pass --label-column with a 0-based index (or add a header with a 'label' column)."
             )
-    label_index = index_of(label_column, "label")
+    label_index = _column_index(path, label_column, "label", names, width)
     if text_columns is None:
-        if header and "text" in [n.lower() for n in names]:
-            text_indices = [index_of("text", "text")]
-        else:  # every other column, in order (AG News: title then description)
-            text_indices = [i for i in range(width) if i != label_index]
-    else:
-        text_indices = [index_of(c, "text") for c in text_columns]
+        if names and "text" in [n.lower() for n in names]:
+            return label_index, [_column_index(path, "text", "text", names, width)]
+        return label_index, [i for i in range(width) if i != label_index]
+    return label_index, [_column_index(path, c, "text", names, width) for c in text_columns]
 
-    examples = []
-    for number, row in body:
-        if len(row) != width:
-            raise UserError(
-                f"{path}:{number}: {len(row)} columns where the first row has {width}; "
-                "fix the row (a stray delimiter or quote?)."
-            )
-        label = class_name(row[label_index].strip())
-        if not label:
-            raise UserError(f"{path}:{number}: empty label; every row needs one.")
-        text = " ".join(row[i].strip() for i in text_indices if row[i].strip())
-        examples.append(TaskExample(text=text, label=label))
-    return examples
+
+def _column_index(path: Path, column: Column, role: str, names: list[str], width: int) -> int:
+    """A column named (against the header's `names`, any case) or numbered (0-based; negative from the end)."""
+    if isinstance(column, int):
+        if not -width <= column < width:
+            raise UserError(f"{path}:1: {role} column {column} is out of range (rows have {width} columns).")
+        return column % width
+    lowered = [n.lower() for n in names]
+    if column.lower() not in lowered:
+        where = f"the header has {', '.join(names)}" if names else "the file has no header row"
+        raise UserError(
+            f"{path}:1: {role} column {column!r} not found ({where}); pass --{role}-column NAME or a 0-based index."
+        )
+    return lowered.index(column.lower())
+
+
+def _row_example(
+    path: Path, number: int, row: list[str], width: int, label_index: int, text_indices: list[int]
+) -> TaskExample:
+    """Row `number` as an example: as wide as the first row, with a label; its text columns joined by a space."""
+    if len(row) != width:
+        raise UserError(
+            f"{path}:{number}: {len(row)} columns where the first row has {width}; "
+            "fix the row (a stray delimiter or quote?)."
+        )
+    label = class_name(row[label_index].strip())
+    if not label:
+        raise UserError(f"{path}:{number}: empty label; every row needs one.")
+    text = " ".join(row[i].strip() for i in text_indices if row[i].strip())
+    return TaskExample(text=text, label=label)
 
 
 def _label_of(value: object, path: Path, number: int, key: str) -> str:
