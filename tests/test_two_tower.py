@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from electra.generators.two_tower import TwoTowerGenerator, sample_noise, tower_masks
+from electra.generators.noise import sample_noise
+from electra.generators.two_tower import TwoTowerGenerator, tower_masks
 from electra.nn.masking import candidate_mask
 from electra.objectives import build_config
 
