@@ -139,44 +139,10 @@ def fuse(
         )
         for f in free
     }
-    seen: dict[tuple[float, ...], float] = {}
-
-    def wer(w: np.ndarray) -> float:
-        key = tuple(np.round(w, 12))
-        if key not in seen:
-            seen[key] = edits.wer(matrix.choices(w / spreads))
-        return seen[key]
-
-    def better(candidate: np.ndarray, current: np.ndarray) -> bool:
-        a, b = wer(candidate), wer(current)
-        return a < b - 1e-12 or (
-            abs(a - b) <= 1e-12 and np.abs(candidate[1:]).sum() < np.abs(current[1:]).sum()
-        )
-
-    rounds = 0
-    while rounds < MAX_ROUNDS:
-        rounds += 1
-        changed = False
-        for f in free:
-            for value in grid[f]:
-                trial = weights.copy()
-                trial[f] = value
-                if better(trial, weights):
-                    weights, changed = trial, True
-        if not changed:
-            break
-    # Refinement: multiplicative steps around each chosen weight, until none helps.
-    for _ in range(MAX_ROUNDS):
-        changed = False
-        for f in free:
-            for step in REFINE_STEPS:
-                trial = weights.copy()
-                trial[f] = weights[f] * step
-                if better(trial, weights):
-                    weights, changed = trial, True
-        if not changed:
-            break
-    best = wer(weights)
+    dev_wer = _DevWer(matrix, edits, spreads)
+    weights, rounds = _coordinate_ascent(weights, free, grid, dev_wer)
+    weights = _refine(weights, free, dev_wer)
+    best = dev_wer(weights)
     raw = weights / spreads * spreads[0]  # the anchor's raw weight is 1; the others rescale to its units
     raw = raw / raw[0]
     return FusionResult(
@@ -184,8 +150,8 @@ def fuse(
         weights={name: float(w) for name, w in zip(names, raw)},
         spreads={name: float(s) for name, s in zip(names, spreads)},
         dev_wer=best,
-        ties=sum(1 for value in seen.values() if abs(value - best) <= 1e-12),
-        evaluated=len(seen),
+        ties=sum(1 for value in dev_wer.seen.values() if abs(value - best) <= 1e-12),
+        evaluated=len(dev_wer.seen),
         rounds=rounds,
         search_space={
             "unit": "each feature's mean within-list standard deviation on dev",
@@ -195,6 +161,63 @@ def fuse(
             "max_rounds": MAX_ROUNDS,
         },
     )
+
+
+class _DevWer:
+    """The dev WER of a weight setting (in spread units), each setting evaluated once and remembered in `seen`
+    (from which the ties and the number of settings evaluated are counted)."""
+
+    def __init__(self, matrix: FeatureMatrix, edits: EditTable, spreads: np.ndarray):
+        self.matrix, self.edits, self.spreads = matrix, edits, spreads
+        self.seen: dict[tuple[float, ...], float] = {}
+
+    def __call__(self, w: np.ndarray) -> float:
+        key = tuple(np.round(w, 12))
+        if key not in self.seen:
+            self.seen[key] = self.edits.wer(self.matrix.choices(w / self.spreads))
+        return self.seen[key]
+
+    def better(self, candidate: np.ndarray, current: np.ndarray) -> bool:
+        """A lower WER, or the same WER nearer the first pass (a smaller total weight beside the anchor's)."""
+        a, b = self(candidate), self(current)
+        return a < b - 1e-12 or (
+            abs(a - b) <= 1e-12 and np.abs(candidate[1:]).sum() < np.abs(current[1:]).sum()
+        )
+
+
+def _coordinate_ascent(
+    weights: np.ndarray, free: Sequence[int], grid: Mapping[int, Sequence[float]], dev_wer: _DevWer
+) -> tuple[np.ndarray, int]:
+    """Each free weight in turn over its grid, the others fixed, until a round changes nothing (at most
+    `MAX_ROUNDS`); returns the weights and the rounds run."""
+    rounds = 0
+    while rounds < MAX_ROUNDS:
+        rounds += 1
+        changed = False
+        for f in free:
+            for value in grid[f]:
+                trial = weights.copy()
+                trial[f] = value
+                if dev_wer.better(trial, weights):
+                    weights, changed = trial, True
+        if not changed:
+            break
+    return weights, rounds
+
+
+def _refine(weights: np.ndarray, free: Sequence[int], dev_wer: _DevWer) -> np.ndarray:
+    """Multiplicative steps (`REFINE_STEPS`) around each chosen weight, until none helps (at most `MAX_ROUNDS`)."""
+    for _ in range(MAX_ROUNDS):
+        changed = False
+        for f in free:
+            for step in REFINE_STEPS:
+                trial = weights.copy()
+                trial[f] = weights[f] * step
+                if dev_wer.better(trial, weights):
+                    weights, changed = trial, True
+        if not changed:
+            break
+    return weights
 
 
 def _raw_extras(
