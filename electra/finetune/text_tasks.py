@@ -87,17 +87,7 @@ def read_examples(
     message offers (None: the command has none, and the message offers nothing it cannot take).
     """
     path = Path(path)
-    if not path.is_file():
-        raise UserError(
-            f"{path}: file not found; the {spec.directory} task needs it (GLUE layout: {spec.directory}/<split>.tsv)."
-        )
-    # Split on "\n" only: str.splitlines() would also break rows at U+2028, U+0085 or form feeds in the text.
-    lines = [line.removesuffix("\r") for line in _read_text(path).split("\n")]
-    if not any(line.strip() for line in lines):
-        expected = (
-            "examples" if labelled and spec.headerless_columns is not None else "a header line and examples"
-        )
-        raise UserError(f"{path}: the file is empty; expected {expected}.")
+    lines = _split_lines(path, spec, labelled)
     if labelled and spec.headerless_columns is not None:
         columns, first_row = dict(spec.headerless_columns), 0
     else:
@@ -107,20 +97,7 @@ def read_examples(
     wanted += (
         [spec.label_column] if labelled else ([spec.test_id_column] if spec.test_id_column in columns else [])
     )
-    for name in wanted:
-        if name not in columns:
-            found = ", ".join(_clip(column) for column in list(columns)[:12]) + (
-                ", ..." if len(columns) > 12 else ""
-            )
-            hint = (
-                " the header has no tab, but GLUE files are tab-separated;"
-                if len(columns) == 1 and "," in lines[0]
-                else ""
-            )
-            raise UserError(
-                f"{path}:1: no column '{name}' in the header (found: {found});{hint} "
-                f"is this the {spec.directory} {'train/dev' if labelled else 'test'} file?"
-            )
+    _require_columns(path, lines[0], columns, wanted, spec, labelled)
     need = max(columns[name] for name in wanted) + 1
     # a row with more (non-empty) fields than the header has a tab in its text: its columns shift
     width = len(columns)
@@ -141,38 +118,95 @@ def read_examples(
             if skip_malformed:
                 skipped.append(lineno)
                 continue
-            if len(fields) < need:
-                raise UserError(
-                    f"{path}:{lineno}: expected at least {need} tab-separated fields, found {len(fields)}; "
-                    f"the row is truncated or not tab-separated{skip_hint}."
-                )
-            raise UserError(
-                f"{path}:{lineno}: {len(fields)} tab-separated fields where the "
-                f"{'header has' if first_row else 'layout has'} {width}; a tab inside the text shifts the row's "
-                f"columns: replace it with a space{skip_hint}."
-            )
-        label: str | float | None = None
-        if labelled:
-            label = _parse_label(fields[columns[spec.label_column]].strip(), spec, path, lineno)
-            guid = f"{path.name}:{lineno}"
-        elif spec.test_id_column in columns:
-            guid = fields[columns[spec.test_id_column]].strip()
-            _check_test_id(guid, id_lines, spec, path, lineno)
-        else:  # no id column: the row's place among the file's rows (0, 1, ...), blank lines not counted
-            guid = str(rows - 1)
-        examples.append(
-            Example(
-                guid=guid,
-                text_a=fields[columns[spec.text_a]],
-                text_b=fields[columns[spec.text_b]] if spec.text_b else None,
-                label=label,
-            )
-        )
+            raise _malformed_row(path, lineno, len(fields), need, width, bool(first_row), skip_hint)
+        examples.append(_example(fields, columns, spec, labelled, path, lineno, id_lines, rows))
     if skipped and not quiet:
         logger.warning("%s: skipped %d malformed row(s), first at line %d", path, len(skipped), skipped[0])
     if not examples:
         raise UserError(f"{path}: no examples (the split is empty); check that this is the right file.")
     return examples
+
+
+def _split_lines(path: Path, spec: TaskSpec, labelled: bool) -> list[str]:
+    """The file's lines, refused in one line when it is missing or holds nothing but blank lines."""
+    if not path.is_file():
+        raise UserError(
+            f"{path}: file not found; the {spec.directory} task needs it (GLUE layout: {spec.directory}/<split>.tsv)."
+        )
+    # Split on "\n" only: str.splitlines() would also break rows at U+2028, U+0085 or form feeds in the text.
+    lines = [line.removesuffix("\r") for line in _read_text(path).split("\n")]
+    if not any(line.strip() for line in lines):
+        expected = (
+            "examples" if labelled and spec.headerless_columns is not None else "a header line and examples"
+        )
+        raise UserError(f"{path}: the file is empty; expected {expected}.")
+    return lines
+
+
+def _require_columns(
+    path: Path, first_line: str, columns: dict[str, int], wanted: list[str], spec: TaskSpec, labelled: bool
+) -> None:
+    """Every `wanted` column is in the header (or the headerless layout); the first one missing is refused in one
+    line that quotes what the header holds (and says so when it looks comma-separated)."""
+    for name in wanted:
+        if name not in columns:
+            found = ", ".join(_clip(column) for column in list(columns)[:12]) + (
+                ", ..." if len(columns) > 12 else ""
+            )
+            hint = (
+                " the header has no tab, but GLUE files are tab-separated;"
+                if len(columns) == 1 and "," in first_line
+                else ""
+            )
+            raise UserError(
+                f"{path}:1: no column '{name}' in the header (found: {found});{hint} "
+                f"is this the {spec.directory} {'train/dev' if labelled else 'test'} file?"
+            )
+
+
+def _malformed_row(
+    path: Path, lineno: int, found: int, need: int, width: int, header: bool, skip_hint: str
+) -> UserError:
+    """The one line for a row with too few fields (cut short) or more than the header names (a tab in its text)."""
+    if found < need:
+        return UserError(
+            f"{path}:{lineno}: expected at least {need} tab-separated fields, found {found}; "
+            f"the row is truncated or not tab-separated{skip_hint}."
+        )
+    return UserError(
+        f"{path}:{lineno}: {found} tab-separated fields where the "
+        f"{'header has' if header else 'layout has'} {width}; a tab inside the text shifts the row's "
+        f"columns: replace it with a space{skip_hint}."
+    )
+
+
+def _example(
+    fields: list[str],
+    columns: dict[str, int],
+    spec: TaskSpec,
+    labelled: bool,
+    path: Path,
+    lineno: int,
+    id_lines: dict[str, int],
+    rows: int,
+) -> Example:
+    """A well-formed row as an example: a labelled row's label checked and its guid `<file>:<line>`; a test row's
+    guid its own id (checked against `id_lines`), or its place among the `rows` read when there is no id column."""
+    label: str | float | None = None
+    if labelled:
+        label = _parse_label(fields[columns[spec.label_column]].strip(), spec, path, lineno)
+        guid = f"{path.name}:{lineno}"
+    elif spec.test_id_column in columns:
+        guid = fields[columns[spec.test_id_column]].strip()
+        _check_test_id(guid, id_lines, spec, path, lineno)
+    else:  # no id column: the row's place among the file's rows (0, 1, ...), blank lines not counted
+        guid = str(rows - 1)
+    return Example(
+        guid=guid,
+        text_a=fields[columns[spec.text_a]],
+        text_b=fields[columns[spec.text_b]] if spec.text_b else None,
+        label=label,
+    )
 
 
 def _read_text(path: Path) -> str:
