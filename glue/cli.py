@@ -14,7 +14,8 @@ from electra.core.flags import (
     require_counts,
 )
 from electra.core.overwrite import refuse_to_replace, refuse_unowned, start_over
-from electra.glue.settings import FinetuneSettings, MultitaskSettings
+from electra.core.settings import declaration, spelled
+from electra.glue.settings import FinetuneSettings, GlueInputs, MultitaskSettings
 
 DESCRIPTION = """Fine-tune any local ELECTRA or BERT checkpoint on GLUE as the ELECTRA paper does (AdamW eps 1e-6,
 10% warmup then linear decay, batch 32, learning rate and layer-wise decay by model size, 10 epochs for RTE and
@@ -37,28 +38,10 @@ def register(subparsers) -> None:
         description=DESCRIPTION,
         formatter_class=DefaultsHelpFormatter,
     )
-    parser.add_argument(
-        "--model", required=True, help="Hugging Face checkpoint directory (e.g. RUN/discriminator)"
-    )
-    parser.add_argument(
-        "--task",
-        required=True,
-        help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, a comma list, or all",
-    )
-    parser.add_argument(
-        "--data-dir", default=None, help="GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR"
-    )
-    add_output_option(parser, "output", "write results.json, results.md (and test files) here", default=None)
-    parser.add_argument(
-        "--seeds", type=int, default=1, help="fine-tuning runs per task; the median is reported"
-    )
+    add_setting_flags(parser, GlueInputs, declared_defaults=True, skip=("output_dir",))
+    add_output_option(parser, "output", declaration(GlueInputs, "output_dir").metadata["help"], default=None)
     parser.add_argument("--seed", type=int, default=1, help="first seed; runs use seed, seed+1, ...")
     add_setting_flags(parser, FinetuneSettings, declared_defaults=True)
-    parser.add_argument(
-        "--init-from",
-        default=None,
-        help="start from this fine-tuned checkpoint (e.g. MNLI for RTE, or a --multitask model: its task's head too)",
-    )
     parser.add_argument(
         "--save-train-logits",
         action="store_true",
@@ -78,20 +61,6 @@ def register(subparsers) -> None:
         help="with --multitask: distil from these --save-train-logits outputs, with teacher annealing",
     )
     add_setting_flags(parser, MultitaskSettings, declared_defaults=True)
-    parser.add_argument(
-        "--predict-test", action="store_true", help="write GLUE-server TSVs to OUTPUT/glue_test/"
-    )
-    parser.add_argument(
-        "--save-best", action="store_true", help="save the best seed per task to OUTPUT/checkpoints/"
-    )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="reuse the seeds OUTPUT already finished and continue an interrupted one from its checkpoint",
-    )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace the results an earlier run left in the output"
-    )
     parser.set_defaults(func=run, several_processes=True)
     compare = subparsers.add_parser(
         "glue-compare",
@@ -153,7 +122,7 @@ def prepare_output(
     data = resolve_data_dir(data_dir)
     model_dir = resolve_model_dir(model)
     if init_from:
-        check_init_from(model_dir, resolve_model_dir(init_from, "--init-from"))
+        check_init_from(model_dir, resolve_model_dir(init_from, spelled(GlueInputs, "init_from")))
     check_files(specs, data, predict_test)
     for directory in (model, init_from):  # pickled weights: refused before run.json is written
         if directory:
@@ -179,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
             "--predict-test, --save-best, --save-every, --save-train-logits and --resume need --output DIR."
         )
     check_multitask_flags(args, multi)
-    specs = parse_task_list(args.task)
+    specs = parse_task_list(args.tasks)
     if args.multitask and len(specs) < 2:
         raise UserError("--multitask needs at least two tasks in --task (e.g. cola,sst2,mrpc,stsb,rte).")
     seeds = [args.seed + i for i in range(args.seeds)]

@@ -26,6 +26,7 @@ from transformers import AutoConfig, AutoTokenizer
 from electra.core.files import write_json_atomically
 from electra.core.outputs import StepOutput
 from electra.core.run_records import check_run_record, keep_run_record
+from electra.core.settings import spelled
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import fit_length
 from electra.finetune.models import load_encoder, resolve_model_dir
@@ -53,7 +54,7 @@ from electra.glue.inputs import (
 from electra.glue.metrics import task_scores
 from electra.glue.model import GlueModel, saved_seed
 from electra.glue.report import format_table, write_outputs
-from electra.glue.settings import FinetuneSettings
+from electra.glue.settings import FinetuneSettings, GlueInputs
 from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec
 from electra.glue.teachers import TEACHERS_DIR, teacher_fingerprint, write_teacher
 from electra.training.engine import Engine, Task, shuffled_epochs
@@ -359,7 +360,7 @@ def run_glue(
     The caller has checked the inputs (`electra glue`, `electra.finetune_glue` and `compare` call
     `electra.glue.inputs.check_run_inputs` and `check_files` before `--overwrite` deletes anything)."""
     model_dir = resolve_model_dir(model_dir)
-    init_from = resolve_model_dir(init_from, "--init-from") if init_from else None
+    init_from = resolve_model_dir(init_from, spelled(GlueInputs, "init_from")) if init_from else None
     if len(specs) > 1:  # one task reads its files first thing anyway
         check_task_rows(specs, data_dir, predict_test, settings.skip_malformed)
     accelerator = make_accelerator(settings.mixed_precision)
@@ -394,7 +395,7 @@ def run_glue(
         )
         if carried:
             accelerator.print(
-                f"--resume: results.json keeps {', '.join(carried)} from the earlier run in {output_dir} (not run "
+                f"{spelled(GlueInputs, 'resume')}: results.json keeps {', '.join(carried)} from the earlier run in {output_dir} (not run "
                 "again now)"
             )
     average, averaged = glue_average(rows)
@@ -516,7 +517,7 @@ class TaskSeeds(SeedJob[SeedRun]):
         if run is not None and self.predict_test and set(self.data.test) - set(run.test_predictions):
             job.accelerator.print(
                 f"{name} seed {seed}: finished earlier without test predictions; running it again for "
-                "--predict-test (from its last checkpoint if it has one, else from the start: same seed, same run)"
+                f"{spelled(GlueInputs, 'predict_test')} (from its last checkpoint if it has one, else from the start: same seed, same run)"
             )
             return None
         if run is not None and job.save_train_logits and run.train_logits is None:

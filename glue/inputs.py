@@ -19,13 +19,16 @@ from transformers import AutoConfig
 from electra.core.errors import UserError
 from electra.core.files import file_sha256, read_json_record
 from electra.core.run_records import read_run_record
+from electra.core.settings import spelled, spelling
 from electra.finetune.recipe import check_seeds
 from electra.finetune.settings import RESUMABLE_SETTINGS
 from electra.glue.data import encode_examples
-from electra.glue.settings import FinetuneSettings
+from electra.glue.settings import FinetuneSettings, GlueInputs
 from electra.glue.tasks import TaskSpec, read_examples, swap_pairs, task_file
 
 logger = logging.getLogger(__name__)
+
+glue = spelling(GlueInputs)  # --model on the command line, model in Python
 
 
 @dataclass
@@ -67,9 +70,9 @@ def check_init_from(model_dir: str | Path, init_from: str | Path | None) -> None
         ours, theirs = getattr(model, name, None), getattr(init, name, None)
         if ours != theirs:
             raise UserError(
-                f"--init-from {init_from}: its {name} is {theirs} where --model {model_dir}'s is {ours}, so it "
-                "is not fine-tuned from that model (whose tokenizer and settings are used); give a checkpoint "
-                "fine-tuned from it, or that checkpoint's own base model as --model."
+                f"{glue('init_from')} {init_from}: its {name} is {theirs} where {glue('model')} {model_dir}'s is "
+                f"{ours}, so it is not fine-tuned from that model (whose tokenizer and settings are used); give a "
+                f"checkpoint fine-tuned from it, or that checkpoint's own base model as {glue('model')}."
             )
 
 
@@ -131,7 +134,7 @@ def check_run_inputs(specs: list[TaskSpec], settings: FinetuneSettings, seeds: l
         if settings.max_seq_length < least:
             layout = "[CLS] A [SEP] B [SEP]" if spec.text_b else "[CLS] A [SEP]"
             raise UserError(
-                f"--max-seq-length {settings.max_seq_length} leaves no room for text in {spec.name}'s {layout}; "
+                f"{spelled(FinetuneSettings, 'max_seq_length')} {settings.max_seq_length} leaves no room for text in {spec.name}'s {layout}; "
                 f"give at least {least} (the paper uses 128)."
             )
 
@@ -213,9 +216,9 @@ def check_task_data(
             if changed:
                 path = task_file(data_dir, spec, os.path.relpath(changed[0], spec.directory))
                 raise UserError(
-                    f"--resume: {path} is not the file the {spec.name} seeds in {output_dir} were run on (its "
-                    f"SHA-256 differs from {where}'s); restore that file, use another --output, or drop --resume "
-                    "and pass --overwrite to start over."
+                    f"{glue('resume')}: {path} is not the file the {spec.name} seeds in {output_dir} were run on "
+                    f"(its SHA-256 differs from {where}'s); restore that file, use another {glue('output_dir')}, or "
+                    f"drop {glue('resume')} and pass {glue('overwrite')} to start over."
                 )
             current = {**saved, **current}
         records[spec.name] = current

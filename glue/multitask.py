@@ -35,6 +35,7 @@ from accelerate.utils import set_seed
 
 from electra.core.files import write_json_atomically
 from electra.core.run_records import check_run_record, keep_run_record
+from electra.core.settings import spelled
 from electra.data.packing import pad_batch
 from electra.finetune.models import load_encoder, resolve_model_dir
 from electra.finetune.recipe import finetune_args, resolved_settings, size_defaults
@@ -54,7 +55,7 @@ from electra.glue.metrics import task_scores
 from electra.glue.model import REGRESSION_SCALE, MultiTaskModel, saved_seed
 from electra.glue.multitask_report import MODEL_NAME, multitask_results, seed_average, write_multitask_card
 from electra.glue.report import format_table, write_outputs
-from electra.glue.settings import FinetuneSettings, MultitaskSettings
+from electra.glue.settings import FinetuneSettings, GlueInputs, MultitaskSettings
 from electra.glue.tasks import TaskSpec
 from electra.glue.teachers import find_teacher_files, read_teacher, teacher_digests, teacher_fingerprint
 from electra.training.engine import Engine
@@ -292,7 +293,7 @@ def run_multitask(
     The caller has checked the inputs (`electra glue --multitask`: at least two tasks, the seeds and lengths,
     every task file) before `--overwrite` deleted anything; the rows are read here."""
     model_dir = resolve_model_dir(model_dir)
-    init_from = resolve_model_dir(init_from, "--init-from") if init_from else None
+    init_from = resolve_model_dir(init_from, spelled(GlueInputs, "init_from")) if init_from else None
     check_task_rows(specs, data_dir, predict_test, settings.skip_malformed)
     accelerator = make_accelerator(settings.mixed_precision)
     tokenizer, config, settings = fitted_to_model(model_dir, init_from, specs, settings, seeds)

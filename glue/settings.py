@@ -10,6 +10,53 @@ from electra.finetune.settings import recipe_setting
 
 
 @dataclass
+class GlueInputs:
+    """What a GLUE run reads and writes, declared once: `electra glue`'s flags, and the names of
+    `electra.finetune_glue`'s arguments (the fields), so that a message names each as its caller typed it
+    (`electra.core.settings.spelled`)."""
+
+    model: str = setting(
+        None, "Hugging Face checkpoint directory (e.g. RUN/discriminator)", flags=("--model",), required=True
+    )
+    tasks: str = setting(
+        None,
+        "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, a comma list, or all",
+        flags=("--task",),
+        metavar="TASK",
+        required=True,
+    )
+    data_dir: str | None = setting(
+        None, "GLUE data folder (CoLA/, SST-2/, ...); default $GLUE_DIR", flags=("--data-dir",)
+    )
+    # the command line adds it with its aliases (`electra.core.flags.add_output_option`)
+    output_dir: str | None = setting(
+        None, "write results.json, results.md (and test files) here", flags=("--output",)
+    )
+    seeds: int = setting(
+        1, "fine-tuning runs per task; the median is reported", within=COUNT, flags=("--seeds",)
+    )
+    init_from: str | None = setting(
+        None,
+        "start from this fine-tuned checkpoint (e.g. MNLI for RTE, or a --multitask model: its task's head too)",
+        flags=("--init-from",),
+    )
+    predict_test: bool = setting(
+        False, "write GLUE-server TSVs to OUTPUT/glue_test/", flags=("--predict-test",)
+    )
+    save_best: bool = setting(
+        False, "save the best seed per task to OUTPUT/checkpoints/", flags=("--save-best",)
+    )
+    resume: bool = setting(
+        False,
+        "reuse the seeds OUTPUT already finished and continue an interrupted one from its checkpoint",
+        flags=("--resume",),
+    )
+    overwrite: bool = setting(
+        False, "replace the results an earlier run left in the output", flags=("--overwrite",)
+    )
+
+
+@dataclass
 class FinetuneSettings:
     """How each task is fine-tuned; declared once (`setting`, and the shared recipe's `recipe_setting`), so
     `electra glue`'s flags and this class's checks come from the same lines. None, where allowed, means the paper's

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from electra.core.errors import UserError
+from electra.core.settings import spelled
 from electra.finetune.text_tasks import (  # noqa: F401 (GLUE's files, read through one reader)
     Example,
     TaskSpec,
@@ -16,6 +17,7 @@ from electra.finetune.text_tasks import (  # noqa: F401 (GLUE's files, read thro
     swap_pairs,
     task_file,
 )
+from electra.glue.settings import GlueInputs
 
 _NLI3 = ("contradiction", "entailment", "neutral")
 _NLI2 = ("entailment", "not_entailment")
@@ -157,13 +159,15 @@ def parse_task_list(value: str) -> list[TaskSpec]:
             if spec not in specs:
                 specs.append(spec)
     if not specs:
-        raise UserError("--task is empty; name a GLUE task (e.g. rte) or 'all'.")
+        raise UserError(f"{spelled(GlueInputs, 'tasks')} is empty; name a GLUE task (e.g. rte) or 'all'.")
     return specs
 
 
-def resolve_data_dir(data_dir: str | os.PathLike | None, option: str = "--data-dir") -> Path:
+def resolve_data_dir(data_dir: str | os.PathLike | None, option: str | None = None) -> Path:
     """--data-dir, else $GLUE_DIR: the folder holding CoLA/, SST-2/, ... as download_glue_data.py makes them.
-    `option` is the command's flag for it (compare's is --glue-data)."""
+    `option` is the command's flag for it (default: GlueInputs' data_dir, as the caller spells it; compare's is
+    --glue-data)."""
+    option = option or spelled(GlueInputs, "data_dir")
     value = data_dir or os.environ.get("GLUE_DIR")
     if not value:
         raise UserError(

@@ -11,7 +11,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from electra.pll.methods import METHODS, WITHIN_WORD
+from electra.core.flags import add_setting_flags
+from electra.pll.methods import ScorerChoice
 
 if TYPE_CHECKING:
     from electra.pll.scoring import Scorer
@@ -20,27 +21,7 @@ if TYPE_CHECKING:
 def add_scoring_options(parser: argparse.ArgumentParser) -> None:
     """--method, --batch-size, --within-word and --device, spelled and defaulted alike in every command that
     scores text."""
-    parser.add_argument(
-        "--method",
-        default="auto",
-        choices=METHODS,
-        help="auto: the method the run's objective declares (export.json), else what the directory holds; "
-        "cloze: an Electric or ELECTRA-TT run's two-tower generator alone",
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=64,
-        help="sentences (or masked copies) per forward; cloze scoring ignores it (it packs distinct tower "
-        "states, generators/shared_towers.py) and ELECTRA-TT uses it for its discriminator",
-    )
-    parser.add_argument(
-        "--within-word",
-        default="none",
-        choices=WITHIN_WORD,
-        help="masked-LM PLL: also mask the later (l2r) or all (whole) pieces of the scored word",
-    )
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    add_setting_flags(parser, ScorerChoice, declared_defaults=True)
 
 
 def add_overwrite_and_resume(parser: argparse.ArgumentParser, resume_help: str) -> None:

@@ -17,10 +17,13 @@ import torch
 from transformers import AutoTokenizer
 
 from electra.core.errors import UserError
+from electra.core.settings import spelled, spelling
 from electra.data.tokenization import holds_tokenizer
 from electra.export.layout import read_export, read_model_config, refuse_run_folder
 from electra.generators.two_tower import is_two_tower_dir
-from electra.pll.methods import METHOD_PARTS, METHODS
+from electra.pll.methods import METHOD_PARTS, METHODS, ScorerChoice
+
+scorer = spelling(ScorerChoice)  # --device on the command line, device in Python
 
 
 def _is_masked_lm(config: dict[str, Any] | None) -> bool:
@@ -53,7 +56,9 @@ def inspect_model_dir(path: str | Path) -> ModelLayout:
         if export.root != root:  # a part was named: the methods that read it, the manifest's order kept
             methods = {m: dirs for m, dirs in methods.items() if root in dirs}
         return ModelLayout(root, export.objective, methods, list(export.parts.values()))
-    refuse_run_folder(root, "--model", "score with it")  # not "nothing here can score PLL"
+    refuse_run_folder(
+        root, spelled(None, "model_dir", "--model"), "score with it"
+    )  # not "nothing here can score PLL"
     config = read_model_config(root)
     objective = None
     methods: dict[str, list[Path]] = {}
@@ -90,8 +95,8 @@ def resolve_method(layout: ModelLayout, method: str) -> str:
         if method in ("electric", "electra-tt") and layout.objective not in (None, method):
             hint = f" (its discriminator was trained as {layout.objective!r}, so its output is not what {method} reads)"
         raise UserError(
-            f"{layout.root}: cannot score with --method {method}: it needs {needs}{hint}; this directory offers: "
-            f"{offered}. Try --method auto."
+            f"{layout.root}: cannot score with {scorer('method')} {method}: it needs {needs}{hint}; this "
+            f"directory offers: {offered}. Try {scorer('method')} auto."
         )
     return method
 
@@ -121,21 +126,26 @@ def check_device(name: str) -> None:
     try:
         device = torch.device(name)
     except (RuntimeError, ValueError, TypeError):
-        raise UserError(f"--device {name!r} is not a device; give auto, cpu, cuda or cuda:N.") from None
+        raise UserError(
+            f"{scorer('device')} {name!r} is not a device; give auto, cpu, cuda or cuda:N."
+        ) from None
     if device.type == "cpu":
         return
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if not count:
             raise UserError(
-                f"--device {name}: this machine has no CUDA GPU that torch can use; use --device cpu."
+                f"{scorer('device')} {name}: this machine has no CUDA GPU that torch can use; use "
+                f"{scorer('device')} cpu."
             )
         if device.index is not None and device.index >= count:
             raise UserError(
-                f"--device {name}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}."
+                f"{scorer('device')} {name}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}."
             )
         return
     try:  # mps, xpu, ...: whether torch can place a tensor there (its own message runs to a page)
         torch.empty(0, device=device)
     except (RuntimeError, AssertionError):
-        raise UserError(f"--device {name}: torch cannot use it on this machine; use --device cpu.") from None
+        raise UserError(
+            f"{scorer('device')} {name}: torch cannot use it on this machine; use {scorer('device')} cpu."
+        ) from None

@@ -24,12 +24,13 @@ from transformers import AutoModelForMaskedLM, ElectraForPreTraining
 
 from electra.core.errors import UserError
 from electra.core.files import feed_file
+from electra.core.settings import spelled
 from electra.data.tokenization import require_tokenizer_fits
 from electra.discriminators.energy import electra_tt_token_log_likelihood
 from electra.export.layout import load_pretrained
 from electra.generators.shared_towers import cloze_log_q
 from electra.generators.two_tower import TwoTowerGenerator
-from electra.pll.methods import WITHIN_WORD
+from electra.pll.methods import WITHIN_WORD, ScorerChoice
 from electra.pll.model_dirs import ModelLayout, inspect_model_dir, load_tokenizer, pick_device, resolve_method
 from electra.training.run_log import progress_off
 
@@ -326,7 +327,10 @@ class MaskedLMScorer(Scorer):
     ):
         super().__init__(tokenizer, device, batch_size, model.config.max_position_embeddings)
         if within_word not in WITHIN_WORD:
-            raise UserError(f"--within-word must be one of {', '.join(WITHIN_WORD)}, not {within_word!r}.")
+            raise UserError(
+                f"{spelled(ScorerChoice, 'within_word')} must be one of {', '.join(WITHIN_WORD)}, not "
+                f"{within_word!r}."
+            )
         if tokenizer.mask_token_id is None:
             raise UserError("the tokenizer has no mask token, so it cannot drive masked-LM PLL.")
         self.model = model.to(device).eval()
@@ -411,7 +415,7 @@ def load_scorer(
     # once the model had loaded, and a batch size of 0 was taken as 1
     dev = pick_device(device)
     if batch_size < 1:
-        raise UserError(f"--batch-size must be at least 1, got {batch_size}.")
+        raise UserError(f"{spelled(ScorerChoice, 'batch_size')} must be at least 1, got {batch_size}.")
     layout = inspect_model_dir(model_dir)
     method = resolve_method(layout, method)
     scorer = _build_scorer(layout, method, dev, batch_size, within_word)

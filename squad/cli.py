@@ -20,12 +20,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ELECTRA's XLNet-style span head, then evaluate with the official metrics. Writes OUTPUT/model, "
         "predictions.json, nbest_predictions.json, null_odds.json (2.0) and results.json.",
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        help="checkpoint dir (HF layout + tokenizer), or a fine-tuned "
-        "SQuAD model dir when only --eval is given",
-    )
     add_setting_flags(parser, SquadSettings, declared_defaults=True)
     parser.add_argument(
         "--answerable",
@@ -103,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     answerable = {"auto": None, "on": True, "off": False}[args.answerable]
     values = flag_values(SquadSettings, args)
-    settings = SquadSettings(model=args.model, output=args.output, answerable=answerable, **values)
+    settings = SquadSettings(output=args.output, answerable=answerable, **values)
     parsed = prepare_output(settings, args.overwrite)
     results = finetune(settings, parsed)
     if "eval" in results:

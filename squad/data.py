@@ -15,6 +15,7 @@ from typing import Any
 
 from electra.core.errors import UserError
 from electra.core.files import decode_user_text, require_file
+from electra.core.settings import spelled
 
 VERSIONS = ("1.1", "2.0")
 
@@ -129,7 +130,7 @@ def examples_from_data(data: list[Any], version: str, source: str = "<data>") ->
                     # a v2.0 file read as 1.1 (`electra squad`'s default): it had asked "is this a v2.0 file?"
                     raise UserError(
                         f"{where_q}: an unanswerable question (is_impossible: true), which SQuAD 1.1 has not; this is "
-                        "a SQuAD 2.0 file: pass --version 2.0."
+                        f"a SQuAD 2.0 file: pass {spelled(None, 'version', '--version')} 2.0."
                     )
                 if not impossible and not answers:
                     raise UserError(

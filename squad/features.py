@@ -24,6 +24,8 @@ from typing import Any
 
 from electra.core.errors import UserError, first_line
 from electra.core.files import read_json_record, write_json_atomically
+from electra.core.settings import spelled
+from electra.finetune.settings import RecipeSettings
 from electra.squad.data import Answer, SquadExample
 
 logger = logging.getLogger(__name__)
@@ -48,7 +50,7 @@ class FeatureSettings:
     def __post_init__(self) -> None:
         if self.max_seq_length - self.max_query_length - 3 < 1:
             raise UserError(
-                f"--max-seq-length {self.max_seq_length} leaves no room for context after a question of up to "
+                f"{spelled(RecipeSettings, 'max_seq_length')} {self.max_seq_length} leaves no room for context after a question of up to "
                 f"{self.max_query_length} tokens; raise it."
             )
 
@@ -256,7 +258,8 @@ def _truncate_questions(questions: list[str], tokenizer: Any, max_tokens: int) -
         for i, ids in zip(long_rows, again):
             if len(ids) > max_tokens:
                 raise UserError(
-                    f"question {questions[i]!r} cannot be cut to {max_tokens} tokens; raise --max-query-length."
+                    f"question {questions[i]!r} cannot be cut to {max_tokens} tokens; raise "
+                    f"{spelled(None, 'max_query_length', '--max-query-length')}."
                 )
             lengths[i] = len(ids)
     return questions, lengths

@@ -17,10 +17,13 @@ from transformers import AutoTokenizer
 from electra.core.errors import UserError
 from electra.core.files import read_json_record
 from electra.core.overwrite import refuse_unusable_output
+from electra.core.settings import spelling
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import finetune_dir, read_model_config, refuse_run_folder
 from electra.squad.data import SquadExample, read_squad
 from electra.squad.settings import SquadSettings
+
+squad = spelling(SquadSettings)  # --model on the command line, model in Python
 
 
 def check_inputs(settings: SquadSettings) -> dict[str, list[SquadExample]]:
@@ -28,16 +31,16 @@ def check_inputs(settings: SquadSettings) -> dict[str, list[SquadExample]]:
     something to do, the settings checked as they were made): the model directory exists, and the data files are
     SQuAD files of the version asked for. Returns the questions read ("train", "eval"), for
     `electra.squad.train.finetune` to use instead of parsing the files again."""
-    refuse_run_folder(settings.model, "--model", "fine-tune it")
+    refuse_run_folder(settings.model, squad("model"), "fine-tune it")
     model_dir = finetune_dir(settings.model) if settings.train is not None else Path(settings.model)
     if read_model_config(model_dir) is None:
         raise UserError(
-            f"{model_dir}/config.json: not found; --model must be a checkpoint directory (a pretraining run, its "
-            "discriminator/, or a fine-tuned SQuAD model for --eval alone)."
+            f"{model_dir}/config.json: not found; {squad('model')} must be a checkpoint directory (a pretraining "
+            f"run, its discriminator/, or a fine-tuned SQuAD model for {squad('eval')} alone)."
         )
     # a file, or /proc/x, had failed in a traceback once the features were built
     if settings.cache_dir is not None:
-        refuse_unusable_output(settings.cache_dir, option="--cache-dir")
+        refuse_unusable_output(settings.cache_dir, option=squad("cache_dir"))
     # every question parsed: a bad --eval must not wait for training
     return {
         split: read_squad(path, settings.version)
@@ -64,9 +67,10 @@ def check_model_fits(settings: SquadSettings) -> None:
             replace(settings.feature_settings(), max_seq_length=positions)
         except UserError:
             raise UserError(
-                f"{model_dir}: the model takes {positions} positions, so --max-seq-length {settings.max_seq_length} "
-                f"is cut to {positions}, which leaves no room for context after a question of up to "
-                f"{settings.max_query_length} tokens; give --max-query-length {positions - 4} or less."
+                f"{model_dir}: the model takes {positions} positions, so {squad('max_seq_length')} "
+                f"{settings.max_seq_length} is cut to {positions}, which leaves no room for context after a "
+                f"question of up to {settings.max_query_length} tokens; give {squad('max_query_length')} "
+                f"{positions - 4} or less."
             ) from None
 
 
@@ -75,8 +79,8 @@ def load_tokenizer(model_dir: str | Path) -> Any:
     fetched from a hub: this library never reaches the network at run time)."""
     if not Path(model_dir).is_dir():
         raise UserError(
-            f"{model_dir}: not a local directory; --tokenizer (and --model) must name a directory holding "
-            "tokenizer.json or vocab.txt (hub names are not fetched)."
+            f"{model_dir}: not a local directory; {squad('tokenizer')} (and {squad('model')}) must name a "
+            "directory holding tokenizer.json or vocab.txt (hub names are not fetched)."
         )
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))

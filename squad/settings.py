@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 
 from electra.core.errors import UserError
 from electra.core.settings import (
@@ -16,6 +16,7 @@ from electra.core.settings import (
     SEED_RANGE,
     check_declared,
     setting,
+    spelling,
 )
 from electra.finetune.settings import recipe_setting
 from electra.squad.features import FeatureSettings
@@ -27,7 +28,12 @@ class SquadSettings:
     `--overwrite` deletes an earlier run and before a model loads: every count is at least 1, rates and fractions
     within their ranges, the windows leave room for context, a no-answer threshold is a finite number."""
 
-    model: str = field(metadata={"help": "checkpoint directory (HF layout + tokenizer)"})
+    model: str = setting(
+        MISSING,
+        "checkpoint dir (HF layout + tokenizer), or a fine-tuned SQuAD model dir when only --eval is given",
+        flags=("--model",),
+        required=True,
+    )
     output: str = field(metadata={"help": "output directory"})
     tokenizer: str | None = setting(
         None, "tokenizer directory, when the checkpoint has none (default: --model)", flags=("--tokenizer",)
@@ -100,8 +106,11 @@ class SquadSettings:
                 "predicts no answer)."
             )
         if self.train is None and self.eval is None:
-            raise UserError("nothing to do: pass --train FILE, --eval FILE or both.")
+            raise UserError(f"nothing to do: pass {squad('train')} FILE, {squad('eval')} FILE or both.")
         self.feature_settings()  # the windows' rule between lengths, checked as the feature settings are made
 
     def feature_settings(self) -> FeatureSettings:
         return FeatureSettings(self.max_seq_length, self.doc_stride, self.max_query_length)
+
+
+squad = spelling(SquadSettings)  # --train on the command line, train in Python

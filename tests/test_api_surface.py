@@ -331,10 +331,26 @@ def test_a_damaged_export_manifest_is_one_line(tmp_path, manifest):
         electra.load_scorer(tmp_path)
 
 
-def test_messages_name_the_arguments_not_the_flags(run, glue_data):
-    """Before: "--task is empty" (the argument is `tasks`)."""
+def test_messages_name_the_arguments_not_the_flags(run, glue_data, tmp_path):
+    """Each refusal names what a Python caller passed, from the settings' declarations: before, "--task is empty"
+    (the argument is `tasks`), and messages below the door were rewritten by a table of patterns."""
     with pytest.raises(UserError, match="^tasks is empty"):
         electra.finetune_glue(run, [], glue_data)
+    with pytest.raises(UserError, match="GLUE data directory not found; pass data_dir DIR with"):
+        electra.finetune_glue(run, ["stsb"], tmp_path / "no-glue")
+    with pytest.raises(UserError, match=r"^nothing to do: pass train FILE, eval FILE or both\.$"):
+        electra.finetune_squad(run, tmp_path / "squad")
+    with pytest.raises(UserError, match=r"^device 'cuda:x' is not a device"):
+        electra.load_scorer(run, device="cuda:x")
+    folder = tmp_path / "pretrain"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    config = electra.build_config("tiny", overrides={"max_steps": 2})
+    with pytest.raises(
+        UserError, match=r"is not a run of this command; choose another output_dir, or pass overwrite=True"
+    ):
+        electra.pretrain(config, folder, corpus=glue_data / "STS-B" / "train.tsv")
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
 
 
 def test_calls_leave_the_random_generators_as_they_were(run, glue_data):
@@ -401,3 +417,21 @@ def test_train_tlm_refuses_a_resume_with_nothing_to_resume(tmp_path, monkeypatch
         assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     else:
         assert not out.exists()
+
+
+def test_a_built_config_is_checked_once(tmp_path, monkeypatch):
+    """`build_config` checks what it makes; `electra.pretrain` checks that config again only when a field changed
+    after it (before: every call checked it twice)."""
+    import electra.app.api as api
+
+    calls = []
+    monkeypatch.setattr(api, "check_config", lambda config: calls.append(config.max_steps))
+    config = electra.build_config("tiny", overrides={"max_steps": 3})
+    for _ in range(2):
+        with pytest.raises(UserError, match="does not exist"):
+            electra.pretrain(config, tmp_path / "run", corpus=tmp_path / "missing")
+    assert calls == []
+    config.max_steps = 4
+    with pytest.raises(UserError, match="does not exist"):
+        electra.pretrain(config, tmp_path / "run", corpus=tmp_path / "missing")
+    assert calls == [4]

@@ -8,7 +8,7 @@ from typing import Any
 
 from electra.core.config import PretrainConfig, load_saved_config
 from electra.core.files import file_sha256
-from electra.core.run_records import INPUT_DIGESTS, RESUME_FIX, check_run_record, refuse_changed_settings
+from electra.core.run_records import INPUT_DIGESTS, check_run_record, refuse_changed_settings, resume_fix
 from electra.tlm.settings import TLMSettings
 from electra.tlm.task_data import corpus_of
 from electra.training.run_folder import RESUMABLE_CHANGES, corpus_sample
@@ -55,4 +55,4 @@ def check_resume(out: Path, record: dict[str, Any], config: PretrainConfig) -> N
     if (out / "config.json").is_file():
         model = asdict(load_saved_config(out / "config.json"))
         ignore = RESUMABLE_CHANGES | {"vocab_size"}  # the vocabulary's size is the saved tokenizer's
-        refuse_changed_settings(out / "config.json", model, asdict(config), RESUME_FIX, ignore)
+        refuse_changed_settings(out / "config.json", model, asdict(config), resume_fix(), ignore)

@@ -14,8 +14,8 @@ New objectives subclass `electra.Objective` and register with `@electra.register
 from __future__ import annotations
 
 import contextlib
+import copy
 import random
-import re
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields, replace
@@ -89,15 +89,24 @@ def build_config(
 
     With `init_from` in `overrides` (continued pretraining), the config takes that checkpoint's shape and vocabulary
     size, and `size=None` the recipe of the preset it was built as, as `electra pretrain --init-from` does."""
-    with _in_python_terms():
+    with python_spelling():
         from_file = load_config_file(config_file) if config_file is not None else {}
         given = overrides if isinstance(overrides, Mapping) else {}
         init_from = given.get("init_from") or from_file.get("init_from")
         if init_from:  # the file's shape fields are checked against the checkpoint, as `overrides` are
             size, overrides, note = continued_settings(init_from, {**from_file, **given}, size)
             if note:
-                warnings.warn(_python_terms(note), ElectraWarning, stacklevel=2)
-        return _build_config(size or "tiny", config_file, overrides)
+                warnings.warn(note, ElectraWarning, stacklevel=2)
+        config = _build_config(size or "tiny", config_file, overrides)
+    setattr(config, _CHECKED, _values(config))  # `pretrain` checks it again only if a field changes
+    return config
+
+
+_CHECKED = "_electra_checked_values"  # the field values `build_config` checked, kept on the config
+
+
+def _values(config: PretrainConfig) -> dict[str, Any]:
+    return {spec.name: getattr(config, spec.name) for spec in fields(config)}
 
 
 def pretrain(
@@ -122,78 +131,36 @@ def pretrain(
     - strict_utf8: refuse non-UTF-8 files instead of reading them as Latin-1
     - text_field: the field holding the text in JSON lines, Parquet and saved datasets ("text")
 
-    Fields of `config` set after `build_config` (`config.max_steps = 500`) are coerced and validated again. The
-    caller's config is left as it was, and so are the random generators of torch, numpy and `random`."""
+    A config `build_config` made is checked once, there; fields set after it (`config.max_steps = 500`) are
+    coerced and checked here, as are configs made otherwise. The caller's config is left as it was, and so are
+    the random generators of torch, numpy and `random`."""
     if not isinstance(config, PretrainConfig):
         raise TypeError(
             f"config must be a PretrainConfig, not {type(config).__name__}; make one with "
             "electra.build_config(size, overrides={...})."
         )
-    with _in_python_terms(), _keeping_random_state():
-        # a field assigned after build_config is coerced and validated again, before the paths are looked at:
-        # else max_steps = 2.5 would train and be recorded in config.json, and "3" fail deep inside the run.
-        config = settings_from(
-            type(config), {f.name: getattr(config, f.name) for f in fields(config)}, "config"
-        )
-        check_config(config)
+    with python_spelling(), _keeping_random_state():
+        if getattr(config, _CHECKED, None) != _values(config):
+            # a field assigned after build_config is coerced and checked here, before the paths are looked at:
+            # else max_steps = 2.5 would train and be recorded in config.json, and "3" fail deep inside the run.
+            config = settings_from(type(config), _values(config), "config")
+            check_config(config)
+        else:  # the run sizes and records its own copy; the caller's stays as it was
+            config = copy.deepcopy(config)
         run = settings_from(RunInputs, {"corpus": "", "output_dir": "", **inputs}, "electra.pretrain")
-        with python_spelling():  # the command line's check of its inputs, naming the arguments
-            check_run_request(
-                corpus=corpus,
-                vocab=run.vocab,
-                num_proc=run.num_proc,
-                resume=run.resume,
-                overwrite=run.overwrite,
-                elastic=run.elastic,
-                init_from=config.init_from,
-                generator_from=config.generator_from,
-            )
+        check_run_request(
+            corpus=corpus,
+            vocab=run.vocab,
+            num_proc=run.num_proc,
+            resume=run.resume,
+            overwrite=run.overwrite,
+            elastic=run.elastic,
+            init_from=config.init_from,
+            generator_from=config.generator_from,
+        )
         refuse_unusable_output(output_dir)
         source = str(corpus) if corpus is not None else str(ensure_embedded_corpus())
         return _pretrain(config, replace(run, corpus=source, output_dir=Path(output_dir)))
-
-
-# How the command line's flags are spelled as the API's arguments.
-_PYTHON_SPELLINGS = (
-    ("--resume", "resume=True"),
-    ("--elastic", "elastic=True"),
-    ("--overwrite", "overwrite=True"),
-    ("--output", "output_dir"),
-    ("--model", "model"),
-    ("--data-dir", "data_dir"),
-    ("--init-from", "init_from"),
-    ("--tokenizer", "tokenizer"),
-    ("--train", "train"),
-    ("--eval", "eval"),
-    ("--predict-test", "predict_test=True"),
-    ("--save-best", "save_best=True"),
-    ("--save-every", "save_every"),
-    ("--seeds", "seeds"),
-    ("--method", "method"),
-    ("--size", "size"),
-    ("--config", "config_file"),
-    ("--corpus", "corpus"),
-    ("--vocab", "vocab"),
-    ("--num-proc", "num_proc"),
-    ("--generator-from", "generator_from"),
-    ("--task", "tasks"),
-    ("--max-steps", "max_steps"),
-    ("--max-seq-length", "max_seq_length"),
-    ("--batch-size", "batch_size"),
-    ("--eval-batch-size", "eval_batch_size"),
-    ("--device", "device"),
-    ("--within-word", "within_word"),
-)
-
-
-@contextlib.contextmanager
-def _in_python_terms() -> Iterator[None]:
-    """A refusal told to a Python caller names its arguments ("pass resume=True"), not flags it never typed: the
-    messages are written for the command line."""
-    try:
-        yield
-    except UserError as exc:
-        raise UserError(_python_terms(str(exc))) from None
 
 
 @contextlib.contextmanager
@@ -218,12 +185,6 @@ def _flag(name: str, value: Any, source: str) -> bool:
     return coerce_value(name, value, "bool", source)
 
 
-def _python_terms(message: str) -> str:
-    for flag, argument in _PYTHON_SPELLINGS:
-        message = re.sub(rf"{flag}(?![\w-])", argument, message)
-    return message
-
-
 def read_export(path: str | Path) -> Export | None:
     """The manifest of a run's export (`path` is the run, or one of its parts); None for a directory that is not
     one. A path that does not exist is refused: a mistyped run must not read as "not an export"."""
@@ -242,7 +203,7 @@ def load_scorer(
     """The PLL scorer of a run's export, one of its parts, or a local `transformers` masked-LM directory:
     `method="auto"` takes what the export's objective declares (`electra.pll.scoring.load_scorer`). `device` is "auto",
     "cpu", "cuda" or "cuda:N"; `batch_size` (at least 1) is coerced as `build_config` coerces its overrides."""
-    with _in_python_terms():
+    with python_spelling():
         batch_size = coerce_value("batch_size", batch_size, "int", "electra.load_scorer")
         return _load_scorer(model_dir, method, device, batch_size, within_word)
 
@@ -272,7 +233,7 @@ def finetune_glue(
     source = "electra.finetune_glue"
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
         raise TypeError(f"{source}: seeds is a list of seeds (e.g. [1, 2, 3]), not {type(seeds).__name__}.")
-    with _in_python_terms(), _keeping_random_state():
+    with python_spelling(), _keeping_random_state():
         seeds = [coerce_value("seeds", seed, "int", source) for seed in seeds]
         predict_test = _flag("predict_test", predict_test, source)
         save_best = _flag("save_best", save_best, source)
@@ -309,7 +270,7 @@ def finetune_squad(
     any other `electra.squad.train.SquadSettings` field), as `electra squad` does; returns the evaluation results. An
     `output_dir` holding earlier results is refused unless `resume=True` or `overwrite=True`. The random
     generators of torch, numpy and `random` are left as they were."""
-    with _in_python_terms(), _keeping_random_state():
+    with python_spelling(), _keeping_random_state():
         overwrite = _flag("overwrite", overwrite, "electra.finetune_squad")
         chosen = settings_from(
             SquadSettings,

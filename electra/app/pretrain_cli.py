@@ -10,7 +10,7 @@ from electra.core.config import SIZES, PretrainConfig
 from electra.core.errors import UserError
 from electra.core.files import require_file
 from electra.core.flags import add_output_option, add_setting_flags, flagged_fields, require_counts
-from electra.core.run_inputs import check_run_request
+from electra.core.run_inputs import RunInputs, check_run_request
 from electra.core.settings import declaration
 
 
@@ -58,20 +58,11 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
         dest="config_file",
         help="JSON or YAML (.yaml/.yml) file of config fields (overrides the size preset)",
     )
-    parser.add_argument(
-        "--corpus",
-        help="text file, directory, .jsonl or saved dataset; default: the embedded State of the Union corpus",
-    )
-    parser.add_argument(
-        "--vocab",
-        help="BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus",
-    )
-    add_output_option(parser, "output", "run directory (default: runs/<size>-<objective>)", default=None)
-    add_setting_flags(parser, PretrainConfig, parse={"objective": registered_objective})
+    add_output_option(parser, "output", declaration(RunInputs, "output_dir").metadata["help"], default=None)
+    add_setting_flags(parser, PretrainConfig, parse={"objective": registered_objective}, skip=("init_from",))
     # continued pretraining is settled before the config exists (electra.training.continued.run_settings)
-    parser.add_argument(
-        "--init-from", metavar="DIR", help=declaration(PretrainConfig, "init_from").metadata["help"]
-    )
+    init_from = declaration(PretrainConfig, "init_from").metadata
+    parser.add_argument(*init_from["flags"], metavar=init_from["metavar"], help=init_from["help"])
     parser.add_argument(
         "--per-device-batch-size",
         "--per-device-train-batch-size",
@@ -82,41 +73,7 @@ def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override any config field"
     )
-    parser.add_argument(
-        "--resume", action="store_true", help="continue the run in --output from its latest checkpoint"
-    )
-    parser.add_argument(
-        "--elastic",
-        action="store_true",
-        help="with --resume: continue on another number of processes than the run had, keeping its global batch "
-        "and the order of its examples (not bit for bit: each process draws new random streams)",
-    )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="start over in an --output that holds an earlier run (that run's files are deleted, nothing else), or "
-        "write beside the files of a non-empty folder (never over them)",
-    )
-    parser.add_argument(
-        "--cache-dir", help="where tokenizers and packed examples are cached (default ~/.cache/electra)"
-    )
-    parser.add_argument(
-        "--num-proc",
-        type=int,
-        help="processes that pack the examples (default: one per core this machine has)",
-    )
-    parser.add_argument(
-        "--text-field",
-        default="text",
-        metavar="NAME",
-        help="the field holding the text in JSON lines, Parquet and saved datasets (default: text)",
-    )
-    parser.add_argument(
-        "--doc-boundary", default="auto", choices=("auto", "file", "blank"), help="what separates documents"
-    )
-    parser.add_argument(
-        "--strict-utf8", action="store_true", help="reject non-UTF-8 files instead of reading them as Latin-1"
-    )
+    add_setting_flags(parser, RunInputs, declared_defaults=True, skip=("output_dir",))
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG of training curves at the end")
     parser.add_argument(
         "--help-config",
@@ -135,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     for spec in flagged_fields(PretrainConfig):
         name = spec.name
         value = getattr(args, name)
-        if value is None:
+        if value is None or name == "init_from":  # settled first, by run_settings
             continue
         if name in overrides:
             # else the flag would win, the --set value unread (nor checked: max_steps=5e-1 would pass)
@@ -164,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name} = {value!r}")
         return 0
 
-    from electra.training.pretraining import RunInputs, pretrain
+    from electra.training.pretraining import pretrain
 
     corpus = args.corpus
     if corpus is None:

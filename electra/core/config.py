@@ -27,6 +27,7 @@ from electra.core.settings import (
     check_declared,
     coerce_value,
     setting,
+    spelled,
 )
 from electra.core.text_form import TEXT_FORMS
 
@@ -90,6 +91,8 @@ class PretrainConfig:
         None,
         "continued pretraining: start from this checkpoint (a run of this library, or a transformers ELECTRA or "
         "BERT directory; its size and tokenizer are used; fresh optimizer and schedule)",
+        flags=("--init-from",),  # read before the config exists: `electra pretrain` adds it itself
+        metavar="DIR",
     )
     generator_temperature_start: float = setting(
         2.0, "a frozen generator's sampling temperature at step 0, falling linearly to 1 over max_steps"
@@ -276,7 +279,8 @@ class PretrainConfig:
             )
         if self.embedding_sharing == "gdes" and self.init_from is not None:  # said before the corpus work
             raise UserError(
-                "config: --init-from with embedding_sharing=gdes is not supported yet; use embeddings or none."
+                f"config: {spelled(PretrainConfig, 'init_from')} with embedding_sharing=gdes is not supported yet; "
+                "use embeddings or none."
             )
         if self.generator_from is not None:
             if self.generator != "mlm":
@@ -286,7 +290,7 @@ class PretrainConfig:
             if self.embedding_sharing != "none":
                 raise UserError(
                     "config: generator_from is frozen and brings its own embeddings, so nothing is shared: set "
-                    "embedding_sharing=none (--generator-from does)."
+                    f"embedding_sharing=none ({spelled(PretrainConfig, 'generator_from')} does)."
                 )
             if not self.generator_temperature_start >= 1.0:
                 raise UserError(
@@ -299,7 +303,7 @@ class PretrainConfig:
         if self.schedule_clock == "time" and self.time_budget_minutes is None:
             raise UserError(
                 "config: schedule_clock=time decays the learning rate over the time budget; give one "
-                "(--time-budget MINUTES)."
+                f"({spelled(PretrainConfig, 'time_budget_minutes')} MINUTES)."
             )
         return self
 

@@ -67,16 +67,22 @@ def add_setting_flags(
     settings_class: type,
     parse: dict[str, Callable[[str], Any]] | None = None,
     declared_defaults: bool = False,
+    skip: tuple[str, ...] = (),
 ) -> None:
     """One flag per flagged field of `settings_class`, built from its declaration: the names, help, choices and
     metavar, and the value type from the annotation. A bool field is a switch: `--x` where it defaults to False,
     the declared `--no-x` where it defaults to True, `--x/--no-x` where it defaults to None. Flags default to
     None ("not given", so a preset, a config file or --set decides) unless `declared_defaults`, where they default
-    to the field's own default. `parse` replaces a field's value type (a check that needs more than argparse's)."""
+    to the field's own default. `parse` replaces a field's value type (a check that needs more than argparse's);
+    the fields in `skip` are left to the caller (an option with its own parser, `add_output_option`'s)."""
     parse = parse or {}
     for spec in flagged_fields(settings_class):
+        if spec.name in skip:
+            continue
         kind = str(spec.type)
         options: dict[str, Any] = {"dest": spec.name, "help": spec.metadata["help"]}
+        if spec.metadata.get("required"):
+            options["required"] = True
         options["default"] = spec.default if declared_defaults else None
         if spec.metadata.get("metavar"):
             options["metavar"] = spec.metadata["metavar"]

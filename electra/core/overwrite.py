@@ -11,7 +11,18 @@ from pathlib import Path
 
 from electra.core.errors import UserError
 from electra.core.output_lock import refuse_live_run
+from electra.core.run_inputs import RunInputs
 from electra.core.run_records import RUN_RECORD
+from electra.core.settings import spelling
+
+arg = spelling(RunInputs)  # --overwrite on the command line, overwrite=True in Python
+OUTPUT = (
+    "<output>"  # an `option` default: the output folder, as the caller spells it (--output or output_dir)
+)
+
+
+def _option(option: str | None) -> str | None:
+    return arg("output_dir") if option == OUTPUT else option
 
 
 def refuse_to_replace(paths: Iterable[str | Path], overwrite: bool, resume_hint: bool = False) -> None:
@@ -24,20 +35,21 @@ def refuse_to_replace(paths: Iterable[str | Path], overwrite: bool, resume_hint:
     existing = [Path(p) for p in paths if Path(p).exists()]
     if existing:
         more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
-        resume = ", --resume to continue it" if resume_hint else ""
+        resume = f", {arg('resume')} to continue it" if resume_hint else ""
         raise UserError(
-            f"{existing[0]} already exists{more}; pass --overwrite to replace it{resume}, or choose another output."
+            f"{existing[0]} already exists{more}; pass {arg('overwrite')} to replace it{resume}, or choose another "
+            "output."
         )
 
 
 def refuse_to_replace_an_input(
-    output: str | Path, reads: Iterable[tuple[str, str | Path | None]], option: str = "--output"
+    output: str | Path, reads: Iterable[tuple[str, str | Path | None]], option: str = OUTPUT
 ) -> None:
     """Stop with one line when `output` is an existing file this command reads, `--overwrite` or not: `probe
     --output DATA/glue/SST-2/dev.tsv --overwrite` replaced the data with its results, `--output MODEL/config.json`
     the checkpoint's config. `reads` pairs how the message names an input (`--model m`) with a file, or with a
     folder whose files the command reads (a checkpoint, a run), at any depth; links and `..` are seen through."""
-    output = Path(output)
+    output, option = Path(output), _option(option)
     if not output.is_file():
         return
     for what, read in reads:
@@ -51,7 +63,8 @@ def refuse_to_replace_an_input(
             named = "" if what.endswith(str(read)) else f" ({read})"
             where = f"is in {what}{named}, whose files" if folder else f"is {what}, which"
             raise UserError(
-                f"{option} {output} {where} this command reads; it is never replaced, even with --overwrite: "
+                f"{option} {output} {where} this command reads; it is never replaced, even with "
+                f"{arg('overwrite')}: "
                 f"choose another {option}."
             )
 
@@ -89,7 +102,8 @@ def start_over(
         for read in (Path(r).resolve() for r in reads if r is not None):
             if read == path.resolve() or path.resolve() in read.parents:
                 raise UserError(
-                    f"--overwrite would delete {path}, which this run reads ({read}); choose another --output."
+                    f"{arg('overwrite')} would delete {path}, which this run reads ({read}); choose another "
+                    f"{arg('output_dir')}."
                 )
     if os.environ.get("RANK", "0") != "0":
         return
@@ -109,16 +123,16 @@ def refuse_unowned(output: str | Path, produced: Iterable[str]) -> None:
     if present and not any((output / name).is_file() for name in (RUN_RECORD, "results.json")):
         raise UserError(
             f"{output} holds {_listing(present)}, but no {RUN_RECORD} shows that a run wrote them, so they are "
-            "not replaced, even with --overwrite; move them or choose another --output."
+            f"not replaced, even with {arg('overwrite')}; move them or choose another {arg('output_dir')}."
         )
 
 
-def refuse_file_as_directory(directory: str | Path, option: str | None = "--output") -> None:
+def refuse_file_as_directory(directory: str | Path, option: str | None = OUTPUT) -> None:
     """Stop with one line when `directory` (or a folder above it) is an existing file: every command that writes a
     folder checks here first, so a mistyped path is named instead of surfacing as a NotADirectoryError half-way.
 
     `option` starts the message (None: the caller names the option, as argparse does)."""
-    directory = Path(directory)
+    directory, option = Path(directory), _option(option)
     for path in (directory, *directory.parents):
         if path.exists() and not path.is_dir():
             where = "" if path == directory else f": {path}"
@@ -126,7 +140,7 @@ def refuse_file_as_directory(directory: str | Path, option: str | None = "--outp
             raise UserError(f"{start}{directory}{where} is a file; choose a directory.")
 
 
-def refuse_unwritable_directory(directory: str | Path, option: str | None = "--output") -> None:
+def refuse_unwritable_directory(directory: str | Path, option: str | None = OUTPUT) -> None:
     """Stop with one line when `directory` cannot be created or written (a read-only or virtual file system, a
     folder of another user), before any work: otherwise the run trains a vocabulary and builds its examples, then
     dies with a traceback at its first write. Probed by doing: permission bits do not tell (root may write
@@ -135,7 +149,7 @@ def refuse_unwritable_directory(directory: str | Path, option: str | None = "--o
         # under torchrun or accelerate launch only the main process writes outputs, so it alone probes: two
         # processes making and removing the same folder at once fail each other's probe ("File exists")
         return
-    directory = Path(directory)
+    directory, option = Path(directory), _option(option)
     start = f"{option} " if option else ""
     made: list[Path] = []
     try:
@@ -156,7 +170,7 @@ def refuse_unwritable_directory(directory: str | Path, option: str | None = "--o
                 path.rmdir()
 
 
-def refuse_unusable_output(directory: str | Path, option: str | None = "--output") -> None:
+def refuse_unusable_output(directory: str | Path, option: str | None = OUTPUT) -> None:
     """The checks every output folder gets before any work, from the command line (while --output is read) and
     from Python alike: not a file (nor under one), and writable (`/proc/x`, a read-only mount)."""
     refuse_file_as_directory(directory, option)
@@ -168,7 +182,7 @@ def check_output_file(
     overwrite: bool,
     example: str = "scores.jsonl",
     reads: dict[str, str | None] | None = None,
-    option: str = "--output",
+    option: str = OUTPUT,
 ) -> None:
     """Before any work, for a command that writes one file: an `option` that cannot take a file is refused in one
     line, --overwrite or not.
@@ -178,7 +192,7 @@ def check_output_file(
     as a traceback after all the work. Nor is a file the command reads replaced (`reads`: option -> path):
     else `score --input x.json --output x.json --overwrite` would replace the user's list with its scored
     copy, and `squad-eval --out dev.json` the data set. `example` is the file name the message suggests."""
-    path = Path(raw)
+    path, option = Path(raw), _option(option)
     if path.is_dir():
         raise UserError(f"{option} {path} is a directory; name the file to write, e.g. {path / example}.")
     for parent in path.parents:
@@ -211,10 +225,12 @@ def refuse_foreign_directory(directory: str | Path, overwrite: bool, produced: I
     if clashing:
         raise UserError(
             f"{directory} is not a run of this command but holds {_listing(clashing)}, which a run writes; "
-            "--overwrite replaces only a run's own files, so move them or choose another --output."
+            f"{arg('overwrite')} replaces only a run's own files, so move them or choose another "
+            f"{arg('output_dir')}."
         )
     if entries and not overwrite:
         raise UserError(
             f"{directory} is not empty ({_listing(entries)}) and is not a run of this command; choose another "
-            "--output, or pass --overwrite to write the run beside those files (none of them is changed)."
+            f"{arg('output_dir')}, or pass {arg('overwrite')} to write the run beside those files (none of them "
+            "is changed)."
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from electra.core.config import PretrainConfig
 from electra.core.errors import UserError
 from electra.core.settings import COUNT, setting, spelled
 
@@ -19,24 +20,60 @@ from electra.core.settings import COUNT, setting, spelled
 class RunInputs:
     """Where a pretraining run reads from and writes to (the config says how it trains)."""
 
-    corpus: str = setting(None, "the corpus", flags=("--corpus",))
-    output_dir: Path = setting(None, "the run's folder", flags=("--output",))
-    vocab: str | None = setting(None, "a vocabulary", flags=("--vocab",))
-    cache_dir: str | None = setting(None, "tokenizers and packed examples", flags=("--cache-dir",))
-    num_proc: int | None = setting(None, "packing processes", within=COUNT, flags=("--num-proc",))
-    resume: bool = setting(False, "continue the run", flags=("--resume",))
-    # start over in a directory that holds a run, or write into a non-empty one
-    overwrite: bool = setting(False, "start over", flags=("--overwrite",))
+    corpus: str = setting(
+        None,
+        "text file, directory, .jsonl or saved dataset; default: the embedded State of the Union corpus",
+        flags=("--corpus",),
+    )
+    # the command line adds it with its aliases (`electra.core.flags.add_output_option`)
+    output_dir: Path = setting(None, "run directory (default: runs/<size>-<objective>)", flags=("--output",))
+    vocab: str | None = setting(
+        None,
+        "BERT-style vocab.txt (or a tokenizer directory); default: train WordPiece on the corpus",
+        flags=("--vocab",),
+    )
+    cache_dir: str | None = setting(
+        None,
+        "where tokenizers and packed examples are cached (default ~/.cache/electra)",
+        flags=("--cache-dir",),
+    )
+    num_proc: int | None = setting(
+        None,
+        "processes that pack the examples (default: one per core this machine has)",
+        within=COUNT,
+        flags=("--num-proc",),
+    )
+    resume: bool = setting(
+        False, "continue the run in --output from its latest checkpoint", flags=("--resume",)
+    )
+    overwrite: bool = setting(
+        False,
+        "start over in an --output that holds an earlier run (that run's files are deleted, nothing else), or "
+        "write beside the files of a non-empty folder (never over them)",
+        flags=("--overwrite",),
+    )
     # Size max_steps (and warmup, unless `keep_warmup`) to config.flops_budget once the vocabulary is known, so
     # the schedule decays over the budget and the progress bar counts the steps it buys (the CLI's --flops-budget).
     size_to_budget: bool = False
     keep_warmup: bool = False
-    doc_boundary: str = setting("auto", "what separates documents", flags=("--doc-boundary",))
-    strict_utf8: bool = setting(False, "refuse non-UTF-8 files", flags=("--strict-utf8",))
-    # the text's field in JSON lines, Parquet and saved datasets
-    text_field: str = setting("text", "the text's field", flags=("--text-field",))
-    # with `resume`: continue on another number of processes than the run had, keeping its global batch
-    elastic: bool = setting(False, "continue on other processes", flags=("--elastic",))
+    doc_boundary: str = setting(
+        "auto", "what separates documents", choices=("auto", "file", "blank"), flags=("--doc-boundary",)
+    )
+    strict_utf8: bool = setting(
+        False, "reject non-UTF-8 files instead of reading them as Latin-1", flags=("--strict-utf8",)
+    )
+    text_field: str = setting(
+        "text",
+        "the field holding the text in JSON lines, Parquet and saved datasets",
+        flags=("--text-field",),
+        metavar="NAME",
+    )
+    elastic: bool = setting(
+        False,
+        "with --resume: continue on another number of processes than the run had, keeping its global batch and "
+        "the order of its examples (not bit for bit: each process draws new random streams)",
+        flags=("--elastic",),
+    )
 
     def __post_init__(self) -> None:
         if self.output_dir is not None:
@@ -79,11 +116,11 @@ def check_run_request(
         )
     if init_from is not None and not Path(init_from).is_dir():
         raise UserError(
-            f"{spelled(None, 'init_from', '--init-from')} {init_from}: not a directory; give a run of this library "
+            f"{spelled(PretrainConfig, 'init_from')} {init_from}: not a directory; give a run of this library "
             "or a transformers ELECTRA or BERT directory."
         )
     if generator_from is not None and not Path(generator_from).is_dir():
         raise UserError(
-            f"{spelled(None, 'generator_from', '--generator-from')} {generator_from}: not a directory; give a run "
+            f"{spelled(PretrainConfig, 'generator_from')} {generator_from}: not a directory; give a run "
             "of this library or a transformers ...ForMaskedLM directory."
         )

@@ -11,9 +11,18 @@ from typing import Any
 
 from electra.core.errors import UserError
 from electra.core.files import write_json_atomically
+from electra.core.run_inputs import RunInputs
+from electra.core.settings import spelling
 
-# What a refused `--resume` of a consumer (glue, squad, tlm) says to do instead: the flags all of them take.
-RESUME_FIX = "resume with the saved settings, use another --output, or drop --resume and pass --overwrite to start over."
+arg = spelling(RunInputs)  # --resume on the command line, resume=True in Python
+
+
+def resume_fix() -> str:
+    """What a refused `--resume` of a consumer (glue, squad, tlm) says to do instead: the flags all of them take."""
+    return (
+        f"resume with the saved settings, use another {arg('output_dir')}, or drop {arg('resume')} and pass "
+        f"{arg('overwrite')} to start over."
+    )
 
 
 def refuse_changed_settings(
@@ -38,7 +47,7 @@ def refuse_changed_settings(
         if name in old and name not in ignore and old[name] != new[name]
     ]
     if changed:
-        raise UserError(f"--resume: {record} differs from this run in {', '.join(changed)}; {fix}")
+        raise UserError(f"{arg('resume')}: {record} differs from this run in {', '.join(changed)}; {fix}")
 
 
 def read_run_record(path: str | Path) -> dict[str, Any] | None:
@@ -51,11 +60,13 @@ def read_run_record(path: str | Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(
-            f"{path}: not valid JSON ({exc}); restore it, or start over: drop --resume and pass --overwrite."
+            f"{path}: not valid JSON ({exc}); restore it, or start over: drop {arg('resume')} and pass "
+            f"{arg('overwrite')}."
         ) from None
     if not isinstance(data, dict):
         raise UserError(
-            f"{path}: must hold a JSON object of settings; restore it, or start over: drop --resume and pass --overwrite."
+            f"{path}: must hold a JSON object of settings; restore it, or start over: drop {arg('resume')} and "
+            f"pass {arg('overwrite')}."
         )
     return data
 
@@ -91,15 +102,16 @@ def check_run_record(
     if changed:
         paths = ", ".join(str(record.get(name, name)) for name in changed)
         raise UserError(
-            f"--resume: {paths} changed since {output} was started with {'them' if len(changed) > 1 else 'it'} "
-            "(other contents at the same path); restore the files it was started with, or drop --resume and "
-            "pass --overwrite to start over (or choose another output)."
+            f"{arg('resume')}: {paths} changed since {output} was started with "
+            f"{'them' if len(changed) > 1 else 'it'} (other contents at the same path); restore the files it was "
+            f"started with, or drop {arg('resume')} and pass {arg('overwrite')} to start over (or choose another "
+            "output)."
         )
 
     def settings_of(values: Mapping[str, Any]) -> dict[str, Any]:
         return {name: value for name, value in values.items() if name != INPUT_DIGESTS}
 
-    refuse_changed_settings(where, settings_of(saved), settings_of(record), RESUME_FIX)
+    refuse_changed_settings(where, settings_of(saved), settings_of(record), resume_fix())
 
 
 # run.json's record of what each input file held (setting name -> SHA-256 or a corpus sample): the same path can

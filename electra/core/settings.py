@@ -82,6 +82,12 @@ def spelled(settings_class: type | None, name: str, flag: str | None = None) -> 
     return flag
 
 
+def spelling(settings_class: type) -> Callable[[str], str]:
+    """`spelled` for one declaration: `arg = spelling(RunInputs)`, then `f"pass {arg('resume')}"` reads
+    "pass --resume" on the command line and "pass resume=True" in Python."""
+    return lambda name: spelled(settings_class, name)
+
+
 def setting(
     default: Any = None,
     help: str = "",
@@ -90,11 +96,14 @@ def setting(
     within: Range | None = None,
     flags: tuple[str, ...] = (),
     metavar: str | None = None,
+    required: bool = False,
 ) -> Any:
     """A configuration field declared once: its default, help, allowed values (`choices`, or a range `within`),
-    and the command-line flags that set it (none: `--set NAME=VALUE` only). `validate` reads the checks and the
+    and the command-line flags that set it (none: `--set NAME=VALUE` only; `required`: a flag the command cannot
+    run without, where the Python function takes it as a positional argument). `validate` reads the checks and the
     CLI builds the flags from here (`electra.core.flags.add_setting_flags`), so neither can drift from the other."""
     metadata = {"help": help, "choices": choices, "within": within, "flags": flags, "metavar": metavar}
+    metadata["required"] = required
     return field(default=default, metadata=metadata)
 
 

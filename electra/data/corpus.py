@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from electra.core.errors import UserError
+from electra.core.run_inputs import RunInputs
+from electra.core.settings import spelled
 from electra.data.corpus_files import decoded_blocks, file_members
 
 SKIPPED_SUFFIXES = {
@@ -186,7 +188,7 @@ def _read_saved_dataset(path: Path, text_field: str, rows: range | None = None) 
     if text_field not in dataset.column_names:
         raise UserError(
             f"dataset {path} has no {text_field!r} column (columns: {', '.join(dataset.column_names)}); "
-            "name its text column with --text-field."
+            f"name its text column with {spelled(RunInputs, 'text_field')}."
         )
     if rows is not None:
         dataset = dataset.select(rows)

@@ -27,6 +27,8 @@ from typing import Any, BinaryIO
 
 from electra.core.errors import ElectraWarning, UserError
 from electra.core.files import decode_utf16, not_text_error, utf16_without_mark
+from electra.core.run_inputs import RunInputs
+from electra.core.settings import spelled
 
 READ_BLOCK = 4 << 20  # bytes decoded at a time: large enough that per-block work is noise
 TEXT_SUFFIXES = {"", ".txt", ".text", ".md", ".raw", ".tokens"}
@@ -193,7 +195,7 @@ def decoded_blocks(name: str, stream: BinaryIO, strict_utf8: bool, whole_lines: 
         if strict_utf8:
             raise UserError(
                 f"{name}: UTF-16 text (byte-order mark), not UTF-8; convert it with `iconv -f utf-16 -t utf-8` "
-                "or drop --strict-utf8 to read it as UTF-16."
+                f"or drop {spelled(RunInputs, 'strict_utf8')} to read it as UTF-16."
             )
         yield decode_utf16(data + _read(name, stream, -1), name)
         return
@@ -248,7 +250,7 @@ def _fallback(name: str, block: bytes, offset: int, strict_utf8: bool) -> str:
             "`iconv -f latin1 -t utf-8` or remove it from the corpus."
         )
     warnings.warn(
-        f"{name} is not UTF-8; reading it as Latin-1 (--strict-utf8 refuses it instead)",
+        f"{name} is not UTF-8; reading it as Latin-1 ({spelled(RunInputs, 'strict_utf8')} refuses it instead)",
         ElectraWarning,
         stacklevel=4,
     )

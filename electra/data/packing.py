@@ -30,7 +30,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from electra.core.config import PretrainConfig
 from electra.core.errors import UserError
+from electra.core.run_inputs import RunInputs
+from electra.core.settings import spelled
 from electra.data.corpus import corpus_fingerprint, read_documents, split_sentences
 from electra.data.progress import PackingProgress, corpus_size
 from electra.data.word_pieces import WordPieceEncoder
@@ -262,7 +265,7 @@ def build_pretraining_dataset(
         if exc.errno == errno.ENOSPC:
             raise UserError(
                 f"the disk holding {root} is full while writing the examples of {corpus_path}; nothing was kept. "
-                "Free space, or give --cache-dir (or ELECTRA_CACHE) on a larger disk."
+                f"Free space, or give {spelled(RunInputs, 'cache_dir')} (or ELECTRA_CACHE) on a larger disk."
             ) from None
         raise
     finally:
@@ -429,7 +432,7 @@ class ResumableBatchOrder:
             raise UserError(
                 f"the corpus gives {num_examples} examples, fewer than one global batch ({batch_size} x "
                 f"{accumulation} accumulation x {world_size} processes); use a bigger corpus or a smaller "
-                "--batch-size."
+                f"{spelled(PretrainConfig, 'train_batch_size')}."
             )
 
     def batches(self, start_step: int = 0) -> Iterator[list[int]]:

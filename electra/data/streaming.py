@@ -33,10 +33,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from electra.core.config import PretrainConfig
 from electra.core.errors import UserError
+from electra.core.run_inputs import RunInputs
+from electra.core.settings import spelled, spelling
 from electra.data.corpus_pieces import Piece, piece_documents, plan_pieces
 from electra.data.packing import ExampleSettings, PretrainingCollator, document_chunks, pack_documents
 from electra.data.word_pieces import WordPieceEncoder
+
+cfg = spelling(PretrainConfig)  # --streaming on the command line, streaming in Python
 
 STREAM_WINDOW_CHARS = 4_000_000  # ~8,000 examples of 128 tokens: the span the order is shuffled over
 LEDGER_FOLDER = "stream"
@@ -125,8 +130,8 @@ def require_windows(spec: StreamSpec, slots: int) -> None:
         if windows < sharing:
             total = sum(1 for _ in spec.windows())
             raise UserError(
-                f"--streaming: {spec.corpus} holds {total} window(s) of {spec.window_chars:,} characters, fewer "
-                f"than the {slots} streams reading it (processes x data-loader workers); drop --streaming (the "
+                f"{cfg('streaming')}: {spec.corpus} holds {total} window(s) of {spec.window_chars:,} characters, fewer "
+                f"than the {slots} streams reading it (processes x data-loader workers); drop {cfg('streaming')} (the "
                 "cached path suits a corpus this small) or use fewer data-loader workers "
                 "(--set dataloader_workers=N)."
             )
@@ -157,7 +162,7 @@ def first_window_examples(spec: StreamSpec) -> tuple[tuple[int, int], list[dict[
     if not ids:
         raise UserError(
             f"corpus {spec.corpus}: its first {spec.window_chars:,} characters produced no examples (no tokens "
-            "after tokenization); check --text-field and the corpus's text."
+            f"after tokenization); check {spelled(RunInputs, 'text_field')} and the corpus's text."
         )
     return key, [{"input_ids": i, "token_type_ids": t} for i, t in zip(ids, types)]
 
@@ -261,8 +266,8 @@ def slot_examples(
             ledger.record_end(piece, windows)
         if produced == 0:  # its windows hold no tokens (require_windows saw that they exist)
             raise UserError(
-                f"--streaming: stream {slot} of {slots} found no examples in a whole pass over {spec.corpus}; drop "
-                "--streaming or use fewer data-loader workers (--set dataloader_workers=N)."
+                f"{cfg('streaming')}: stream {slot} of {slots} found no examples in a whole pass over {spec.corpus}; "
+                f"drop {cfg('streaming')} or use fewer data-loader workers ({cfg('dataloader_workers')}=N)."
             )
         epoch += 1 + skip // produced
         skip %= produced

@@ -21,11 +21,14 @@ from transformers import ElectraTokenizerFast, PreTrainedTokenizerFast
 
 from electra.core.errors import UserError
 from electra.core.files import read_json_record
+from electra.core.run_inputs import RunInputs
+from electra.core.settings import spelling
 from electra.core.text_form import text_form_normalizer, words
 from electra.data.corpus import read_documents
 from electra.data.packing import corpus_fingerprint, default_cache_root
 from electra.data.progress import corpus_size
 
+arg = spelling(RunInputs)  # --vocab on the command line, vocab in Python
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 WORDS_ALPHABET = "'abcdefghijklmnopqrstuvwxyz"  # every character the "words" text form keeps
 # Part of the cache key of a trained vocabulary, so one cached by an older trainer is trained again rather
@@ -89,7 +92,7 @@ def load_vocab_tokenizer(vocab: str | Path, lowercase: bool = True) -> PreTraine
         return load_saved_tokenizer(path, lowercase)
     if not path.is_file():
         raise UserError(
-            f"vocabulary {path} does not exist; pass a BERT-style vocab.txt or omit --vocab to train one."
+            f"vocabulary {path} does not exist; pass a BERT-style vocab.txt or omit {arg('vocab')} to train one."
         )
     try:
         tokens = {line.rstrip("\n") for line in path.read_text(encoding="utf-8").splitlines()}
@@ -172,7 +175,7 @@ def word_start_flags(tokenizer: PreTrainedTokenizerFast) -> torch.Tensor:
     if not prefix:
         raise UserError(
             "cloze_span=word needs a WordPiece vocabulary (pieces inside a word start with '##'); this tokenizer "
-            "has none: train one (omit --vocab) or set cloze_span=piece."
+            f"has none: train one (omit {arg('vocab')}) or set cloze_span=piece."
         )
     pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     return torch.tensor([not piece.startswith(prefix) for piece in pieces], dtype=torch.bool)
@@ -217,7 +220,7 @@ def train_wordpiece_tokenizer(
     tokenizer.train_from_iterator(_nonempty(texts), trainer=trainer)
     if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS) + len(continuations):
         raise UserError(
-            "the corpus is too small to train a vocabulary; give more text or pass --vocab vocab.txt."
+            f"the corpus is too small to train a vocabulary; give more text or pass {arg('vocab')} vocab.txt."
         )
     tokenizer = _only_real_special_tokens(tokenizer)
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
@@ -320,7 +323,7 @@ def load_or_train_tokenizer(
         check_special_tokens(tokenizer, str(vocab))
         return apply_text_form(tokenizer, text_form)
     if corpus is None:
-        raise UserError("give --vocab vocab.txt or a --corpus to train a vocabulary on.")
+        raise UserError(f"give {arg('vocab')} vocab.txt or a {arg('corpus')} to train a vocabulary on.")
     inputs = [corpus_fingerprint(corpus), vocab_size, lowercase] + ([text_form] if text_form != "raw" else [])
     inputs.append(TRAINING_VERSION)
     inputs += [text_field] if text_field != "text" else []

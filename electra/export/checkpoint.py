@@ -26,6 +26,8 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 
 from electra.core.errors import ElectraWarning, UserError
 from electra.core.files import file_sha256, fsync_file, write_text_atomically
+from electra.core.run_inputs import RunInputs
+from electra.core.settings import spelled
 
 LATEST = "latest"
 CHECKSUMS = "checksums.json"
@@ -98,7 +100,8 @@ def save_checkpoint(
     if free < needed:  # every process decides alike: no process is left waiting at a barrier
         raise UserError(
             f"{checkpoints_dir}: {_mib(free)} free, a checkpoint needs about {_mib(needed)} (the oldest is removed "
-            "only after the new one is complete); free some space, lower keep_checkpoints, or use another --output."
+            "only after the new one is complete); free some space, lower keep_checkpoints, or use another "
+            f"{spelled(RunInputs, 'output_dir')}."
         )
     try:
         if is_main:
@@ -197,7 +200,8 @@ def latest_intact_checkpoint(
         damaged.append(path.name)
     if damaged:
         raise UserError(
-            f"{checkpoints_dir}: every checkpoint is damaged ({', '.join(damaged)}); start a new --output."
+            f"{checkpoints_dir}: every checkpoint is damaged ({', '.join(damaged)}); start a new "
+            f"{spelled(RunInputs, 'output_dir')}."
         )
     return None
 

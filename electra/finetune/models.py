@@ -11,6 +11,7 @@ from transformers import AutoModel
 from electra.core.errors import UserError
 from electra.core.files import read_json_record
 from electra.core.run_records import RUN_RECORD
+from electra.core.settings import spelled
 from electra.export.layout import (
     MANIFEST,
     finetune_dir,
@@ -24,13 +25,14 @@ from electra.export.layout import (
 SAVED_MODELS = ("checkpoints/*/config.json", "model/config.json")
 
 
-def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
+def resolve_model_dir(path: str | Path, option: str | None = None) -> Path:
     """A Hugging Face checkpoint directory, or a pretraining run directory (its export.json names the model to
-    fine-tune: the discriminator, or the MLM model for the MLM baseline). `option` is the flag that named it.
+    fine-tune: the discriminator, or the MLM model for the MLM baseline). `option` is the flag or argument that
+    named it (default: --model, or `model` in Python).
 
     A fine-tuning command's output folder is refused in one line that lists the models it saved; any other run's
     folder is named for what it is (`electra.export.layout.refuse_run_folder`)."""
-    path = Path(path)
+    path, option = Path(path), option or spelled(None, "model", "--model")
     if path.is_file():
         raise UserError(
             f"{option} {path} is a file; give the checkpoint's directory (e.g. RUN/discriminator)."

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.core.errors import UserError
+from electra.core.settings import spelled
 from electra.training.engine import TrainArgs
 from electra.training.optim import warmup_steps_of
 
@@ -48,15 +49,15 @@ def check_seeds(seeds: Sequence[int]) -> None:
     """At least one seed, each once, each one numpy accepts: one line otherwise, before any work (a seed given twice
     is the same run twice, counted twice in the median)."""
     if not seeds:
-        raise UserError("--seeds must be at least 1.")
+        raise UserError(f"{spelled(None, 'seeds', '--seeds')} must be at least 1.")
     repeated = next((seed for index, seed in enumerate(seeds) if seed in seeds[:index]), None)
     if repeated is not None:
         raise UserError(f"seed {repeated} is given twice in seeds {list(seeds)}; give each seed once.")
     outside = next((seed for seed in seeds if not 0 <= seed < SEED_LIMIT), None)
     if outside is not None:
         raise UserError(
-            f"seed {outside} is outside 0..{SEED_LIMIT - 1} (the range numpy seeds); choose --seed so that "
-            "--seed + --seeds - 1 stays in it."
+            f"seed {outside} is outside 0..{SEED_LIMIT - 1} (the range numpy seeds); choose "
+            f"{spelled(None, 'seeds', '--seed and --seeds')} so that every seed stays in it."
         )
 
 

@@ -19,6 +19,8 @@ from transformers import AutoConfig, AutoModelForMaskedLM
 from electra.core.config import PretrainConfig
 from electra.core.errors import UserError
 from electra.core.outputs import SpecialIds, StepOutput
+from electra.core.run_inputs import RunInputs
+from electra.core.settings import spelled
 from electra.export.layout import ExportPart, load_pretrained, masked_lm_dir, save_hf_model
 from electra.flops.analytic import FlopPlan
 from electra.flops.shapes import shape_from_any
@@ -163,7 +165,7 @@ def build_generator_for(
     if hf_model.config.vocab_size != config.vocab_size:
         raise UserError(
             f"{directory}: the generator's vocabulary has {hf_model.config.vocab_size} entries, the run's "
-            f"{config.vocab_size}; pretrain with its tokenizer (--vocab {directory})."
+            f"{config.vocab_size}; pretrain with its tokenizer ({spelled(RunInputs, 'vocab')} {directory})."
         )
     total = config.max_steps * config.gradient_accumulation_steps
     return FrozenMaskedLMGenerator(hf_model, config.generator_temperature_start, total)

@@ -35,7 +35,7 @@ from electra.core.files import (
     read_model_weights,
     safetensors_shards,
 )
-from electra.core.settings import coerce_value
+from electra.core.settings import coerce_value, spelled, spelling
 from electra.data.tokenization import load_saved_tokenizer, lowercases, states_casing
 from electra.export.layout import (
     finetune_dir,
@@ -44,6 +44,8 @@ from electra.export.layout import (
     refuse_run_folder,
     require_safetensors,
 )
+
+cfg = spelling(PretrainConfig)  # --init-from on the command line, init_from in Python
 
 # The model types --init-from continues, and the prefix under which each one's pretraining and task classes keep
 # the encoder (their base_model_prefix): a BERT checkpoint's encoder tensors load under ELECTRA's names once this
@@ -79,14 +81,14 @@ def _hf_config(directory: Path) -> dict[str, Any]:
     # checked here, not only with the flags: it may come from --set init_from=, a config file or Python
     if not directory.is_dir():
         raise UserError(
-            f"--init-from {directory}: not a directory; give a run of this library or a transformers ELECTRA or "
+            f"{cfg('init_from')} {directory}: not a directory; give a run of this library or a transformers ELECTRA or "
             "BERT directory."
         )
-    refuse_run_folder(directory, "--init-from", "continue from it", strict=True)
+    refuse_run_folder(directory, cfg("init_from"), "continue from it", strict=True)
     path = directory / "config.json"
     if not path.is_file():
         raise UserError(
-            f"{path}: not found; --init-from takes a run of this library or a transformers ELECTRA or BERT "
+            f"{path}: not found; {cfg('init_from')} takes a run of this library or a transformers ELECTRA or BERT "
             "directory."
         )
     return read_model_config(directory)
@@ -101,7 +103,7 @@ def kept_dir(directory: str | Path) -> Path:
     config = _hf_config(path)
     if config.get("model_type") not in ENCODER_PREFIXES:
         raise UserError(
-            f"{path}: model_type {config.get('model_type')!r}; --init-from continues ELECTRA and BERT checkpoints "
+            f"{path}: model_type {config.get('model_type')!r}; {cfg('init_from')} continues ELECTRA and BERT checkpoints "
             "(model_type electra or bert). Fine-tune it as it is with `electra glue` or `electra squad`."
         )
     weights = model_weights_file(path)
@@ -135,20 +137,20 @@ def _refuse_unrepresentable(directory: str | Path, kept: dict[str, Any]) -> None
     activation = kept.get("hidden_act", "gelu")
     if activation != "gelu":
         raise UserError(
-            f"--init-from {directory}: its hidden_act is {activation!r}; continued pretraining builds ELECTRA's "
+            f"{cfg('init_from')} {directory}: its hidden_act is {activation!r}; continued pretraining builds ELECTRA's "
             "gelu layers, in which these weights would compute something else. Fine-tune it as it is with "
             "`electra glue` or `electra squad`, which load its own config."
         )
     positions = kept.get("position_embedding_type") or "absolute"
     if positions != "absolute":
         raise UserError(
-            f"--init-from {directory}: its position_embedding_type is {positions!r}; continued pretraining builds "
+            f"{cfg('init_from')} {directory}: its position_embedding_type is {positions!r}; continued pretraining builds "
             "absolute position embeddings only, so its relative-position weights would be dropped and its attention "
             "would compute something else; give a checkpoint with absolute positions."
         )
     if kept.get("is_decoder"):
         raise UserError(
-            f"--init-from {directory}: it is a decoder (is_decoder true: each token attends to the ones before it "
+            f"{cfg('init_from')} {directory}: it is a decoder (is_decoder true: each token attends to the ones before it "
             "only); continued pretraining trains a bidirectional encoder, in which these weights would compute "
             "something else; give an encoder checkpoint (e.g. BertModel, BertForPreTraining or BertForMaskedLM)."
         )
@@ -203,7 +205,7 @@ def checkpoint_shape(directory: str | Path, overrides: dict[str, Any], size: str
         # "--set hidden_size=32.0" or "lowercase=yes" mean what the checkpoint has: compared as the field's type
         if key in overrides and coerce_value(key, overrides[key], type(value).__name__) != value:
             raise UserError(
-                f"--init-from {directory}: its {key} is {value}, not {overrides[key]}; drop that setting (the "
+                f"{cfg('init_from')} {directory}: its {key} is {value}, not {overrides[key]}; drop that setting (the "
                 "checkpoint's shape and tokenizer are used)."
             )
     vocabulary = {"tokenizer_vocab_size": _vocabulary_size(directory, kept, len(tokenizer))}
@@ -245,7 +247,7 @@ def _vocabulary_size(directory: str | Path, kept: dict[str, Any], pieces: int) -
             "model.save_pretrained(dir)"
         )
         raise UserError(
-            f"--init-from {directory}: its tokenizer has {pieces:,} pieces but its config.json says vocab_size "
+            f"{cfg('init_from')} {directory}: its tokenizer has {pieces:,} pieces but its config.json says vocab_size "
             f"{rows:,} (the embeddings' rows); continued pretraining needs the two equal: {fix}."
         )
     return pieces
@@ -264,8 +266,8 @@ def continued_settings(
         if size is None:
             size = "tiny"
             note = (
-                f"--init-from {directory}: its shape is no size preset's, so the tiny recipe (learning rate, batch, "
-                "warmup) trains it; pass --size to choose another."
+                f"{cfg('init_from')} {directory}: its shape is no size preset's, so the tiny recipe (learning rate, batch, "
+                f"warmup) trains it; pass {spelled(None, 'size', '--size')} to choose another."
             )
     return size, checkpoint_shape(directory, {**overrides, "init_from": str(directory)}, size), note
 

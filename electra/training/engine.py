@@ -30,10 +30,13 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from electra.core.config import PretrainConfig
 from electra.core.cpu_memory import keep_freed_memory
 from electra.core.errors import UserError
 from electra.core.output_lock import output_lock
 from electra.core.outputs import StepOutput
+from electra.core.run_inputs import RunInputs
+from electra.core.settings import spelled, spelling
 from electra.export.checkpoint import (
     checkpoint_processes,
     checkpoint_step,
@@ -57,6 +60,8 @@ from electra.training.processes import make_accelerator, seed_process, split_rng
 from electra.training.run_log import default_report_to, progress_off
 from electra.training.stop_rules import StopRules
 from electra.training.trackers import RunLog
+
+arg = spelling(RunInputs)  # --resume on the command line, resume=True in Python
 
 BEST_WEIGHTS = "best.safetensors"
 
@@ -244,7 +249,8 @@ class Engine:
         if found is None and self.args.output_dir is not None and self.args.output_dir.is_dir():
             state = "finished but kept no checkpoint of its weights" if finished else "holds no checkpoint"
             self._notice(
-                f"--resume: {self.args.output_dir} {state} (checkpoints are kept with --save-every N); {what} "
+                f"{arg('resume')}: {self.args.output_dir} {state} (checkpoints are kept with "
+                f"{spelled(PretrainConfig, 'save_every')} N); {what} "
                 "trains again from its first step."
             )
         return found
@@ -263,8 +269,8 @@ class Engine:
             return False
         self._notice(
             f"WARNING: the time budget ends around step {end_step:,}, inside the {warmup:,}-step warmup: the "
-            "learning rate will not reach its peak, let alone decay; pass a shorter warmup (--set "
-            f"warmup_steps={max(1, end_step // 10):,}, a tenth of the steps that fit) or a larger budget."
+            f"learning rate will not reach its peak, let alone decay; pass a shorter warmup ({spelled(None, 'warmup_steps', '--set warmup_steps')}="
+            f"{max(1, end_step // 10):,}, a tenth of the steps that fit) or a larger budget."
         )
         return True
 
@@ -284,7 +290,7 @@ class Engine:
         if earlier:
             raise UserError(
                 f"{directory} holds an earlier run's checkpoints (up to {earlier[-1]}); continue that run with "
-                "--resume, or start over with --overwrite or another output."
+                f"{arg('resume')}, or start over with {arg('overwrite')} or another output."
             )
 
     def _refuse_other_process_count(self, checkpoint: Path) -> None:
@@ -299,8 +305,8 @@ class Engine:
                 else f"with {saved} (torchrun --nproc_per_node {saved}, or accelerate launch --num_processes {saved})"
             )
             raise UserError(
-                f"--resume: {checkpoint} was written by {saved} process(es), this launch has {now}; resume it "
-                f"{launch}, or start over with --overwrite."
+                f"{arg('resume')}: {checkpoint} was written by {saved} process(es), this launch has {now}; resume "
+                f"it {launch}, or start over with {arg('overwrite')}."
             )
 
     # ------------------------------------------------------------------------------------------------------
@@ -402,7 +408,7 @@ class Engine:
             self._notice(
                 f"WARNING: warmup_steps={args.warmup_steps} is not below max_steps={args.max_steps}: the learning "
                 f"rate only warms up (to {args.learning_rate * args.max_steps / args.warmup_steps:.3g}) and never "
-                "decays; pass a smaller warmup (--set warmup_steps=N) for the whole schedule."
+                f"decays; pass a smaller warmup ({spelled(None, 'warmup_steps', '--set warmup_steps')}=N) for the whole schedule."
             )
         return model, optimizer, scheduler, clock
 
@@ -411,7 +417,7 @@ class Engine:
         if not native_precision(acc.device, _matmul_dtype(acc)):
             self._notice(
                 f"WARNING: this CPU has no native {acc.mixed_precision} matmuls: the run will be far slower than in "
-                "fp32 (--mixed-precision no)."
+                f"fp32 ({spelled(PretrainConfig, 'mixed_precision')} no)."
             )
         elif (
             acc.device.type == "cpu"

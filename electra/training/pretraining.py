@@ -23,6 +23,8 @@ from accelerate.utils import set_seed
 from electra.core.config import PretrainConfig
 from electra.core.errors import ElectraWarning, UserError
 from electra.core.outputs import StepOutput
+from electra.core.run_inputs import RunInputs
+from electra.core.settings import spelled
 from electra.data.packing import (
     CachedSource,
     PretrainingCollator,
@@ -58,7 +60,6 @@ from electra.training.model import PretrainingModel, build_pretraining_model
 from electra.training.processes import main_process_first, make_accelerator, process_state
 from electra.training.run_card import card_facts, export_run
 from electra.training.run_folder import (
-    RunInputs,
     check_output_dir,
     check_resume,
     how_to_go_on,
@@ -169,18 +170,19 @@ class PretrainingTask(Task):
 def run_vocabulary(config: PretrainConfig, vocab: str | None) -> str | None:
     """The vocabulary a run uses: `--vocab`, or the one of the checkpoint it continues or of its frozen generator
     (token ids must keep their meaning), which a differing `--vocab` may not replace."""
-    for flag, directory in (("--init-from", config.init_from), ("--generator-from", config.generator_from)):
+    for name, directory in (("init_from", config.init_from), ("generator_from", config.generator_from)):
         if directory is None:
             continue
-        own = init_vocabulary(directory) if flag == "--init-from" else masked_lm_dir(directory)
+        own = init_vocabulary(directory) if name == "init_from" else masked_lm_dir(directory)
         if not ((own / "vocab.txt").is_file() or (own / "tokenizer.json").is_file()):
             continue
         if vocab is None:
             vocab = str(own)
         elif load_vocab_tokenizer(vocab).get_vocab() != load_vocab_tokenizer(own).get_vocab():
             raise UserError(
-                f"--vocab {vocab}: differs from the vocabulary of {flag} {directory} ({own}); omit --vocab to "
-                "use that one."
+                f"{spelled(RunInputs, 'vocab')} {vocab}: differs from the vocabulary of "
+                f"{spelled(PretrainConfig, name)} {directory} ({own}); omit {spelled(RunInputs, 'vocab')} to use "
+                "that one."
             )
     return vocab
 
@@ -240,8 +242,8 @@ def compile_plan(config: PretrainConfig, on_gpu: bool, processes: int = 1) -> tu
         # pyproject asks for 2.7, but an install with --no-deps keeps whatever torch it finds
         if config.compile:
             raise UserError(
-                f"--compile needs torch >= 2.7 (this is {torch.__version__}, whose compiler fails inside "
-                "transformers' encoder); upgrade torch or drop --compile."
+                f"{spelled(PretrainConfig, 'compile')} needs torch >= 2.7 (this is {torch.__version__}, whose compiler fails inside "
+                f"transformers' encoder); upgrade torch or drop {spelled(PretrainConfig, 'compile')}."
             )
         warnings.warn(
             f"torch {torch.__version__} cannot compile this step (2.7+ can): training eagerly",
@@ -392,7 +394,7 @@ def _process_layout(config: PretrainConfig, inputs: RunInputs, accelerator: Any,
         )
     if before != world:
         accelerator.print(
-            f"--elastic: continuing a run of {before} process(es) on {world}, {config.gradient_accumulation_steps} "
+            f"{spelled(RunInputs, 'elastic')}: continuing a run of {before} process(es) on {world}, {config.gradient_accumulation_steps} "
             f"accumulation steps: the global batch ({config.train_batch_size}) and the order of the examples are "
             "kept; not bit for bit: each process draws new random streams (masking, sampling, dropout)"
         )

@@ -23,6 +23,7 @@ from electra.core.output_lock import refuse_live_run
 from electra.core.overwrite import refuse_file_as_directory, refuse_foreign_directory
 from electra.core.run_inputs import RunInputs
 from electra.core.run_records import RUN_RECORD, refuse_changed_settings, write_run_record
+from electra.core.settings import spelled, spelling
 from electra.data.corpus import read_corpus_bytes
 from electra.data.packing import corpus_fingerprint, tokenizer_fingerprint
 from electra.data.streaming import LEDGER_FOLDER, stream_window_chars
@@ -41,6 +42,9 @@ RESUMABLE_CHANGES = {
     "eval_every",
     "extra",
 }
+
+arg = spelling(RunInputs)  # --resume on the command line, resume=True in Python
+cfg = spelling(PretrainConfig)
 
 
 # What a pretraining run writes into its directory (`--overwrite` removes these, in a run's own directory only).
@@ -111,15 +115,16 @@ def check_output_dir(
         holds_run = existing is not None or (output_dir / "summary.json").exists()
         if holds_run and not overwrite:
             raise UserError(
-                f"{output_dir} already holds a run; pass --resume to continue it, --overwrite to delete that run's "
-                f"files ({', '.join(ours)}; nothing else) and start over, or choose another --output."
+                f"{output_dir} already holds a run; pass {arg('resume')} to continue it, {arg('overwrite')} to "
+                f"delete that run's files ({', '.join(ours)}; nothing else) and start over, or choose another "
+                f"{arg('output_dir')}."
             )
         # A run killed before its first checkpoint, or --overwrite: this command's files go, nothing else.
         strangers = [path for name in ours for path in files_not_written_by_a_run(output_dir / name)]
         if strangers:
             listing = ", ".join(str(path.relative_to(output_dir)) for path in strangers[:3])
             raise UserError(
-                f"{output_dir}: --overwrite would delete {listing}{', ...' if len(strangers) > 3 else ''}, which no "
+                f"{output_dir}: {arg('overwrite')} would delete {listing}{', ...' if len(strangers) > 3 else ''}, which no "
                 "run writes; move them out of the run's folders first."
             )
         for name in ours:
@@ -130,7 +135,7 @@ def check_output_dir(
                 target.unlink(missing_ok=True)
         return None
     if existing is None:
-        raise UserError(f"--resume: {checkpoints_dir} has no complete checkpoint to resume from.")
+        raise UserError(f"{arg('resume')}: {checkpoints_dir} has no complete checkpoint to resume from.")
     existing = latest_intact_checkpoint(checkpoints_dir)
     saved = load_saved_config(output_dir / "config.json")
     saved.vocab_size = config.vocab_size
@@ -140,8 +145,8 @@ def check_output_dir(
         output_dir / "config.json",
         asdict(saved),
         asdict(config),
-        f"rerun with the saved settings (`--config {output_dir / 'config.json'} --resume` repeats them all) or "
-        "start a new --output.",
+        f"rerun with the saved settings (`{spelled(None, 'config_file', '--config')} {output_dir / 'config.json'} "
+        f"{arg('resume')}` repeats them all) or start a new {arg('output_dir')}.",
         ignore=RESUMABLE_CHANGES | {"vocab_size"},
     )
     return existing
@@ -186,40 +191,42 @@ def check_resume(
     record = read_json_record(path)
     if record is None or not {"world_size", "corpus_sample", "tokenizer_sha256"} <= record.keys():
         raise UserError(
-            f"--resume: {path} is damaged (not the run record this command writes), so this resume cannot be "
-            f"checked against the corpus and vocabulary {output_dir} trained on; delete it to resume unchecked "
-            "(with that corpus), or start a new --output."
+            f"{arg('resume')}: {path} is damaged (not the run record this command writes), so this resume cannot "
+            f"be checked against the corpus and vocabulary {output_dir} trained on; delete it to resume unchecked "
+            f"(with that corpus), or start a new {arg('output_dir')}."
         )
     if record["world_size"] != world and not inputs.elastic:
         raise UserError(
-            f"--resume: {output_dir} was trained with {record['world_size']} process(es), this launch has {world}; "
-            f"resume with {record['world_size']} (accelerate launch --num_processes {record['world_size']}), or add "
-            "--elastic to continue on these with the same global batch (not bit for bit)."
+            f"{arg('resume')}: {output_dir} was trained with {record['world_size']} process(es), this launch has "
+            f"{world}; resume with {record['world_size']} (accelerate launch --num_processes "
+            f"{record['world_size']}), or add {arg('elastic')} to continue on these with the same global batch "
+            "(not bit for bit)."
         )
     if record["world_size"] != world and streaming:
         raise UserError(
-            f"--elastic: {output_dir} streams its examples (--streaming), and a stream's place in the corpus depends "
-            f"on the number of processes; resume it with {record['world_size']} process(es)."
+            f"{arg('elastic')}: {output_dir} streams its examples ({cfg('streaming')}), and a stream's place in the "
+            f"corpus depends on the number of processes; resume it with {record['world_size']} process(es)."
         )
     if "stream" in record or streaming:
         saved_layout, layout = record.get("stream"), stream_layout(workers) if streaming else None
         if saved_layout != layout:
+            cached = f"a cached run (no {cfg('streaming')})"
             raise UserError(
-                f"--resume: {output_dir} streamed its examples as {saved_layout or 'a cached run (no --streaming)'}, "
-                f"this launch as {layout or 'a cached run'}; resume with the same --streaming, "
-                "dataloader_workers and ELECTRA_STREAM_WINDOW, or start a new --output."
+                f"{arg('resume')}: {output_dir} streamed its examples as {saved_layout or cached}, this launch as "
+                f"{layout or 'a cached run'}; resume with the same {cfg('streaming')}, dataloader_workers and "
+                f"ELECTRA_STREAM_WINDOW, or start a new {arg('output_dir')}."
             )
     if corpus_sample(inputs.corpus) != record["corpus_sample"]:
         raise UserError(
-            f"--resume: the corpus {inputs.corpus} is not the one {output_dir} trained on ({record['corpus']}, "
-            "unchanged); resume with that corpus or start a new --output."
+            f"{arg('resume')}: the corpus {inputs.corpus} is not the one {output_dir} trained on "
+            f"({record['corpus']}, unchanged); resume with that corpus or start a new {arg('output_dir')}."
         )
     if inputs.vocab is not None:
         given = load_or_train_tokenizer(inputs.vocab, None, 1, config.lowercase, text_form=config.text_form)
         if tokenizer_sha256(given) != record["tokenizer_sha256"]:
             raise UserError(
-                f"--resume: --vocab {inputs.vocab} is not the vocabulary {output_dir} trained with "
-                f"({output_dir / 'tokenizer'}); drop --vocab to use the run's own."
+                f"{arg('resume')}: {arg('vocab')} {inputs.vocab} is not the vocabulary {output_dir} trained with "
+                f"({output_dir / 'tokenizer'}); drop {arg('vocab')} to use the run's own."
             )
 
 
@@ -240,7 +247,7 @@ def resumed_layout(output_dir: Path, config: PretrainConfig, world: int) -> tupl
     if batch % (micro * world):
         fits = [n for n in range(1, batch // micro + 1) if (batch // micro) % n == 0]
         raise UserError(
-            f"--elastic: the global batch {batch} ({before} processes x {micro} x {accumulation} accumulation) "
+            f"{arg('elastic')}: the global batch {batch} ({before} processes x {micro} x {accumulation} accumulation) "
             f"cannot be shared out over {world} processes with micro-batches of {micro}; resume on "
             f"{', '.join(map(str, fits))} processes."
         )
@@ -292,11 +299,10 @@ def tokenizer_sha256(tokenizer: Any) -> str:
 def how_to_go_on(stop_reason: str, output_dir: Path) -> str:
     """What trains a finished run further. Its schedule decayed to zero at max_steps, which a resume must keep
     (`RESUMABLE_CHANGES`), so only a budget can be raised; past max_steps it is continued pretraining."""
-    if stop_reason == "flops_budget":
-        return "raise --flops-budget to train further"
-    if stop_reason == "time_budget":
-        return "raise --time-budget to train further"
+    budget = {"flops_budget": "flops_budget", "time_budget": "time_budget_minutes"}.get(stop_reason)
+    if budget is not None:
+        return f"raise {cfg(budget)} to train further"
     return (
         f"its schedule ends at max_steps, which a resume keeps; to train further, continue from it with "
-        f"--init-from {output_dir} and a new --output"
+        f"{cfg('init_from')} {output_dir} and a new {arg('output_dir')}"
     )
