@@ -36,7 +36,6 @@ from electra.core.files import read_safetensors
 from electra.generators import fused_nll
 from electra.generators.base import Generator, LinearHead
 from electra.generators.noise import LogQ
-from electra.generators.noise import sample_noise as sample_noise  # the objectives import it from here
 from electra.nn.lane_attention import attention_name
 from electra.nn.masking import Picked
 

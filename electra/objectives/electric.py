@@ -16,7 +16,7 @@ from electra.discriminators.energy import electric_nce_logits, electric_nce_loss
 from electra.discriminators.replaced_token import ReplacedTokenDiscriminator
 from electra.flops.analytic import FlopPlan
 from electra.generators.build import build_generator
-from electra.generators.two_tower import sample_noise
+from electra.generators.noise import sample_noise
 from electra.nn.hf_configs import discriminator_hf_config
 from electra.nn.masking import candidate_mask
 from electra.nn.metrics import generator_metrics, masked_mean
