@@ -82,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
     from electra.data.tokenization import require_tokenizer
     from electra.export.layout import finetune_dir, require_safetensors
     from electra.finetune.models import resolve_model_dir
+    from electra.finetune.recipe import check_seeds
     from electra.tagging.conll import read_conll
-    from electra.tagging.finetune import check_seeds, run_tag
+    from electra.tagging.finetune import run_tag
 
     require_counts(args, ("seeds",))
     settings = TagSettings(**flag_values(TagSettings, args), progress=not args.no_progress)

@@ -30,7 +30,7 @@ from electra.core.run_records import INPUT_DIGESTS, check_run_record, keep_run_r
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import fit_length
 from electra.finetune.models import load_encoder, resolve_model_dir
-from electra.finetune.recipe import check_seeds, finetune_args, rates, resolved_settings, total_updates
+from electra.finetune.recipe import finetune_args, rates, resolved_settings, total_updates
 from electra.finetune.results import json_safe, read_seed_result, write_seed_result
 from electra.finetune.seeds import SeedJob, median, run_seeds, spread
 from electra.finetune.settings import RESUMABLE_SETTINGS
@@ -212,8 +212,7 @@ def run_tag(
 
     With `output_dir`: results.json and results.md, runs/seed-N/ per seed, the best seed's predictions
     (dev.predictions.txt, test.predictions.txt: each row with its predicted tag appended) and its model
-    (model/, a Hugging Face directory with README.md)."""
-    check_seeds(seeds)
+    (model/, a Hugging Face directory with README.md). The seeds are checked at the door (`check_seeds`)."""
     model_dir = resolve_model_dir(model)
     files = {"train": Path(train), "dev": Path(dev)} | ({"test": Path(test)} if test else {})
     accelerator = make_accelerator(settings.mixed_precision)

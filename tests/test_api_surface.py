@@ -118,7 +118,7 @@ def test_finetune_glue_never_replaces_results_unasked(tmp_path, run, glue_data):
     again = electra.finetune_glue(run, ["stsb"], glue_data, output_dir=out, resume=True, **FAST)
     assert again["results"] == first["results"]  # the finished seed reused
     # a seed numpy refuses is refused before overwrite=True deletes the earlier run (before: after it)
-    with pytest.raises(UserError, match="seed -1 is outside"):
+    with pytest.raises(UserError, match="seed -1 must be in 0..4294967295"):
         electra.finetune_glue(run, ["stsb"], glue_data, output_dir=out, overwrite=True, seeds=[-1], **FAST)
     assert json.loads((out / "results.json").read_text())["results"] == first["results"]
     electra.finetune_glue(run, ["stsb"], glue_data, output_dir=out, overwrite=True, seeds=[2], **FAST)

@@ -181,7 +181,7 @@ CASES: list[Case] = [
     (
         "GLUE --seed -1",
         lambda r: ["glue", "--model", "m", "--task", "sst2", "--seed", "-1"],
-        "seed -1 is outside 0..4294967295",
+        "seed -1 must be in 0..4294967295",
     ),
     (
         "checkpoint with pickled weights only",

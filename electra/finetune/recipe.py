@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from electra.core.errors import UserError
-from electra.core.settings import spelled
+from electra.core.settings import SEED_RANGE, spelled
 from electra.training.engine import TrainArgs
 from electra.training.optim import warmup_steps_of
 
 # (largest hidden size, name, learning rate, layer decay): the paper's per-size fine-tuning settings.
 SIZE_DEFAULTS = ((256, "small", 3e-4, 0.8), (768, "base", 1e-4, 0.8), (math.inf, "large", 5e-5, 0.9))
-SEED_LIMIT = 2**32  # numpy's seeds (which Accelerate's set_seed sets) are 0 <= seed < 2**32
 
 
 def size_defaults(hidden_size: int) -> tuple[str, float, float]:
@@ -53,10 +52,11 @@ def check_seeds(seeds: Sequence[int]) -> None:
     repeated = next((seed for index, seed in enumerate(seeds) if seed in seeds[:index]), None)
     if repeated is not None:
         raise UserError(f"seed {repeated} is given twice in seeds {list(seeds)}; give each seed once.")
-    outside = next((seed for seed in seeds if not 0 <= seed < SEED_LIMIT), None)
+    in_range, wording = SEED_RANGE  # the range a declared seed setting is checked by
+    outside = next((seed for seed in seeds if not in_range(seed)), None)
     if outside is not None:
         raise UserError(
-            f"seed {outside} is outside 0..{SEED_LIMIT - 1} (the range numpy seeds); choose "
+            f"seed {outside} must {wording}; choose "
             f"{spelled(None, 'seeds', '--seed and --seeds')} so that every seed stays in it."
         )
 
