@@ -22,7 +22,7 @@ from electra.glue.inputs import (
 from electra.glue.model import REGRESSION_SCALE, MultiTaskModel
 from electra.glue.settings import MultitaskSettings
 from electra.glue.tasks import TaskSpec
-from electra.training.engine import Task
+from electra.training.task import Task
 
 
 # ---- the schedule and the loss --------------------------------------------------------------------------------

@@ -57,9 +57,10 @@ from electra.glue.report import format_table, write_outputs
 from electra.glue.settings import FinetuneSettings, GlueInputs
 from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec
 from electra.glue.teachers import TEACHERS_DIR, teacher_fingerprint, write_teacher
-from electra.training.engine import Engine, Task, shuffled_epochs
+from electra.training.engine import Engine
 from electra.training.optim import describe_lr_groups
 from electra.training.processes import make_accelerator, per_process_batch
+from electra.training.task import Task, shuffled_epochs
 
 logger = logging.getLogger(__name__)
 

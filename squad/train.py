@@ -42,10 +42,11 @@ from electra.squad.metrics import official_scores
 from electra.squad.model import SquadModel, native_qa_class
 from electra.squad.postprocess import Predictions, WindowResult, postprocess
 from electra.squad.settings import SquadSettings
-from electra.training.engine import Engine, Task, shuffled_epochs
+from electra.training.engine import Engine
 from electra.training.optim import describe_lr_groups
 from electra.training.processes import main_process_first, make_accelerator, per_process_batch
 from electra.training.run_log import progress_off
+from electra.training.task import Task, shuffled_epochs
 
 logger = logging.getLogger(__name__)
 

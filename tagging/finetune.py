@@ -42,9 +42,10 @@ from electra.tagging.model import HEAD_KEY, TaggerModel
 from electra.tagging.report import format_summary, write_card
 from electra.tagging.settings import TagSettings
 from electra.tagging.spans import score_tags
-from electra.training.engine import Engine, Task, shuffled_epochs
+from electra.training.engine import Engine
 from electra.training.optim import describe_lr_groups
 from electra.training.processes import make_accelerator, per_process_batch
+from electra.training.task import Task, shuffled_epochs
 
 COMMAND = "tag"  # run.json's "command": what tells a tagging output from another command's
 RUN_RESULT = "result.json"

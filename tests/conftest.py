@@ -218,9 +218,9 @@ def run_command_as(name: str, work) -> int:
 def killed_after_checkpoint(monkeypatch, step: int, where: str = "") -> Iterator[None]:
     """Inside, the engine raises KeyboardInterrupt right after it writes the checkpoint of `step` (in a folder
     whose path contains `where`), as a kill there would; the real save is back on leaving."""
-    import electra.training.engine as engine_module
+    import electra.training.run_checkpoints as checkpoints_module
 
-    real = engine_module.save_checkpoint
+    real = checkpoints_module.save_checkpoint
 
     def save_then_die(directory, at, *args, **kwargs):
         path = real(directory, at, *args, **kwargs)
@@ -228,11 +228,11 @@ def killed_after_checkpoint(monkeypatch, step: int, where: str = "") -> Iterator
             raise KeyboardInterrupt(f"killed after the step-{step} checkpoint")
         return path
 
-    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(checkpoints_module, "save_checkpoint", save_then_die)
     try:
         yield
     finally:
-        monkeypatch.setattr(engine_module, "save_checkpoint", real)
+        monkeypatch.setattr(checkpoints_module, "save_checkpoint", real)
 
 
 @pytest.fixture

@@ -13,12 +13,14 @@ from torch import nn
 
 import electra.training.engine as engine_module
 import electra.training.meters as meters
+import electra.training.run_checkpoints as checkpoints_module
 import electra.training.stop_rules as stop_rules
 from electra.core.errors import UserError
 from electra.core.outputs import StepOutput
-from electra.training.engine import EarlyStopping, Engine, Task, TrainArgs
+from electra.training.engine import Engine
 from electra.training.run_log import read_csv, read_metrics
 from electra.training.stop_rules import StopRules
+from electra.training.task import EarlyStopping, Task, TrainArgs
 
 
 class Regression(Task):
@@ -67,14 +69,14 @@ def _args(tmp_path, **kw) -> TrainArgs:
 
 def _die_after_checkpoint(monkeypatch, at: int):
     """Kill the next run right after its step-`at` checkpoint is written; returns the real saver to restore."""
-    real_save = engine_module.save_checkpoint
+    real_save = checkpoints_module.save_checkpoint
 
     def save_then_die(directory, step, *args, **kwargs):
         real_save(directory, step, *args, **kwargs)
         if step == at:
             raise KeyboardInterrupt(f"killed after the step-{at} checkpoint")
 
-    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(checkpoints_module, "save_checkpoint", save_then_die)
     return real_save
 
 
@@ -93,7 +95,7 @@ def _straight_and_killed(tmp_path, monkeypatch) -> Regression:
     torch.manual_seed(5)
     with pytest.raises(KeyboardInterrupt):
         Engine(_args(tmp_path / "b", save_every=2)).fit(killed)
-    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    monkeypatch.setattr(checkpoints_module, "save_checkpoint", real_save)
     return straight
 
 
@@ -169,7 +171,7 @@ def test_early_stopping_keeps_and_restores_the_best_state(tmp_path):
     columns = set().union(*(row.keys() for row in read_csv(tmp_path / "metrics.csv")))
     assert "train/loss" in columns and "eval/score" in columns
     assert (tmp_path / "logs").is_dir()  # TensorBoard
-    assert (tmp_path / "checkpoints" / engine_module.BEST_WEIGHTS).is_file()
+    assert (tmp_path / "checkpoints" / checkpoints_module.BEST_WEIGHTS).is_file()
 
 
 def test_flop_budget_stops_at_the_first_step_that_spends_it(tmp_path):
@@ -338,7 +340,7 @@ def test_the_time_clock_anneals_to_zero_at_the_budget_stops_there_and_resumes_ex
     torch.manual_seed(5)
     with pytest.raises(KeyboardInterrupt):
         Engine(_args(tmp_path / "b", **timed)).fit(killed)
-    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    monkeypatch.setattr(checkpoints_module, "save_checkpoint", real_save)
     now[0] = 1000.0  # hours later: only training time counts
     resumed = TimedRegression(now)
     engine = Engine(_args(tmp_path / "b", **timed))
@@ -504,16 +506,16 @@ def test_glue_resumes_an_interrupted_seed(tmp_path, monkeypatch):
         return json.loads((tmp_path / out / "results.json").read_text())["results"]["stsb"]["medians"]
 
     straight = glue("straight")
-    real_save = engine_module.save_checkpoint
+    real_save = checkpoints_module.save_checkpoint
 
     def save_then_die(directory, step, *args, **kwargs):
         real_save(directory, step, *args, **kwargs)
         if step == 4:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(checkpoints_module, "save_checkpoint", save_then_die)
     glue("killed", code=130)  # the command reports the interruption and exits 130
-    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    monkeypatch.setattr(checkpoints_module, "save_checkpoint", real_save)
     assert glue("killed", "--resume") == straight
     rows = read_metrics(tmp_path / "killed" / "runs" / "stsb" / "seed-1")
     assert [r["step"] for r in rows][-1] == 6 and "loss" in rows[-1]
@@ -729,7 +731,7 @@ def test_a_resume_inside_a_log_window_logs_the_uninterrupted_rows(tmp_path, monk
     torch.manual_seed(5)
     with pytest.raises(KeyboardInterrupt):
         Engine(_args(tmp_path / "b", max_steps=9, save_every=2, log_every=3)).fit(killed)
-    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    monkeypatch.setattr(checkpoints_module, "save_checkpoint", real_save)
     engine = Engine(_args(tmp_path / "b", max_steps=9, save_every=2, log_every=3))
     engine.fit(Regression(), engine.latest_checkpoint())
     rows = lambda d: [(r["step"], r["loss"]) for r in read_metrics(d)]  # noqa: E731

@@ -236,7 +236,7 @@ def test_a_kill_in_any_checkpoint_phase_resumes_to_the_same_weights(
     """Killed inside the step-4 checkpoint write, in each of its phases (RNG, weights, optimizer, checksums, the
     rename, the `latest` pointer, pruning), then resumed: the final weights equal the uninterrupted run's. (The
     cached vocabulary is shared: WordPiece training is not reproducible from one process to the next.)"""
-    import electra.training.engine as engine_module
+    import electra.training.run_checkpoints as checkpoints_module
 
     target = checkpoint_module.os if phase == "replace" else checkpoint_module
     real, real_save = getattr(target, phase), checkpoint_module.save_checkpoint
@@ -254,7 +254,7 @@ def test_a_kill_in_any_checkpoint_phase_resumes_to_the_same_weights(
         finally:
             writing_step_4["now"] = False
 
-    monkeypatch.setattr(engine_module, "save_checkpoint", save)
+    monkeypatch.setattr(checkpoints_module, "save_checkpoint", save)
     monkeypatch.setattr(target, phase, killed)
     with pytest.raises(KeyboardInterrupt):
         _run(corpus_module, tmp_path / "run", straight.parent / "cache", micro_overrides_module)

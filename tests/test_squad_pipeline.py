@@ -82,22 +82,22 @@ def test_an_interrupted_fine_tune_resumes_to_the_same_predictions(
     """SQuAD trains on the engine: killed after the step-4 checkpoint, `--resume` ends where a straight run ends;
     its standard output is the evaluation JSON alone (before: "resumed from ..." came first, so `electra squad
     ... > results.json` did not parse)."""
-    import electra.training.engine as engine_module
+    import electra.training.run_checkpoints as checkpoints_module
 
     flags = ["--train", str(files["train"]), "--eval", str(files["eval_one"]), "--version", "1.1"]
     flags += ["--max-steps", "6", "--max-train-examples", "120", "--save-every", "2"]
     straight = _squad(files, tmp_path / "straight", *flags)
-    real_save = engine_module.save_checkpoint
+    real_save = checkpoints_module.save_checkpoint
 
     def save_then_die(directory, step, *args, **kwargs):
         real_save(directory, step, *args, **kwargs)
         if step == 4:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(engine_module, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(checkpoints_module, "save_checkpoint", save_then_die)
     argv = ["squad", "--model", str(files["checkpoint"]), "--output", str(tmp_path / "killed"), *FAST, *flags]
     assert main(argv) == 130
-    monkeypatch.setattr(engine_module, "save_checkpoint", real_save)
+    monkeypatch.setattr(checkpoints_module, "save_checkpoint", real_save)
     capsys.readouterr()
     resumed = _squad(files, tmp_path / "killed", *flags, "--resume")
     captured = capsys.readouterr()

@@ -15,8 +15,9 @@ from electra.tlm.evaluation import evaluate
 from electra.tlm.model import FlopCounter
 from electra.tlm.settings import TLMSettings
 from electra.tlm.task_data import batches_forever
-from electra.training.engine import EarlyStopping, Engine, Task, TrainArgs
+from electra.training.engine import Engine
 from electra.training.optim import warmup_steps_of
+from electra.training.task import EarlyStopping, Task, TrainArgs
 
 logger = logging.getLogger(__name__)
 

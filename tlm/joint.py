@@ -30,7 +30,7 @@ from electra.tlm.tartan import (
     surrogate_loss,
 )
 from electra.tlm.task_data import batches_forever
-from electra.training.engine import Task
+from electra.training.task import Task
 
 
 def active_terms(model: TLMModel, rho1: int, rho2: float) -> list[str]:

@@ -20,8 +20,10 @@ from electra.tlm.model import FlopCounter, TLMModel
 from electra.tlm.settings import TLMSettings
 from electra.tlm.tartan import write_weight_history
 from electra.tlm.task_data import batches_forever, mean_padded_tokens
-from electra.training.engine import BEST_WEIGHTS, EarlyStopping, Engine, TrainArgs
+from electra.training.engine import Engine
 from electra.training.pretraining import train_args
+from electra.training.run_checkpoints import BEST_WEIGHTS
+from electra.training.task import EarlyStopping, TrainArgs
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from electra.core.errors import UserError
 from electra.core.settings import SEED_RANGE, spelled
-from electra.training.engine import TrainArgs
 from electra.training.optim import warmup_steps_of
+from electra.training.task import TrainArgs
 
 # (largest hidden size, name, learning rate, layer decay): the paper's per-size fine-tuning settings.
 SIZE_DEFAULTS = ((256, "small", 3e-4, 0.8), (768, "base", 1e-4, 0.8), (math.inf, "large", 5e-5, 0.9))

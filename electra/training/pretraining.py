@@ -55,7 +55,7 @@ from electra.flops.measured import startup_check
 from electra.generators.fused_nll import plain_head
 from electra.objectives import flop_report, get_objective
 from electra.training.continued import init_vocabulary, load_initial_weights
-from electra.training.engine import Engine, Task, TrainArgs
+from electra.training.engine import Engine
 from electra.training.model import PretrainingModel, build_pretraining_model
 from electra.training.processes import main_process_first, make_accelerator, process_state
 from electra.training.run_card import card_facts, export_run
@@ -67,6 +67,7 @@ from electra.training.run_folder import (
     record_new_run,
     resumed_layout,
 )
+from electra.training.task import Task, TrainArgs
 
 
 @dataclass
