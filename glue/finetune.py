@@ -3,43 +3,31 @@ appendix: AdamW eps 1e-6, 10% warmup then linear decay, no weight decay, batch 3
 learning rate by model size, 10 epochs for RTE and STS-B and 3 otherwise, median over seeds).
 
 The training loop runs through Accelerate, so `accelerate launch` gives multi-GPU data parallelism and
-`--mixed-precision bf16` autocasts the forward passes.
+`--mixed-precision bf16` autocasts the forward passes. One seed's run is `electra.glue.seed_run`; this module runs
+every seed of every task (`GlueJob`, `TaskSeeds`) and assembles their summary (`run_glue`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import math
-import time
-from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from accelerate.utils import set_seed
-from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoTokenizer
 
 from electra.core.files import write_json_atomically
-from electra.core.outputs import StepOutput
 from electra.core.run_records import check_run_record, keep_run_record
 from electra.core.settings import spelled
 from electra.data.tokenization import require_tokenizer_fits
 from electra.export.layout import fit_length
-from electra.finetune.models import load_encoder, resolve_model_dir
-from electra.finetune.recipe import (
-    finetune_args,
-    rates,
-    resolved_settings,
-    total_updates,
-)
-from electra.finetune.results import read_seed_result, write_seed_result
+from electra.finetune.models import resolve_model_dir
+from electra.finetune.recipe import resolved_settings
+from electra.finetune.results import write_seed_result
 from electra.finetune.seeds import SeedJob, median, run_seeds
-from electra.flops.analytic import finetune_flops as analytic_finetune_flops
-from electra.glue.data import Collator
 from electra.glue.inputs import (
     DATA_RECORD,
     TaskData,
@@ -51,213 +39,13 @@ from electra.glue.inputs import (
     record_in_results,
     resume_record,
 )
-from electra.glue.metrics import task_scores
 from electra.glue.model import GlueModel, saved_seed
 from electra.glue.report import format_table, write_outputs
+from electra.glue.seed_run import SeedRun, finished_seed, run_seed
 from electra.glue.settings import FinetuneSettings, GlueInputs
 from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec
 from electra.glue.teachers import TEACHERS_DIR, teacher_fingerprint, write_teacher
-from electra.training.engine import Engine
-from electra.training.optim import describe_lr_groups
-from electra.training.processes import make_accelerator, per_process_batch
-from electra.training.task import Task, shuffled_epochs
-
-logger = logging.getLogger(__name__)
-
-LONG_TASKS = {"rte": 10, "stsb": 10}  # epochs; every other task trains 3
-
-
-def paper_epochs(task: str) -> int:
-    return LONG_TASKS.get(task, 3)
-
-
-@dataclass
-class SeedRun:
-    seed: int
-    metrics: dict[str, dict[str, float]]  # dev result name -> {metric: value}
-    steps: int
-    train_shapes: dict[int, int]  # padded length -> sequences trained at it (all processes)
-    eval_shapes: dict[int, int]  # padded length -> sequences evaluated/predicted at it
-    seconds: float
-    test_predictions: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    flops: float = 0.0
-    flops_method: str = ""
-    train_logits: list | None = None  # outputs on the training set, dropout off (--save-train-logits)
-
-
-def _predict(
-    model,
-    features: list[dict],
-    collator: Collator,
-    accelerator,
-    batch_size: int,
-    shapes: Counter | None = None,
-) -> np.ndarray:
-    """Logits for `features` in order (gathered over processes); counts padded batch shapes into `shapes`."""
-    if shapes is not None:
-        for start in range(0, len(features), batch_size):
-            chunk = features[start : start + batch_size]
-            shapes[max(len(f["input_ids"]) for f in chunk)] += len(chunk)
-
-    loader = accelerator.prepare(
-        DataLoader(features, batch_size=batch_size, shuffle=False, collate_fn=collator)
-    )
-    model.eval()
-    outputs = []
-    with torch.no_grad():
-        for batch in loader:
-            batch.pop("labels", None)
-            _, logits = model(**batch)
-            outputs.append(accelerator.gather_for_metrics(logits.float()).cpu())
-    model.train()
-    return torch.cat(outputs).numpy()
-
-
-def _decide(spec: TaskSpec, logits: np.ndarray) -> np.ndarray:
-    return logits if spec.is_regression else logits.argmax(-1)
-
-
-class GlueSeedTask(Task):
-    """One seed's fine-tuning for the engine: shuffled batches from a generator seeded per run (so a resumed run
-    replays the same order), the task loss, and the padded shapes it trained at (for the FLOP count)."""
-
-    def __init__(
-        self, data: TaskData, model: GlueModel, collator: Collator, per_device: int, seed: int, accelerator
-    ):
-        self.model, self.data, self.collator = model, data, collator
-        self.per_device, self.seed, self.accelerator = per_device, seed, accelerator
-        self.train_shapes: Counter = Counter()
-
-    def batches(self, start: int):
-        return shuffled_epochs(
-            self.data.train, self.per_device, self.seed, self.collator, self.accelerator, start
-        )
-
-    def step(self, model, batch) -> StepOutput:
-        loss, _ = model(**batch)
-        self.train_shapes[batch["input_ids"].shape[1]] += (
-            batch["input_ids"].shape[0] * self.accelerator.num_processes
-        )
-        return StepOutput(loss, {"loss": loss.detach()})
-
-    def tokens(self, batch) -> int:
-        return batch["input_ids"].numel()
-
-    def state_dict(self) -> dict:
-        return {"train_shapes": {str(k): v for k, v in self.train_shapes.items()}}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.train_shapes = Counter({int(k): v for k, v in state.get("train_shapes", {}).items()})
-
-
-def run_seed(
-    data: TaskData,
-    model_dir: str | Path,
-    tokenizer,
-    seed: int,
-    settings: FinetuneSettings,
-    accelerator,
-    init_from: str | Path | None = None,
-    show_groups: bool = False,
-    run_dir: Path | None = None,
-    resume: bool = False,
-    predict_train: bool = False,
-) -> tuple[SeedRun, GlueModel]:
-    """One fine-tuning run: train, evaluate on every dev set, predict the test sets that were loaded (and, with
-    `predict_train`, the training set: a teacher's outputs for `electra.glue.teachers`).
-
-    With `run_dir`, its logs go there (metrics.csv, TensorBoard) and, with `settings.save_every`, checkpoints a
-    `resume=True` call continues from."""
-    spec = data.spec
-    started = time.time()
-    set_seed(seed)
-    encoder = load_encoder(init_from or model_dir)
-    model = GlueModel(encoder, spec.num_labels, spec.name, spec.labels)
-    if init_from and (model.load_head_if_same_task(init_from) or model.load_multitask_head(init_from)):
-        logger.info("%s: task layer loaded from %s", spec.name, init_from)
-    lr, decay = rates(settings, encoder.config.hidden_size)
-    collator = Collator(tokenizer.pad_token_id or 0, spec.is_regression)
-    per_device = per_process_batch(settings.batch_size, accelerator.num_processes)
-    epochs = settings.epochs if settings.epochs is not None else paper_epochs(spec.name)
-    total = total_updates(settings, len(data.train), per_device, accelerator.num_processes, epochs)
-    args = finetune_args(settings, total, lr, decay, run_dir, f"{spec.name} seed {seed}")
-    task = GlueSeedTask(data, model, collator, per_device, seed, accelerator)
-    if show_groups:
-        accelerator.print(f"{spec.name}: {total} steps, learning rate per parameter group:")
-        accelerator.print(describe_lr_groups(task.parameter_groups(model, args)))
-    engine = Engine(args, accelerator)
-    result = engine.fit(task, engine.resume_checkpoint(resume, f"{spec.name} seed {seed}"))
-
-    eval_shapes: Counter = Counter()
-    metrics = {}
-    for name, features in data.dev.items():
-        logits = _predict(model, features, collator, accelerator, settings.eval_batch_size, eval_shapes)
-        metrics[name] = task_scores(spec, _decide(spec, logits), [f["labels"] for f in features])
-    test_predictions = {}
-    for stem, (ids, features) in data.test.items():
-        logits = _predict(model, features, collator, accelerator, settings.eval_batch_size, eval_shapes)
-        decided = _decide(spec, logits)
-        if spec.is_regression:
-            labels = [f"{min(5.0, max(0.0, float(v))):.3f}" for v in decided]
-        else:
-            labels = [spec.labels[int(v)] for v in decided]
-        test_predictions[stem] = list(zip(ids, labels))
-    train_logits = None
-    if predict_train:
-        train_logits = _predict(
-            model, data.train, collator, accelerator, settings.eval_batch_size, eval_shapes
-        ).tolist()
-    unwrapped = accelerator.unwrap_model(model)
-    flops, flops_method = finetune_flops(unwrapped, dict(task.train_shapes), dict(eval_shapes))
-    run = SeedRun(
-        seed,
-        metrics,
-        result.step,
-        dict(task.train_shapes),
-        dict(eval_shapes),
-        time.time() - started,
-        test_predictions,
-        flops,
-        flops_method,
-        train_logits,
-    )
-    return run, unwrapped
-
-
-def _seed_run(record: dict) -> SeedRun:
-    """A seed's result as `write_seed_result` wrote it (JSON keys are strings; predictions are pairs)."""
-    for key in ("train_shapes", "eval_shapes"):
-        record[key] = {int(k): v for k, v in record[key].items()}
-    record["test_predictions"] = {
-        k: [tuple(pair) for pair in v] for k, v in record["test_predictions"].items()
-    }
-    run = SeedRun(**record)
-    if not (isinstance(run.metrics, dict) and all(isinstance(m, dict) for m in run.metrics.values())):
-        raise ValueError("no metrics")
-    return run
-
-
-def finished_seed(run_dir: Path | None) -> SeedRun | None:
-    """A seed's result from an earlier (interrupted) invocation, when it finished (a damaged one: None, warned)."""
-    return read_seed_result(run_dir, _seed_run)
-
-
-def finetune_flops(
-    model: GlueModel, train_shapes: dict[int, int], eval_shapes: dict[int, int]
-) -> tuple[float, str]:
-    """FLOPs of one fine-tuning run (training plus evaluation), from the padded batch shapes it really ran, in the
-    paper's convention (`electra.flops.analytic.finetune_flops`: training charged as 2 x forward)."""
-    config, labels = model.encoder.config, model.num_labels
-    train = sum(
-        analytic_finetune_flops(config, length, n, labels).train_flops for length, n in train_shapes.items()
-    )
-    evaluation = sum(
-        analytic_finetune_flops(config, length, n, labels).forward_flops_per_sequence * n
-        for length, n in eval_shapes.items()
-    )
-    return float(
-        train + evaluation
-    ), "electra.flops.analytic.finetune_flops (train 2x forward, plus eval forward)"
+from electra.training.processes import make_accelerator
 
 
 def summarise(spec: TaskSpec, runs: list[SeedRun]) -> dict[str, dict]:
@@ -288,12 +76,18 @@ def glue_average(rows: dict[str, dict]) -> tuple[float, list[str]]:
 
 
 def _carry_earlier_tasks(
-    output_dir: Path, tasks: list[str], rows: dict, all_runs: dict, total_flops: float
+    output_dir: Path,
+    tasks: list[str],
+    rows: dict,
+    all_runs: dict,
+    total_flops: float,
+    notice: Callable[[str], None],
 ) -> tuple[list[str], list[str], dict, dict, float]:
     """A resumed run's summary with the tasks the earlier summary in `output_dir` held and this run did not:
     their rows, seeds and FLOPs as recorded (the resume check has matched the model and settings), in the earlier
-    order. Why: `--resume --task rte` into a folder of six tasks rewrote results.json and results.md with RTE
-    alone, and the table of the other five was gone without a word (their seeds stayed under runs/)."""
+    order, and a `notice` naming them. Why: `--resume --task rte` into a folder of six tasks rewrote results.json
+    and results.md with RTE alone, and the table of the other five was gone without a word (their seeds stayed
+    under runs/)."""
     try:
         earlier = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
         earlier_tasks = [t for t in earlier.get("tasks", []) if t not in tasks]
@@ -310,6 +104,10 @@ def _carry_earlier_tasks(
     order += [t for t in tasks if t not in order]
     merged = {**rows, **carried_rows}
     merged = {name: row for task in order for name, row in merged.items() if row["task"] == task}
+    notice(
+        f"{spelled(GlueInputs, 'resume')}: results.json keeps {', '.join(earlier_tasks)} from the earlier run in {output_dir} (not run "
+        "again now)"
+    )
     return earlier_tasks, order, merged, {**all_runs, **carried_runs}, total_flops + carried_flops
 
 
@@ -367,14 +165,9 @@ def run_glue(
     accelerator = make_accelerator(settings.mixed_precision)
     tokenizer, config, settings = fitted_to_model(model_dir, init_from, specs, settings, seeds)
     resolved = resolved_settings(settings, config.hidden_size)
-    data_records: dict[str, Any] = {}
-    if output_dir is not None:  # a resume under another model or settings would relabel the finished seeds
-        record = resume_record(model_dir, init_from, resolved)
-        if resume:
-            check_run_record(output_dir, record, record_in_results)
-        data_records = check_task_data(output_dir, specs, data_dir, predict_test, resume)
-        if accelerator.is_main_process:
-            keep_run_record(output_dir, record, resume)
+    data_records = _check_and_keep_records(
+        output_dir, model_dir, init_from, resolved, specs, data_dir, predict_test, resume, accelerator
+    )
     job = GlueJob(
         model_dir,
         tokenizer,
@@ -392,21 +185,36 @@ def run_glue(
     tasks, carried = [spec.name for spec in specs], []
     if resume and output_dir is not None:
         carried, tasks, rows, all_runs, total_flops = _carry_earlier_tasks(
-            output_dir, tasks, rows, all_runs, total_flops
+            output_dir, tasks, rows, all_runs, total_flops, accelerator.print
         )
-        if carried:
-            accelerator.print(
-                f"{spelled(GlueInputs, 'resume')}: results.json keeps {', '.join(carried)} from the earlier run in {output_dir} (not run "
-                "again now)"
-            )
+    results = _results(job, resolved, tasks, carried, rows, all_runs, total_flops, flops_method)
+    if accelerator.is_main_process:
+        print(format_table(results))
+        if output_dir is not None:
+            write_outputs(results, output_dir, test_files if predict_test else None)
+    return results
+
+
+def _results(
+    job: GlueJob,
+    resolved: dict[str, Any],
+    tasks: list[str],
+    carried: list[str],
+    rows: dict[str, dict],
+    all_runs: dict[str, list[dict]],
+    total_flops: float,
+    flops_method: str | None,
+) -> dict:
+    """results.json's content: the model, the settings and seeds, the summary rows and their GLUE average, the
+    fine-tuning FLOPs, and every seed's record by task."""
     average, averaged = glue_average(rows)
-    results = {
-        "model": str(model_dir),
-        "init_from": str(init_from) if init_from else None,
+    return {
+        "model": str(job.model_dir),
+        "init_from": str(job.init_from) if job.init_from else None,
         "tasks": tasks,
         "carried_over": carried,
         "settings": resolved,
-        "seeds": seeds,
+        "seeds": job.seeds,
         "results": rows,
         "average": average,
         "average_over": averaged,
@@ -415,11 +223,31 @@ def run_glue(
         "finetune_flops_method": flops_method,
         "runs": all_runs,
     }
+
+
+def _check_and_keep_records(
+    output_dir: Path | None,
+    model_dir: Path,
+    init_from: Path | None,
+    resolved: dict[str, Any],
+    specs: list[TaskSpec],
+    data_dir: Path,
+    predict_test: bool,
+    resume: bool,
+    accelerator: Any,
+) -> dict[str, Any]:
+    """The records a run keeps in its output folder, checked against a resumed run's before anything trains (a
+    resume under another model or settings would relabel the finished seeds): the run's record (model and
+    settings), kept by the main process, and each task's data record, returned ({} without an output folder)."""
+    if output_dir is None:
+        return {}
+    record = resume_record(model_dir, init_from, resolved)
+    if resume:
+        check_run_record(output_dir, record, record_in_results)
+    data_records = check_task_data(output_dir, specs, data_dir, predict_test, resume)
     if accelerator.is_main_process:
-        print(format_table(results))
-        if output_dir is not None:
-            write_outputs(results, output_dir, test_files if predict_test else None)
-    return results
+        keep_run_record(output_dir, record, resume)
+    return data_records
 
 
 @dataclass

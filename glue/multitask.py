@@ -43,7 +43,7 @@ from electra.finetune.results import write_seed_result
 from electra.finetune.seeds import SeedJob, run_seeds
 from electra.flops.analytic import finetune_flops as analytic_finetune_flops
 from electra.glue.bam import MultiTaskTraining, StudentData, student_data, task_probabilities
-from electra.glue.finetune import SeedRun, finished_seed, fitted_to_model
+from electra.glue.finetune import fitted_to_model
 from electra.glue.inputs import (
     DATA_RECORD,
     check_task_data,
@@ -55,6 +55,7 @@ from electra.glue.metrics import task_scores
 from electra.glue.model import REGRESSION_SCALE, MultiTaskModel, saved_seed
 from electra.glue.multitask_report import MODEL_NAME, multitask_results, seed_average, write_multitask_card
 from electra.glue.report import format_table, write_outputs
+from electra.glue.seed_run import SeedRun, finished_seed
 from electra.glue.settings import FinetuneSettings, GlueInputs, MultitaskSettings
 from electra.glue.tasks import TaskSpec
 from electra.glue.teachers import find_teacher_files, read_teacher, teacher_digests, teacher_fingerprint

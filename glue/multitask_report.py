@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from electra.export.model_card import CARD, CardFacts, render_card
-from electra.glue.finetune import AVERAGE_CONVENTION, SeedRun, glue_average, summarise
+from electra.glue.finetune import AVERAGE_CONVENTION, glue_average, summarise
+from electra.glue.seed_run import SeedRun
 from electra.glue.tasks import PAPER_AVERAGE_TASKS, TaskSpec, get_task
 
 MODEL_NAME = "multitask"  # OUTPUT/runs/multitask/seed-N, OUTPUT/checkpoints/multitask

@@ -11,9 +11,10 @@ import torch
 
 from electra.app.cli import main
 from electra.core.errors import ElectraWarning, UserError
-from electra.glue.finetune import SeedRun, glue_average, run_glue, summarise
+from electra.glue.finetune import glue_average, run_glue, summarise
 from electra.glue.inputs import load_task_data
 from electra.glue.model import GlueModel, load_encoder
+from electra.glue.seed_run import SeedRun
 from electra.glue.settings import FinetuneSettings
 from electra.glue.tasks import get_task
 from electra.training.optim import layerwise_lr_groups
