@@ -39,7 +39,7 @@ from electra.tlm.tartan import flat
 from electra.tlm.task_data import encode_task
 from electra.tlm.tasks import LabelVocab
 from electra.tlm.train import train_joint
-from electra.training.pretraining import run_vocabulary
+from electra.training.pretraining_data import run_vocabulary
 from electra.training.run_log import progress_off
 
 logger = logging.getLogger(__name__)

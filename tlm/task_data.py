@@ -19,7 +19,7 @@ from electra.data.tokenization import load_or_train_tokenizer
 from electra.tlm.retrieval import check_selection
 from electra.tlm.settings import TLMSettings
 from electra.tlm.tasks import LabelVocab, TaskExample
-from electra.training.pretraining import run_vocabulary
+from electra.training.pretraining_data import run_vocabulary
 
 SPLITS = ("train", "dev", "test")
 

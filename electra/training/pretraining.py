@@ -3,17 +3,17 @@
 `pretrain(config, inputs)` is the whole run behind `electra pretrain` and `python pretrain.py`: it guards the
 output directory (a finished run is never overwritten; `--resume` must match the saved config), builds the model of
 the configured objective, trains it through `electra.training.engine` (checkpoints, logs, FLOP meter, exact resume), and
-writes the export (`electra.export.layout`), `summary.json` and the training curves.
+writes the export (`electra.export.layout`), `summary.json` and the training curves. The run's tokenizer, examples and
+batches come from `electra.training.pretraining_data`.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import os
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,39 +25,17 @@ from electra.core.errors import ElectraWarning, UserError
 from electra.core.outputs import StepOutput
 from electra.core.run_inputs import RunInputs
 from electra.core.settings import spelled
-from electra.data.packing import (
-    CachedSource,
-    PretrainingCollator,
-    ResumableBatchOrder,
-    build_pretraining_dataset,
-    example_settings,
-    token_counts,
-)
-from electra.data.streaming import (
-    LEDGER_FOLDER,
-    StreamedBatches,
-    StreamedSource,
-    StreamSpec,
-    first_window_examples,
-    held_out_count,
-    require_windows,
-    stream_token_counts,
-    stream_window_chars,
-)
-from electra.data.tokenization import (
-    load_or_train_tokenizer,
-    load_saved_tokenizer,
-    load_vocab_tokenizer,
-)
+from electra.data.packing import CachedSource, PretrainingCollator
+from electra.data.streaming import StreamedSource
 from electra.export.checkpoint import checkpoint_step
-from electra.export.layout import masked_lm_dir
 from electra.flops.measured import startup_check
 from electra.generators.fused_nll import plain_head
 from electra.objectives import flop_report, get_objective
-from electra.training.continued import init_vocabulary, load_initial_weights
+from electra.training.continued import load_initial_weights
 from electra.training.engine import Engine
 from electra.training.model import PretrainingModel, build_pretraining_model
-from electra.training.processes import main_process_first, make_accelerator, process_state
+from electra.training.pretraining_data import batch_source, loader_workers, tokenizer_and_examples
+from electra.training.processes import make_accelerator, process_state
 from electra.training.run_card import card_facts, export_run
 from electra.training.run_folder import (
     check_output_dir,
@@ -67,7 +45,7 @@ from electra.training.run_folder import (
     record_new_run,
     resumed_layout,
 )
-from electra.training.task import Task, TrainArgs
+from electra.training.task import Task, TrainArgs, TrainResult
 
 
 @dataclass
@@ -168,26 +146,6 @@ class PretrainingTask(Task):
         )
 
 
-def run_vocabulary(config: PretrainConfig, vocab: str | None) -> str | None:
-    """The vocabulary a run uses: `--vocab`, or the one of the checkpoint it continues or of its frozen generator
-    (token ids must keep their meaning), which a differing `--vocab` may not replace."""
-    for name, directory in (("init_from", config.init_from), ("generator_from", config.generator_from)):
-        if directory is None:
-            continue
-        own = init_vocabulary(directory) if name == "init_from" else masked_lm_dir(directory)
-        if not ((own / "vocab.txt").is_file() or (own / "tokenizer.json").is_file()):
-            continue
-        if vocab is None:
-            vocab = str(own)
-        elif load_vocab_tokenizer(vocab).get_vocab() != load_vocab_tokenizer(own).get_vocab():
-            raise UserError(
-                f"{spelled(RunInputs, 'vocab')} {vocab}: differs from the vocabulary of "
-                f"{spelled(PretrainConfig, name)} {directory} ({own}); omit {spelled(RunInputs, 'vocab')} to use "
-                "that one."
-            )
-    return vocab
-
-
 def size_to_budget(config: PretrainConfig, budget: float, keep_warmup: bool = False) -> int:
     """Fit the schedule to a FLOP budget: max_steps = the steps it buys, warmup at most a tenth of them (unless
     `keep_warmup`), and the budget as the stop rule. Returns the steps. The vocabulary must be final: it sets the
@@ -199,27 +157,6 @@ def size_to_budget(config: PretrainConfig, budget: float, keep_warmup: bool = Fa
         config.warmup_steps = min(config.warmup_steps, max(1, steps // 10))
     config.flops_budget = budget
     return steps
-
-
-def loader_workers(config: PretrainConfig) -> int:
-    """Data-loader worker processes a process runs: the config's, else none on a CPU and, beside a GPU, 2 (4 when
-    streaming, up to the cores but one: a worker packs ~4,000 examples of 128 tokens a second, about what
-    ELECTRA-Small consumes on one H100)."""
-    if config.dataloader_workers is not None:
-        return config.dataloader_workers
-    if not torch.cuda.is_available():
-        return 0
-    return max(2, min(4, (os.cpu_count() or 1) - 1)) if config.streaming else 2
-
-
-def split_held_out(dataset, config: PretrainConfig):
-    """(training examples, held-out examples or None): the last `eval_fraction` of the examples (at most
-    `eval_examples`, at least one), never trained on."""
-    n = len(dataset)
-    if config.eval_fraction <= 0 or n < 2:
-        return dataset, None
-    held = min(config.eval_examples, max(1, int(n * config.eval_fraction)), n - 1)
-    return dataset.select(range(n - held)), dataset.select(range(n - held, n))
 
 
 # Under 2.7, dynamo fails inside transformers' encoder wrapper (README, "Libraries, and why").
@@ -304,7 +241,7 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
     before = _process_layout(config, inputs, accelerator, resume_from is not None)
     micro_batch = config.train_batch_size // (world * config.gradient_accumulation_steps)
     set_seed(config.seed)
-    tokenizer, dataset = _tokenizer_and_examples(config, inputs, accelerator, resume_from is not None)
+    tokenizer, dataset = tokenizer_and_examples(config, inputs, accelerator, resume_from is not None)
     config.vocab_size = len(tokenizer)
     if inputs.size_to_budget and config.flops_budget and resume_from is None:
         steps = size_to_budget(config, config.flops_budget, inputs.keep_warmup)
@@ -317,28 +254,53 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
         tokenizer.pad_token_id, pad_to=config.max_seq_length if args.compile else None
     )
     where = (accelerator.process_index, world, loader_workers(config))
-    if config.streaming:
-        source, held_out, counts = _streamed_examples(config, inputs, tokenizer, collate, micro_batch, where)
-    else:
-        dataset, held_out = split_held_out(dataset, config)
-        counts = token_counts(dataset, len(tokenizer)) if config.generator == "unigram" else None
-        order = ResumableBatchOrder(
-            len(dataset), micro_batch, config.seed, where[0], world, config.gradient_accumulation_steps
-        )
-        source = CachedSource(dataset, collate, order, where[2])
+    source, held_out, counts = batch_source(config, inputs, tokenizer, dataset, collate, micro_batch, where)
     model = build_pretraining_model(config, tokenizer, token_counts=counts)
     if config.init_from is not None and resume_from is None:
-        fresh = load_initial_weights(model, config.init_from)
-        accelerator.print(
-            f"continuing from {config.init_from}: "
-            + "; ".join(f"{part}: {len(names)} tensor(s) fresh" for part, names in fresh.items())
-            + ("" if "generator" in fresh or model.generator is None else "; generator: fresh")
-        )
+        _start_from_initial_weights(model, config.init_from, accelerator)
     if resume_from is None and accelerator.is_main_process:
         record_new_run(config, inputs, tokenizer, world, loader_workers(config))
 
     task = PretrainingTask(model, source, config, held_out, micro_batch)
+    accelerator.print(_run_line(task, args, world, micro_batch))
+    resumed_at = checkpoint_step(resume_from) if resume_from is not None else None
+    result = Engine(args, accelerator).fit(task, resume_from)
+
+    finished_before = result.step == resumed_at and (output_dir / "summary.json").is_file()
+    if finished_before:
+        # A finished run resumed with nothing left to do: its exports, cards and summary describe the training
+        # that happened; rewritten from this invocation they would lose every metric.
+        how = how_to_go_on(result.stop_reason, output_dir)
+        accelerator.print(f"{output_dir} already finished at step {result.step}; nothing to do ({how}).")
+    elif accelerator.is_main_process:
+        _export(task, inputs, tokenizer, result, accelerator)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return PretrainResult(
+        result.step,
+        result.stop_reason,
+        result.metrics,
+        output_dir,
+        accelerator.is_main_process,
+        trained=not finished_before,
+    )
+
+
+def _start_from_initial_weights(model: PretrainingModel, init_from: Any, accelerator: Any) -> None:
+    """`--init-from`: the checkpoint's weights into a fresh run's model, saying which parts start fresh."""
+    fresh = load_initial_weights(model, init_from)
     accelerator.print(
+        f"continuing from {init_from}: "
+        + "; ".join(f"{part}: {len(names)} tensor(s) fresh" for part, names in fresh.items())
+        + ("" if "generator" in fresh or model.generator is None else "; generator: fresh")
+    )
+
+
+def _run_line(task: PretrainingTask, args: TrainArgs, world: int, micro_batch: int) -> str:
+    """The line a run starts with: its data, parameters, batch layout, FLOPs per step, held-out examples, and
+    whether the first step compiles."""
+    config, source, model, held_out = task.config, task.source, task.model, task.held_out
+    return (
         f"{source.describe()} | {sum(p.numel() for p in model.parameters()):,} parameters | batch "
         f"{config.train_batch_size} = {world} process{'es' if world != 1 else ''} x {micro_batch} x "
         f"{config.gradient_accumulation_steps} accumulation | {task.flops_per_step:.3g} train FLOPs/step"
@@ -349,34 +311,23 @@ def pretrain(config: PretrainConfig, inputs: RunInputs) -> PretrainResult:
             else ""
         )
     )
-    resumed_at = checkpoint_step(resume_from) if resume_from is not None else None
-    result = Engine(args, accelerator).fit(task, resume_from)
 
+
+def _export(
+    task: PretrainingTask, inputs: RunInputs, tokenizer: Any, result: TrainResult, accelerator: Any
+) -> None:
+    """A trained run's export (the models, their cards and summary.json, by the main process) and a line naming
+    what was written."""
     last = dict(result.metrics, step=result.step)
-    finished_before = result.step == resumed_at and (output_dir / "summary.json").is_file()
-    if finished_before:
-        # A finished run resumed with nothing left to do: its exports, cards and summary describe the training
-        # that happened; rewritten from this invocation they would lose every metric.
-        how = how_to_go_on(result.stop_reason, output_dir)
-        accelerator.print(f"{output_dir} already finished at step {result.step}; nothing to do ({how}).")
-    elif accelerator.is_main_process:
-        facts = card_facts(config, inputs, model, tokenizer, result, source.describe(), held_out)
-        written = export_run(
-            model, tokenizer, output_dir, facts, dict(last, stop_reason=result.stop_reason), task
-        )
-        accelerator.print(
-            f"done at step {result.step} ({result.stop_reason}); exports: "
-            + ", ".join(str(v) for v in written.values())
-        )
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
-    return PretrainResult(
-        result.step,
-        result.stop_reason,
-        result.metrics,
-        output_dir,
-        accelerator.is_main_process,
-        trained=not finished_before,
+    facts = card_facts(
+        task.config, inputs, task.model, tokenizer, result, task.source.describe(), task.held_out
+    )
+    written = export_run(
+        task.model, tokenizer, inputs.output_dir, facts, dict(last, stop_reason=result.stop_reason), task
+    )
+    accelerator.print(
+        f"done at step {result.step} ({result.stop_reason}); exports: "
+        + ", ".join(str(v) for v in written.values())
     )
 
 
@@ -404,81 +355,5 @@ def _process_layout(config: PretrainConfig, inputs: RunInputs, accelerator: Any,
     return before
 
 
-def _tokenizer_and_examples(
-    config: PretrainConfig, inputs: RunInputs, accelerator: Any, resumed: bool
-) -> tuple[Any, Any]:
-    """The run's tokenizer (a resumed run's own, saved: token ids must keep their meaning; else loaded or trained)
-    and its packed examples, built by the main process first so the others read its cache (None when streaming)."""
-    with main_process_first(accelerator):
-        if resumed:
-            tokenizer = load_saved_tokenizer(inputs.output_dir / "tokenizer")
-        else:
-            tokenizer = load_or_train_tokenizer(
-                run_vocabulary(config, inputs.vocab),
-                inputs.corpus,
-                config.tokenizer_vocab_size,
-                config.lowercase,
-                _sub(inputs.cache_dir, "tokenizers"),
-                strict_utf8=inputs.strict_utf8,
-                text_form=config.text_form,
-                text_field=inputs.text_field,
-            )
-        if config.streaming:
-            return tokenizer, None
-        dataset = build_pretraining_dataset(
-            inputs.corpus,
-            tokenizer,
-            config,
-            cache_dir=_sub(inputs.cache_dir, "examples"),
-            num_proc=inputs.num_proc,
-            doc_boundary=inputs.doc_boundary,
-            show_progress=accelerator.is_main_process,
-            strict_utf8=inputs.strict_utf8,
-            text_field=inputs.text_field,
-        )
-    return tokenizer, dataset
-
-
-def _streamed_examples(
-    config: PretrainConfig,
-    inputs: RunInputs,
-    tokenizer: Any,
-    collate: PretrainingCollator,
-    micro_batch: int,
-    where: tuple[int, int, int],
-) -> tuple[StreamedSource, Any, Any]:
-    """A `--streaming` run's source, its held-out examples (the start of its first window) and, for the unigram generator,
-    token counts of the first windows."""
-    from datasets import Dataset
-
-    spec = StreamSpec(
-        corpus=str(inputs.corpus),
-        doc_boundary=inputs.doc_boundary,
-        strict_utf8=inputs.strict_utf8,
-        text_field=inputs.text_field,
-        tokenizer_json=tokenizer.backend_tokenizer.to_str(),
-        cls_id=tokenizer.cls_token_id,
-        sep_id=tokenizer.sep_token_id,
-        settings=example_settings(config),
-        seed=config.seed,
-        window_chars=stream_window_chars(),
-        ledger_dir=str(inputs.output_dir / LEDGER_FOLDER),
-    )
-    rank, world, workers = where
-    spec = spec.planned()
-    require_windows(spec, world * max(1, workers))
-    window, first = first_window_examples(spec)
-    held = held_out_count(len(first), config.eval_examples, config.eval_fraction)
-    spec = replace(spec, held_out=held, held_out_window=window)
-    held_out = Dataset.from_list(first[:held]) if held else None
-    counts = stream_token_counts(spec, len(tokenizer)) if config.generator == "unigram" else None
-    batches = StreamedBatches(spec, collate, micro_batch, rank, world, workers)
-    return StreamedSource(batches, first[:2]), held_out, counts
-
-
 def _is_main_process() -> bool:
     return process_state().is_main_process
-
-
-def _sub(root: str | None, name: str) -> str | None:
-    return str(Path(root) / name) if root else None
