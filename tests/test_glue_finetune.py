@@ -533,7 +533,7 @@ def test_bad_numbers_are_one_line_before_any_work(tmp_path, capsys, monkeypatch)
         (["--max-train-examples", "0"], "max_train_examples must be at least 1, got 0."),
         (["--max-train-examples", "-3"], "max_train_examples must be at least 1, got -3."),
         (["--seed", "-1"], "seed -1 must be in 0..4294967295"),
-        (["--seed", str(2**32 - 1), "--seeds", "2"], "seed 4294967296 is outside"),
+        (["--seed", str(2**32 - 1), "--seeds", "2"], "seed 4294967296 must be in 0..4294967295"),
     ]:
         assert main(base + flags) == 2, flags
         assert expected in _one_line(capsys), flags
