@@ -109,9 +109,9 @@ def restore_best_state(stage1: Engine, model: TLMModel, finished: dict[str, Any]
     """Load the weights stage 1 ended with into `model`, on a resume that finds stage 1 finished: its best dev
     state when it kept one (`eval_every`), which is not its last checkpoint's. Stage 2 and the test start from
     the same weights as in an uninterrupted run, so results.json does not depend on where a run was stopped."""
-    if not finished.get("best") or stage1.checkpoints_dir is None:
+    if not finished.get("best") or stage1.checkpoints.directory is None:
         return
-    best = stage1.checkpoints_dir / BEST_WEIGHTS
+    best = stage1.checkpoints.directory / BEST_WEIGHTS
     if not best.is_file():
         raise UserError(
             f"--resume: {best} is missing, so stage 1's best dev state cannot be restored; start over with "
