@@ -45,7 +45,15 @@ def package_dirs() -> dict[str, Path]:
     """Import name -> folder, as pyproject installs them."""
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     mapped = setuptools.get("package-dir", {})
-    return {name: REPO / mapped.get(name, name.replace(".", "/")) for name in setuptools["packages"]}
+
+    def folder(name: str) -> Path:  # as setuptools finds it: below the nearest mapped parent package
+        parts = name.split(".")
+        for n in range(len(parts), 0, -1):
+            if ".".join(parts[:n]) in mapped:
+                return REPO / mapped[".".join(parts[:n])] / "/".join(parts[n:])
+        return REPO / "/".join(parts)
+
+    return {name: folder(name) for name in setuptools["packages"]}
 
 
 # Benchmarks whose workers import the library only in the subprocess that measures it, so a baseline measured
@@ -168,6 +176,19 @@ def test_every_folder_has_a_floor():
 
 def test_the_package_installs_one_import_name():
     assert {name.split(".")[0] for name in package_dirs()} == {"electra"}
+
+
+def test_every_package_folder_is_installed():
+    """A folder with an `__init__.py` that pyproject does not list is left out of the wheel (an editable install
+    hides that), and this checker would not read its imports either."""
+    listed = {path.resolve() for path in package_dirs().values()}
+    missing = sorted(
+        str(init.parent.relative_to(REPO))
+        for folder in package_dirs().values()
+        for init in folder.rglob("__init__.py")
+        if init.parent.resolve() not in listed and "__pycache__" not in init.parts
+    )
+    assert not missing, f"add these to [tool.setuptools] packages in pyproject.toml: {missing}"
 
 
 def test_no_folder_is_imported_under_its_own_top_level_name():
