@@ -201,8 +201,8 @@ def run_command_as(name: str, work) -> int:
 
     built = cli.build_parser
 
-    def build_parser():
-        parser = built()
+    def build_parser(command=None):
+        parser = built(command)
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         commands.choices[name].set_defaults(func=work)
         return parser

@@ -43,6 +43,32 @@ def test_help_shows_defaults_only_where_there_is_a_value(capsys):
     assert "(default: 1)" in dict(_leaves(build_parser()))["glue"].format_help()  # --seeds keeps its value
 
 
+def _commands(parser) -> tuple[str, ...]:
+    import argparse
+
+    return tuple(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
+
+
+def test_a_named_command_builds_only_its_own_parser(capsys):
+    """`electra rescore` (and `python pretrain.py`) builds the parsers of one module. Each module's entry in the
+    table names exactly the commands its `register` adds, so a run's parser lacks none of its aliases; with no
+    command, or one mistyped, every command is built and listed."""
+    import argparse
+
+    from electra.app.cli import SUBCOMMANDS
+
+    for module, commands in SUBCOMMANDS.items():
+        subparsers = argparse.ArgumentParser().add_subparsers()
+        module.register(subparsers)
+        assert tuple(subparsers.choices) == commands, module.__name__
+        for command in commands:
+            assert _commands(build_parser(command)) == commands
+    assert _commands(build_parser()) == tuple(c for commands in SUBCOMMANDS.values() for c in commands)
+    with pytest.raises(SystemExit):
+        main(["rescroe"])
+    assert "invalid choice: 'rescroe'" in capsys.readouterr().err
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit):
         main(["--version"])

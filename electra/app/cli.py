@@ -34,21 +34,21 @@ from electra.tlm import tartan_cli
 from electra.training import preemption
 from electra.training.run_log import parse_report_to
 
-# In the order `electra --help` lists them.
-SUBCOMMANDS = (
-    pretrain_cli,
-    plot,
-    flops_cli,
-    glue_cli,
-    squad_cli,
-    tag_cli,
-    tag_cvt_cli,
-    pll_cli,
-    tlm_cli,
-    tartan_cli,
-    probes_cli,
-    compare_cli,
-)
+# Each module and the commands (aliases included) its `register` adds, in the order `electra --help` lists them.
+SUBCOMMANDS = {
+    pretrain_cli: ("pretrain",),
+    plot: ("plot",),
+    flops_cli: ("flops",),
+    glue_cli: ("glue", "glue-compare"),
+    squad_cli: ("squad", "squad-eval"),
+    tag_cli: ("tag",),
+    tag_cvt_cli: ("tag-bilstm", "tag-cvt", "parse-bilstm", "parse-cvt", "word-vectors"),
+    pll_cli: ("score", "rescore", "ngram", "nbest"),
+    tlm_cli: ("tlm",),
+    tartan_cli: ("tartan",),
+    probes_cli: ("probe",),
+    compare_cli: ("compare",),
+}
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -100,7 +100,10 @@ class CommandParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or only of the module that registers `command` when one is named: a run
+    builds the flags it reads and nothing of the other commands (whose registration reads their own settings,
+    formats and registries)."""
     parser = CommandParser(
         prog="electra",
         description="Pretrain, count, fine-tune and score ELECTRA / Electric models.",
@@ -109,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"electra {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in SUBCOMMANDS:
+    named = [module for module, commands in SUBCOMMANDS.items() if command in commands]
+    for module in named or SUBCOMMANDS:
         module.register(subparsers)
     for command in _leaf_parsers(subparsers):
         add_common_flags(command)
@@ -275,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"electra: error: {exc}", file=sys.stderr)
         return 2
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
