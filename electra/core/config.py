@@ -7,7 +7,7 @@ run reproducible from its saved `config.json`. Unknown keys are errors: a typo m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -438,20 +438,36 @@ def _coerce(name: str, raw: Any, source: str = "config") -> Any:
     return coerce_value(name, raw, str({f.name: f for f in fields(PretrainConfig)}[name].type), source)
 
 
-def assemble_config(
-    size: str,
-    config_file: str | Path | None,
-    overrides: dict[str, Any] | None,
-    objective_defaults: Callable[[str], Mapping[str, Any]],
-) -> PretrainConfig:
-    """Size preset < the objective's defaults < config file < explicit overrides (later wins); generic checks only.
+@dataclass(frozen=True)
+class ConfigLayers:
+    """A config's values before its objective's defaults join them: the size preset, and over it the config file's
+    and the caller's values (checked and coerced). `objective` names the objective they choose, whose defaults the
+    registry passes to `assemble`: this module sits below the registry and knows no objective."""
 
-    `objective_defaults(name)` gives the named objective's defaults: the objective registry passes it in
-    (`electra.objectives.build_config`, the function to call).
-    """
+    preset: Mapping[str, Any]
+    chosen: Mapping[str, Any]
+
+    @property
+    def objective(self) -> str:
+        return self.chosen.get("objective", self.preset.get("objective", "electra"))
+
+    def assemble(self, objective_defaults: Mapping[str, Any]) -> PretrainConfig:
+        """Size preset < the objective's defaults < config file < explicit overrides (later wins); generic checks
+        only."""
+        values = {**self.preset, **objective_defaults, **self.chosen}
+        if (
+            "vocab_size" not in self.chosen
+        ):  # until a tokenizer says otherwise, the vocabulary a run would train
+            values["vocab_size"] = values.get("tokenizer_vocab_size", PretrainConfig.tokenizer_vocab_size)
+        return PretrainConfig(**values).validate()
+
+
+def read_config_layers(
+    size: str, config_file: str | Path | None, overrides: dict[str, Any] | None
+) -> ConfigLayers:
+    """The size preset, the config file and the overrides, each key known and each value coerced to its field."""
     if size not in SIZES:
         raise UserError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}.")
-    values: dict[str, Any] = dict(SIZES[size])
     from_file = load_config_file(config_file) if config_file is not None else {}
     if overrides is not None and not isinstance(overrides, Mapping):
         raise TypeError(
@@ -467,14 +483,9 @@ def assemble_config(
                 f"unknown config key(s){where}: {', '.join(unknown)}. Run `electra pretrain --help-config` for "
                 "the list."
             )
-    layered = {k: _coerce(k, v, f"config file {config_file}") for k, v in from_file.items()}
-    layered.update({k: _coerce(k, v) for k, v in given.items()})
-    objective = layered.get("objective", values.get("objective", "electra"))
-    values.update(objective_defaults(objective))
-    values.update(layered)
-    if "vocab_size" not in layered:  # until a tokenizer says otherwise, the vocabulary a run would train
-        values["vocab_size"] = values.get("tokenizer_vocab_size", PretrainConfig.tokenizer_vocab_size)
-    return PretrainConfig(**values).validate()
+    chosen = {k: _coerce(k, v, f"config file {config_file}") for k, v in from_file.items()}
+    chosen.update({k: _coerce(k, v) for k, v in given.items()})
+    return ConfigLayers(preset=dict(SIZES[size]), chosen=chosen)
 
 
 def load_saved_config(path: str | Path) -> PretrainConfig:

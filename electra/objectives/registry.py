@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from electra.core.config import PretrainConfig, assemble_config
+from electra.core.config import PretrainConfig, read_config_layers
 from electra.core.errors import UserError
 from electra.core.plugin_sources import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
 from electra.flops.analytic import FlopReport, count_flops
@@ -47,8 +47,8 @@ def build_config(
     overrides: dict[str, Any] | None = None,
 ) -> PretrainConfig:
     """Size preset < the objective's defaults < config file < explicit overrides (later wins), validated."""
-    config = assemble_config(size, config_file, overrides, lambda name: get_objective(name).config_defaults)
-    return check_config(config)
+    layers = read_config_layers(size, config_file, overrides)
+    return check_config(layers.assemble(get_objective(layers.objective).config_defaults))
 
 
 def check_config(config: PretrainConfig) -> PretrainConfig:
