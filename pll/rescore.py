@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from electra.core.errors import UserError
@@ -13,36 +13,40 @@ from electra.pll.wer import edit_distance, wer_words
 DEFAULT_LAMBDAS = tuple(round(0.05 * i, 2) for i in range(1, 21))  # 0.05, 0.10, ..., 1.00
 
 
+def unscored_texts(
+    utt_lists: Sequence[list[Utterance]], known: Mapping[str, TextScore] | None = None
+) -> list[str]:
+    """The distinct hypothesis texts of every list that `known` (saved scores) has no PLL for, sorted: each is
+    scored once, however many hypotheses share it."""
+    return sorted({h.text for utts in utt_lists for u in utts for h in u.hyps} - (known or {}).keys())
+
+
 def attach_plls(
     utt_lists: Sequence[list[Utterance]],
-    score_texts: Callable[[list[str]], Sequence[TextScore]] | None,
     known: Mapping[str, TextScore] | None = None,
+    scored: Mapping[str, TextScore] | None = None,
     scorer: str | None = None,
-) -> int:
-    """Store a PLL on every hypothesis: from `known` (saved scores) where it has the text, else by scoring each
-    distinct remaining text once. Returns how many texts were scored.
+) -> None:
+    """Store a PLL on every hypothesis: from `scored` (the texts scored now) where it has the text, else from
+    `known` (saved scores).
 
-    Each hypothesis also records who gave its PLL: `scorer` (the identity of what `score_texts` runs) for the texts
-    scored now, the saved files' record (`electra.pll.score_files.SavedScores.scorer`) for the others; the caller has checked that the two
-    agree, so a list written back says which model its PLLs are from."""
+    Each hypothesis also records who gave its PLL: `scorer` (the identity of the model that scored `scored`) for
+    the texts scored now, the saved files' record (`electra.pll.score_files.SavedScores.scorer`) for the others;
+    the caller has checked that the two agree, so a list written back says which model its PLLs are from."""
     saved_by = getattr(known, "scorer", None)
-    known = dict(known or {})
-    missing = sorted({h.text for utts in utt_lists for u in utts for h in u.hyps} - known.keys())
-    fresh: set[str] = set()
+    known, scored = dict(known or {}), dict(scored or {})
+    missing = [text for text in unscored_texts(utt_lists, known) if text not in scored]
     if missing:
-        if score_texts is None:
-            raise UserError(
-                f"{len(missing)} hypotheses have no saved score (first: {missing[0]!r}); pass --model to "
-                "score them, or --scores files that cover every hypothesis."
-            )
-        known.update(zip(missing, score_texts(missing)))
-        fresh = set(missing)
+        raise UserError(
+            f"{len(missing)} hypotheses have no saved score (first: {missing[0]!r}); pass --model to "
+            "score them, or --scores files that cover every hypothesis."
+        )
     for utts in utt_lists:
         for utt in utts:
             for hyp in utt.hyps:
-                hyp.pll, hyp.pieces = known[hyp.text]
-                hyp.scorer = scorer if hyp.text in fresh else saved_by
-    return len(missing)
+                fresh = hyp.text in scored
+                hyp.pll, hyp.pieces = scored[hyp.text] if fresh else known[hyp.text]
+                hyp.scorer = scorer if fresh else saved_by
 
 
 def first_best(utt: Utterance) -> str:

@@ -35,12 +35,12 @@ def attach_first_pll(
     scores are saved in `saved` as they come, and then every PLL of the feature is kept there.
 
     Returns the method's name and the scorer's identity (None when the saved scores do not record one)."""
-    from electra.pll.rescore import attach_plls
+    from electra.pll.rescore import attach_plls, unscored_texts
     from electra.pll.score_files import saved_scores
 
     known = saved_scores(args.scores)
     texts = hypothesis_texts(lists)
-    unscored = texts - known.keys()
+    unscored = unscored_texts(lists, known)
     identity = None
     if args.model:
         from electra.pll.scoring import scorer_identity
@@ -48,18 +48,15 @@ def attach_first_pll(
         identity = scorer_identity(args.model[0], args.method, args.within_word)
         if args.scores:
             _refuse_other_scorer(args, known, identity, len(unscored))
-    score_texts, method = None, "saved scores"
+    method = "saved scores"
     fresh: dict[str, tuple[float, int, int]] = {}
     if unscored and args.model:
         scorer = load_scorer_from_args(args, args.model[0], identity)
         method = scorer.method if not known else f"{scorer.method} + saved scores"
         _warn_long(scorer, [(args.dev, dev), *((p, u) for p, u, _ in tests)])
-
-        def score_texts(texts: list[str]) -> list[tuple[float, int]]:
-            fresh.update(score_texts_saving(scorer, texts, saved, args.resume))
-            return [fresh[t][:2] for t in texts]
-
-    scored = attach_plls(lists, score_texts, known, scorer=identity)
+        fresh = score_texts_saving(scorer, unscored, saved, args.resume)
+    attach_plls(lists, known, {text: score[:2] for text, score in fresh.items()}, scorer=identity)
+    scored = len(fresh)
     if fresh and saved is not None:
         used = {text: known[text] for text in texts & known.keys()}
         keep_plls(saved, used | {text: (pll, pieces) for text, (pll, pieces, _) in fresh.items()}, identity)

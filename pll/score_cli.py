@@ -176,19 +176,14 @@ def _score_nbest(args: argparse.Namespace, utts: list[Utterance], fmt: str) -> i
     cannot take still reaches standard output."""
     from electra.pll.nbest import write_nbest
     from electra.pll.nbest_formats import json_format
-    from electra.pll.rescore import attach_plls
+    from electra.pll.rescore import attach_plls, unscored_texts
 
     fmt = json_format(fmt)
     if args.output:
         check_unfinished(args.output, args.resume, args.overwrite)
     scorer = load_scorer_from_args(args)
-    by_text: dict[str, tuple[float, int, int]] = {}
-
-    def score_texts(texts: list[str]) -> list[tuple[float, int]]:
-        by_text.update(score_texts_saving(scorer, texts, args.output, args.resume))
-        return [by_text[t][:2] for t in texts]
-
-    attach_plls([utts], score_texts, scorer=scorer.identity)
+    by_text = score_texts_saving(scorer, unscored_texts([utts]), args.output, args.resume)
+    attach_plls([utts], scored={text: score[:2] for text, score in by_text.items()}, scorer=scorer.identity)
     written = write_nbest(None, utts, fmt, lam=None)
     summary = [by_text[h.text] for u in utts for h in u.hyps]
     if not args.output:

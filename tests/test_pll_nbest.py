@@ -16,6 +16,7 @@ from electra.pll.rescore import (
     oracle_best,
     rescored_best,
     split_report,
+    unscored_texts,
 )
 from electra.pll.score_files import saved_scores
 from electra.pll.wer import corpus_wer, edit_distance
@@ -101,9 +102,15 @@ def _hand_scorer(texts):
     return [(-2.0 * sum(w in ("sad", "rang") for w in t.split()), len(t.split())) for t in texts]
 
 
+def _attach_scored(lists, score=_hand_scorer, known=None, scorer=None) -> None:
+    """What `score` and `rescore` do: score the texts the saved scores lack, then store every PLL."""
+    texts = unscored_texts(lists, known)
+    attach_plls(lists, known, dict(zip(texts, score(texts))), scorer=scorer)
+
+
 def test_rescoring_picks_what_the_hand_made_scorer_prefers():
     utts = _utts()
-    attach_plls([utts], _hand_scorer)
+    _attach_scored([utts])
     assert [first_best(u) for u in utts] == ["the cat sad", "a dog ran"]
     # u1: "the cat sad" -1 + λ(-2) vs "the cat sat" -1.5: the PLL wins once λ > 0.25.
     assert rescored_best(utts[0], 0.2) == "the cat sad"
@@ -119,7 +126,7 @@ def test_rescoring_picks_what_the_hand_made_scorer_prefers():
 @pytest.mark.parametrize("fmt", ["mlm-scoring", "list"])
 def test_written_lists_read_back_best_first(tmp_path, fmt):
     utts = _utts()
-    attach_plls([utts], _hand_scorer)
+    _attach_scored([utts])
     path = tmp_path / "out.json"
     write_nbest(path, utts, fmt, lam=0.5)
     again, got_fmt = read_nbest(path)
@@ -143,7 +150,7 @@ def test_the_users_other_fields_survive_rescoring(tmp_path, fmt):
     source = tmp_path / "in.json"
     source.write_text(json.dumps(data))
     utts, got_fmt = read_nbest(source)
-    attach_plls([utts], _hand_scorer)
+    _attach_scored([utts])
     out = tmp_path / "out.json"
     write_nbest(out, utts, got_fmt, lam=1.0)
     raw = json.loads(out.read_text())
@@ -161,7 +168,7 @@ def test_the_users_other_fields_survive_rescoring(tmp_path, fmt):
 
 def test_scoring_only_keeps_order_and_adds_pll():
     utts = _utts()
-    attach_plls([utts], _hand_scorer)
+    _attach_scored([utts])
     raw = json.loads(write_nbest(None, utts, "list", lam=None))
     assert [h["text"] for h in raw[0]["hyps"]] == ["the cat sad", "the cat sat", "a cat sat"]
     assert raw[0]["hyps"][0] == {"text": "the cat sad", "score": -1.0, "pll": -2.0, "pieces": 3}
@@ -178,7 +185,7 @@ def test_length_normalisation_changes_the_pick():
     # Two hypotheses with equal first-pass scores; the longer has the lower summed PLL (more terms) but the
     # higher PLL per piece. Without --ln the short one wins; with length division the long one does.
     utt = Utterance("u", "a b c d e f", [Hypothesis("a b c", 0.0), Hypothesis("a b c d e f", 0.0)])
-    attach_plls([[utt]], lambda texts: [(-3.0, 3) if len(t.split()) == 3 else (-4.8, 6) for t in texts])
+    _attach_scored([[utt]], lambda texts: [(-3.0, 3) if len(t.split()) == 3 else (-4.8, 6) for t in texts])
     assert rescored_best(utt, 1.0) == "a b c"
     assert rescored_best(utt, 1.0, ln_alpha=1.0, ln_type="length") == "a b c d e f"  # -0.8 per piece > -1.0
 
@@ -199,8 +206,9 @@ def test_saved_scores_read_both_files_score_writes_and_refuse_mixed_models(tmp_p
     assert known == {"the cat sat": (-1.25, 3), "a dog ran": (-2.5, None), "the cat sad": (-4.0, 3)}
     utts = _utts()
     with pytest.raises(UserError, match="2 hypotheses have no saved score"):
-        attach_plls([utts], None, known)  # "a cat sat", "a dog rang", and nothing to score them with
-    assert attach_plls([utts], _hand_scorer, known) == 2  # only the two unknown texts are scored
+        attach_plls([utts], known)  # "a cat sat", "a dog rang", and nothing to score them with
+    assert unscored_texts([utts], known) == ["a cat sat", "a dog rang"]  # only these two are scored
+    _attach_scored([utts], known=known)
     assert utts[0].hyps[1].pll == -1.25 and utts[1].hyps[1].pll == -2.0
     other = tmp_path / "other.jsonl"
     other.write_text(json.dumps({"text": "the cat sat", "pll": -9.0}) + "\n")
@@ -247,7 +255,7 @@ def test_saved_scores_refuse_files_of_two_scorers_even_without_a_shared_text(tmp
     assert known.scorer == "cloze:sha256=aaaa" and known == {"the cat sat": (-1.0, 3), "a dog ran": (-2.0, 3)}
     assert saved_scores([legacy]).scorer is None
     utts = _utts()
-    attach_plls([utts], _hand_scorer, known, scorer="cloze:sha256=aaaa")
+    _attach_scored([utts], known=known, scorer="cloze:sha256=aaaa")
     path = tmp_path / "out.json"
     write_nbest(path, utts, "list", lam=None)
     again, _ = read_nbest(path)
