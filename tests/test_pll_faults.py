@@ -665,7 +665,6 @@ def test_a_rescore_overwrite_stopped_between_files_leaves_no_old_report_beside_n
 ):
     """Before: `rescore --overwrite` replaced the lists one by one and report.json last, so a run stopped after the
     dev list left it beside the previous run's test list and report, which described other weights."""
-    import electra.pll.cli
     import electra.pll.report
 
     dev, test = tmp_path / "dev.json", tmp_path / "test.json"

@@ -24,7 +24,7 @@ from electra.core import plugin_sources
 from electra.core.errors import ElectraWarning, UserError, first_line
 from electra.core.version import __version__
 from electra.glue import cli as glue_cli
-from electra.pll import cli as pll_cli
+from electra.pll import nbest_cli, ngram_cli, rescore_cli, score_cli
 from electra.probes import cli as probes_cli
 from electra.squad import cli as squad_cli
 from electra.tagging import cli as tag_cli
@@ -43,7 +43,10 @@ SUBCOMMANDS = {
     squad_cli: ("squad", "squad-eval"),
     tag_cli: ("tag",),
     tag_cvt_cli: ("tag-bilstm", "tag-cvt", "parse-bilstm", "parse-cvt", "word-vectors"),
-    pll_cli: ("score", "rescore", "ngram", "nbest"),
+    score_cli: ("score",),
+    rescore_cli: ("rescore",),
+    ngram_cli: ("ngram",),
+    nbest_cli: ("nbest",),
     tlm_cli: ("tlm",),
     tartan_cli: ("tartan",),
     probes_cli: ("probe",),
