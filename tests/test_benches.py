@@ -39,6 +39,39 @@ def test_other_benches_import(name):
     assert callable(_bench(name).main)
 
 
+def test_command_walk_counts_what_the_command_runs_and_not_what_imports_run(tmp_path):
+    """A package whose command calls one module and, at run time, imports another whose class body calls a third:
+    the walk holds the command's module and the one it calls, not the import's."""
+    import subprocess
+    import sys
+
+    package = tmp_path / "site" / "electra"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "work.py").write_text("def work():\n    return 1\n")
+    (package / "declare.py").write_text("def declare():\n    return 2\n")
+    (package / "declared.py").write_text(
+        "from electra.declare import declare\n\nclass Settings:\n    value = declare()\n"
+    )
+    (package / "command.py").write_text(
+        "from electra.work import work\n\n\ndef run():\n    import electra.declared\n\n    return work()\n\n\n"
+        'if __name__ == "__main__":\n    run()\n'
+    )
+    report = tmp_path / "report.json"
+    argv = ["--trace", str(tmp_path / "site"), str(tmp_path), str(report), "--", "-m", "electra.command"]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "command_walk.py"), *argv],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": ""},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(report.read_text())
+    assert found["files"] == ["electra.command", "electra.work"]
+    assert found["moves"] == [["electra.command", "electra.work", 1]]
+
+
 def test_pretrain_throughput_times_each_dropout_in_one_run(tmp_path, monkeypatch):
     out = tmp_path / "r.json"
     argv = "--size tiny --batch-size 2 --seq-len 16 --steps 1 --warmup 0 --vocab-size 1200 --dtypes fp32"

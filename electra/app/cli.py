@@ -118,9 +118,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     named = [module for module, commands in SUBCOMMANDS.items() if command in commands]
     for module in named or SUBCOMMANDS:
         module.register(subparsers)
-    for command in _leaf_parsers(subparsers):
-        add_common_flags(command)
-        command.set_defaults(command_prog=command.prog)  # "electra tlm retrieve": errors name the step too
+    for leaf in _leaf_parsers(subparsers):
+        add_common_flags(leaf)
+        leaf.set_defaults(command_prog=leaf.prog)  # "electra tlm retrieve": errors name the step too
     return parser
 
 

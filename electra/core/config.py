@@ -455,9 +455,8 @@ class ConfigLayers:
         """Size preset < the objective's defaults < config file < explicit overrides (later wins); generic checks
         only."""
         values = {**self.preset, **objective_defaults, **self.chosen}
-        if (
-            "vocab_size" not in self.chosen
-        ):  # until a tokenizer says otherwise, the vocabulary a run would train
+        # until a tokenizer says otherwise, the vocabulary a run would train
+        if "vocab_size" not in self.chosen:
             values["vocab_size"] = values.get("tokenizer_vocab_size", PretrainConfig.tokenizer_vocab_size)
         return PretrainConfig(**values).validate()
 
