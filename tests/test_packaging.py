@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-FOLDERS = ("generators", "discriminators", "flops", "glue", "squad", "pll", "tlm", "probes")
+FOLDERS = ("generators", "discriminators", "flops", "glue", "squad", "pll", "tlm", "probes", "tagging")
 
 
 def test_fake_packages_named_like_our_folders_do_not_break_the_commands(tmp_path):
@@ -68,6 +68,13 @@ def test_the_wheel_holds_one_top_level_package_with_every_folder(tmp_path):
     for folder in FOLDERS:
         assert f"electra/{folder}/__init__.py" in names, folder
     assert "electra/app/cli.py" in names and "electra/core/errors.py" in names
+    # every module of every folder, subpackages included (an unlisted one is left out, and its importers fail)
+    modules = [path.relative_to(REPO) for path in (REPO / "electra").rglob("*.py")]
+    modules += [
+        Path("electra") / path.relative_to(REPO) for f in FOLDERS for path in (REPO / f).rglob("*.py")
+    ]
+    missing = sorted(str(m) for m in modules if "__pycache__" not in m.parts and m.as_posix() not in names)
+    assert not missing, f"modules the wheel leaves out: {missing}"
     # the corpus `pretrain` trains on when given none, and its source and licence, travel with the package
     assert "electra/data/embedded/state_of_the_union.jsonl.gz" in names
     assert "electra/data/embedded/SOURCE.md" in names
