@@ -7,7 +7,6 @@ run reproducible from its saved `config.json`. Unknown keys are errors: a typo m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -433,58 +432,9 @@ def field_names() -> set[str]:
     return {f.name for f in fields(PretrainConfig)}
 
 
-def _coerce(name: str, raw: Any, source: str = "config") -> Any:
+def coerce_field(name: str, raw: Any, source: str = "config") -> Any:
     """Turn a CLI string or a JSON value into the config field's type, strictly (`coerce_value`)."""
     return coerce_value(name, raw, str({f.name: f for f in fields(PretrainConfig)}[name].type), source)
-
-
-@dataclass(frozen=True)
-class ConfigLayers:
-    """A config's values before its objective's defaults join them: the size preset, and over it the config file's
-    and the caller's values (checked and coerced). `objective` names the objective they choose, whose defaults the
-    registry passes to `assemble`: this module sits below the registry and knows no objective."""
-
-    preset: Mapping[str, Any]
-    chosen: Mapping[str, Any]
-
-    @property
-    def objective(self) -> str:
-        return self.chosen.get("objective", self.preset.get("objective", "electra"))
-
-    def assemble(self, objective_defaults: Mapping[str, Any]) -> PretrainConfig:
-        """Size preset < the objective's defaults < config file < explicit overrides (later wins); generic checks
-        only."""
-        values = {**self.preset, **objective_defaults, **self.chosen}
-        # until a tokenizer says otherwise, the vocabulary a run would train
-        if "vocab_size" not in self.chosen:
-            values["vocab_size"] = values.get("tokenizer_vocab_size", PretrainConfig.tokenizer_vocab_size)
-        return PretrainConfig(**values).validate()
-
-
-def read_config_layers(
-    size: str, config_file: str | Path | None, overrides: dict[str, Any] | None
-) -> ConfigLayers:
-    """The size preset, the config file and the overrides, each key known and each value coerced to its field."""
-    if size not in SIZES:
-        raise UserError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}.")
-    from_file = load_config_file(config_file) if config_file is not None else {}
-    if overrides is not None and not isinstance(overrides, Mapping):
-        raise TypeError(
-            "overrides must be a dict of config field: value (e.g. {'max_steps': 200}), not "
-            f"{type(overrides).__name__}."
-        )
-    given = {k: v for k, v in (overrides or {}).items() if v is not None}
-    for layer in (from_file, given):
-        unknown = sorted(set(layer) - field_names())
-        if unknown:
-            where = f" in {config_file}" if layer is from_file else ""
-            raise UserError(
-                f"unknown config key(s){where}: {', '.join(unknown)}. Run `electra pretrain --help-config` for "
-                "the list."
-            )
-    chosen = {k: _coerce(k, v, f"config file {config_file}") for k, v in from_file.items()}
-    chosen.update({k: _coerce(k, v) for k, v in given.items()})
-    return ConfigLayers(preset=dict(SIZES[size]), chosen=chosen)
 
 
 def load_saved_config(path: str | Path) -> PretrainConfig:
@@ -495,7 +445,7 @@ def load_saved_config(path: str | Path) -> PretrainConfig:
         raise UserError(
             f"{path}: unknown config key(s) {', '.join(unknown)}; was it written by this library?"
         )
-    return PretrainConfig(**{k: _coerce(k, v, str(path)) for k, v in data.items()}).validate()
+    return PretrainConfig(**{k: coerce_field(k, v, str(path)) for k, v in data.items()}).validate()
 
 
 def with_frozen_generator(overrides: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from electra.core.config import PretrainConfig, read_config_layers
+from electra.core.config import PretrainConfig
+from electra.core.config_layers import read_config_layers
 from electra.core.errors import UserError
 from electra.core.plugin_sources import ENTRY_POINT_GROUP, PLUGINS_VARIABLE
 from electra.flops.analytic import FlopReport, count_flops
