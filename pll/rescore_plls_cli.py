@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from electra.core.errors import UserError
 from electra.pll.common_cli import load_scorer_from_args
+from electra.pll.rescore import attach_plls, unscored_texts
 from electra.pll.resumable import keep_plls, score_texts_saving
 
 if TYPE_CHECKING:
@@ -35,11 +36,10 @@ def attach_first_pll(
     scores are saved in `saved` as they come, and then every PLL of the feature is kept there.
 
     Returns the method's name and the scorer's identity (None when the saved scores do not record one)."""
-    from electra.pll.rescore import attach_plls, unscored_texts
     from electra.pll.score_files import saved_scores
 
     known = saved_scores(args.scores)
-    texts = hypothesis_texts(lists)
+    texts = set(unscored_texts(lists))
     unscored = unscored_texts(lists, known)
     identity = None
     if args.model:
@@ -104,17 +104,12 @@ def attach_extra_pll(
     """A further model's PLLs, stored on each hypothesis as feature `name` (and written back with the lists),
     saved in `saved` as they come and kept whole there."""
     scorer = load_scorer_from_args(args, model)
-    scores = score_texts_saving(scorer, sorted(hypothesis_texts(lists)), saved, args.resume)
+    scores = score_texts_saving(scorer, unscored_texts(lists), saved, args.resume)
     keep_plls(saved, {text: (pll, pieces) for text, (pll, pieces, _) in scores.items()}, scorer.identity)
     for utts in lists:
         for utt in utts:
             for hyp in utt.hyps:
                 hyp.extra[name] = scores[hyp.text][0]
-
-
-def hypothesis_texts(lists: Sequence[Sequence[Utterance]]) -> set[str]:
-    """The distinct hypothesis texts of every list: each is scored once, however many lists hold it."""
-    return {h.text for utts in lists for u in utts for h in u.hyps}
 
 
 def _warn_long(scorer: Scorer, named_lists: Sequence[tuple[str, Sequence[Utterance]]]) -> None:
