@@ -90,46 +90,15 @@ def write_inputs(folder: Path) -> None:
 
 
 def commands(inputs: Path, out: Path) -> dict[str, list[str]]:
-    return {
-        "pretrain --size tiny": [
-            "pretrain.py",
-            "--size",
-            "tiny",
-            "--max-steps",
-            "3",
-            "--output",
-            str(out / "p"),
-        ],
-        "rescore": [
-            "-m",
-            "electra",
-            "rescore",
-            "--model",
-            str(inputs / "mlm"),
-            "--dev",
-            str(inputs / "dev.json"),
-        ]
-        + ["--test", str(inputs / "test.json"), "--output-dir", str(out / "r")],
-        "tag --cvt": [
-            "-m",
-            "electra",
-            "tag",
-            "--model",
-            str(inputs / "encoder"),
-            "--train",
-            str(inputs / "train.txt"),
-        ]
-        + [
-            "--dev",
-            str(inputs / "dev.txt"),
-            "--cvt",
-            "--unlabeled",
-            str(inputs / "raw.txt"),
-            "--max-steps",
-            "4",
-        ]
-        + ["--batch-size", "8", "--output", str(out / "t")],
+    """Each command's argv; a word is split before its folders are filled in, so a path may hold spaces."""
+    lines = {
+        "pretrain --size tiny": "pretrain.py --size tiny --max-steps 3 --output {out}/p",
+        "rescore": "-m electra rescore --model {inputs}/mlm --dev {inputs}/dev.json --test {inputs}/test.json "
+        "--output-dir {out}/r",
+        "tag --cvt": "-m electra tag --model {inputs}/encoder --train {inputs}/train.txt --dev {inputs}/dev.txt "
+        "--cvt --unlabeled {inputs}/raw.txt --max-steps 4 --batch-size 8 --output {out}/t",
     }
+    return {name: [w.format(inputs=inputs, out=out) for w in line.split()] for name, line in lines.items()}
 
 
 # --- the profiler (runs inside the measured command's process) -----------------------------------------------
@@ -244,7 +213,7 @@ def measure(rev: str | None) -> dict[str, dict]:
         env = {**os.environ, "PYTHONPATH": str(site), "TQDM_DISABLE": "1", "ELECTRA_REPORT_TO": "csv"}
         results = {}
         for name, argv in commands(inputs, out).items():
-            report = scratch / "report.json"
+            report = scratch / f"{name.split()[0]}.json"
             here = [
                 sys.executable,
                 str(Path(__file__).resolve()),
@@ -276,7 +245,7 @@ def measure(rev: str | None) -> dict[str, dict]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--trace":
-        site, source, report, dash, *argv = sys.argv[2:]
+        site, source, report, _, *argv = sys.argv[2:]  # _: the `--` before the command
         trace(Path(site), Path(source), Path(report), argv)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
